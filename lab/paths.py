@@ -1,0 +1,44 @@
+"""Where things live on disk: the repository, the runs folder, the sample data.
+
+The runs folder is ``./runs`` (relative to the working directory) unless the
+``LAB_RUNS_DIR`` environment variable names another one.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATA = REPO_ROOT / "sample_data"
+SAMPLE_RUNS = SAMPLE_DATA / "runs"
+DIGITS = SAMPLE_DATA / "digits"
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class BadRunId(ValueError):
+    """A run id that could escape the runs folder or is not one of ours."""
+
+
+def runs_dir() -> Path:
+    """The runs folder: ``$LAB_RUNS_DIR`` or ``./runs``, resolved."""
+    return Path(os.environ.get("LAB_RUNS_DIR") or "runs").expanduser().resolve()
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a plain folder name, else raise ``BadRunId``.
+
+    Checked before a run id touches the filesystem: no separators, no ``..``,
+    no leading dot.
+    """
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id) or ".." in run_id:
+        raise BadRunId(
+            f"{run_id!r} is not a valid run id: use letters, digits, '.', '_' and '-' only"
+        )
+    return run_id
+
+
+def run_path(run_id: str, root: Path | None = None) -> Path:
+    """The folder of ``run_id`` inside ``root`` (default: the runs folder)."""
+    return (root or runs_dir()) / check_run_id(run_id)

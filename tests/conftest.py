@@ -1,0 +1,47 @@
+"""Shared fixtures and the rules for the ``gpu`` and ``e2e`` markers."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+def _gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    gpus = _gpu_count()
+    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU and driver; none found on this machine")
+    chromium = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
+    skip_e2e = pytest.mark.skip(reason=f"needs Debian's chromium at {chromium}; run scripts/test.sh as root to install it")
+    for item in items:
+        if "gpu" in item.keywords and gpus == 0:
+            item.add_marker(skip_gpu)
+        if "e2e" in item.keywords and not shutil.which(chromium):
+            item.add_marker(skip_e2e)
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch) -> Path:
+    """A private runs folder for one test, also exported as LAB_RUNS_DIR."""
+    d = tmp_path / "runs"
+    d.mkdir()
+    monkeypatch.setenv("LAB_RUNS_DIR", str(d))
+    return d
