@@ -42,3 +42,38 @@ def check_run_id(run_id: str) -> str:
 def run_path(run_id: str, root: Path | None = None) -> Path:
     """The folder of ``run_id`` inside ``root`` (default: the runs folder)."""
     return (root or runs_dir()) / check_run_id(run_id)
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None when it is missing, half-written or not an object.
+
+    Files in a run folder are rewritten while we read them; a torn read is
+    treated as "not there yet" rather than an error.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` via a temp file and ``os.replace`` so readers never see half of it."""
+    import json
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,106 @@
+"""Home of the Parallel Training Lab: what it is, the devices right now (live),
+where runs live, the runs at a glance, the one-click "Compare modes" sweep,
+and shortcuts to the pages. Start it with ``streamlit run app.py``. Layout
+only: everything it shows comes from ``lab/``.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from lab import live, paths, ui_text
+
+st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
+st.title("Parallel Training Lab")
+st.markdown(
+    "Launch PyTorch training on one device, with `nn.DataParallel` or with `DistributedDataParallel`, "
+    "watch it live, and compare the modes side by side."
+)
+
+
+@st.fragment(run_every=2)
+def device_strip() -> None:
+    from lab.devices import holders, snapshot
+
+    snap = snapshot(paths.runs_dir())
+    rows = live.device_rows(snap)
+    if snap.reason:
+        st.caption(f"No GPU: {snap.reason}.")
+    cols = st.columns(min(4, max(1, len(rows))))
+    for i, row in enumerate(rows):
+        with cols[i % len(cols)]:
+            st.markdown(f"**{row['label']}**")
+            st.progress(row["util"] or 0.0, text=row["util_text"])
+            st.progress(row["mem"] or 0.0, text=row["mem_text"])
+            if row["extra"]:
+                st.caption(row["extra"])
+    for line in holders(snap):
+        st.caption(line)
+
+
+st.subheader("Devices")
+device_strip()
+
+root = paths.runs_dir()
+st.subheader("Runs")
+st.caption(f"Runs live in `{root}` (set `LAB_RUNS_DIR` to use another folder).")
+
+try:
+    from lab.registry import list_runs
+
+    records = list_runs(root)
+except Exception as e:  # a broken runs folder must not take the home page down
+    st.error(f"Cannot list the runs in {root}: {e}")
+    records = []
+
+active, finished = live.glance(records)
+if not records:
+    st.info(
+        "No runs yet. Launch one from the Launch page, or press **Compare modes** below; "
+        "the Compare and Logs pages show the recorded sample runs meanwhile."
+    )
+for r in active:
+    p = live.progress_of(r)
+    st.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
+if finished:
+    st.dataframe(
+        [
+            {
+                "run": r.run_id,
+                "mode": r.mode,
+                "state": r.state,
+                "created": ui_text.fmt_ago(r.created_at),
+                "throughput": ui_text.fmt_rate(live.progress_of(r).samples_per_sec),
+                "took": ui_text.fmt_duration(live.progress_of(r).elapsed_s),
+            }
+            for r in finished
+        ],
+        hide_index=True,
+        key="home_finished",
+    )
+
+st.subheader("Compare modes")
+st.markdown(
+    "One click runs **single**, **DP** and **DDP** with the same model, data, seed and global batch, "
+    "one after another so each has the machine to itself, then compare them on the Compare page."
+)
+if st.button("Compare modes", type="primary", key="home_compare"):
+    try:
+        from lab.config import RunConfig, compare_modes_configs
+        from lab.devices import gpu_count
+        from lab.launcher import launch_sweep
+
+        base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
+        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()))
+        st.session_state["home_sweep"] = (sweep_id, run_ids)
+    except Exception as e:  # the engine names the fix; never a traceback
+        st.error(f"Could not start the comparison: {e}")
+sweep = st.session_state.get("home_sweep")
+if sweep:
+    st.success(f"Sweep {sweep[0]} started: {', '.join(sweep[1])}")
+
+st.subheader("Pages")
+c1, c2, c3, c4 = st.columns(4)
+c1.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
+c2.page_link("pages/2_Live.py", label="Watch runs live", icon="📡")
+c3.page_link("pages/3_Compare.py", label="Compare runs", icon="⚖️")
+c4.page_link("pages/4_Logs.py", label="Browse TensorBoard logs", icon="📈")

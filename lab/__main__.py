@@ -1,0 +1,9 @@
+"""``python -m lab``: the command line (see lab/cli.py and docs/cli.md)."""
+from __future__ import annotations
+
+import sys
+
+from lab.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

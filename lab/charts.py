@@ -1,0 +1,231 @@
+"""Plotly figures for every page: lines, per-run timelines, bars, grouped bars.
+
+This module owns how our charts look and, above all, how many points they
+carry: every line trace is reduced with ``lab.downsample.minmax`` (which keeps
+each bucket's minimum and maximum, so spikes and dips survive) before it is
+drawn, so a page never ships 200k points to the browser. Pages and the HTML
+export call these functions and only render the result.
+
+Public API (stable; other pages build on it):
+
+- ``Trace``: a ``(name, x, y)`` tuple, x and y 1-D array-likes of equal length.
+- ``line_figure(traces, *, x_title, y_title, title=None, max_points=2000,
+  log_y=False, x_is_time=False, y_range=None) -> go.Figure``: one line per
+  trace, overlaid (fits ``lab.ui_text.ChartSpec``: pass its fields).
+- ``timeline_figure(panels, *, y_title, x_title="time (s)", title=None,
+  max_points=2000, y_range=None, cols=3) -> go.Figure``: one subplot per panel
+  (e.g. per run), each panel a ``(panel_title, [Trace, ...])``, side by side
+  with a shared y axis, wrapping after ``cols`` columns.
+- ``bar_figure(labels, values, *, y_title, title=None, text_format=".1f")``.
+- ``grouped_bar_figure(categories, series, *, y_title, x_title="", title=None,
+  text_format=".0f")``: ``series`` maps a legend name (e.g. a device) to one
+  value per category (e.g. per run); ``None`` leaves a gap.
+- ``point_count(fig) -> int``: how many (x, y) points a figure carries.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+log = logging.getLogger(__name__)
+
+Trace = tuple[str, "np.ndarray | Sequence[float]", "np.ndarray | Sequence[float]"]
+
+DEFAULT_MAX_POINTS = 2000
+_HEIGHT = 380
+
+
+def reduce_trace(x, y, max_points: int = DEFAULT_MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` as float arrays with at most ``max_points`` points (min/max kept)."""
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    if xa.shape != ya.shape or xa.ndim != 1:
+        raise ValueError(f"x and y must be 1-D and of equal length, got {xa.shape} and {ya.shape}")
+    if max_points <= 0 or len(xa) <= max_points:
+        return xa, ya
+    # Imported where needed: the reduction itself belongs to lab.downsample.
+    from lab.downsample import minmax
+
+    rx, ry = minmax(xa, ya, max_points)
+    return np.asarray(rx, dtype=float), np.asarray(ry, dtype=float)
+
+
+def _line(name: str, x, y, max_points: int, **kw) -> go.Scatter:
+    rx, ry = reduce_trace(x, y, max_points)
+    return go.Scatter(x=rx, y=ry, name=name, mode="lines", **kw)
+
+
+def _base_layout(fig: go.Figure, title: str | None, height: int = _HEIGHT) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        height=height,
+        margin=dict(l=50, r=20, t=60 if title else 30, b=40),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        hovermode="x unified",
+    )
+    return fig
+
+
+def line_figure(
+    traces: Sequence[Trace],
+    *,
+    x_title: str,
+    y_title: str,
+    title: str | None = None,
+    max_points: int = DEFAULT_MAX_POINTS,
+    log_y: bool = False,
+    x_is_time: bool = False,
+    y_range: tuple[float, float] | None = None,
+) -> go.Figure:
+    """Overlaid lines, each trace reduced to at most ``max_points`` points.
+
+    ``x_is_time`` makes x a date axis; x is then given in epoch seconds
+    (TensorBoard's wall time).
+    """
+    fig = go.Figure()
+    for name, x, y in traces:
+        rx, ry = reduce_trace(x, y, max_points)
+        if x_is_time:
+            rx = (rx * 1000.0).astype("datetime64[ms]")
+        fig.add_trace(go.Scatter(x=rx, y=ry, name=name, mode="lines"))
+    fig.update_xaxes(title_text=x_title, type="date" if x_is_time else None)
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else None)
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
+    return _base_layout(fig, title)
+
+
+def timeline_figure(
+    panels: Sequence[tuple[str, Sequence[Trace]]],
+    *,
+    y_title: str,
+    x_title: str = "time (s)",
+    title: str | None = None,
+    max_points: int = DEFAULT_MAX_POINTS,
+    y_range: tuple[float, float] | None = None,
+    cols: int = 3,
+) -> go.Figure:
+    """One subplot per panel, side by side, sharing the y axis so heights compare.
+
+    Typical use: a panel per run, a trace per GPU (``gpu0``, ``gpu1``...), y
+    the utilisation in percent with ``y_range=(0, 100)``.
+    """
+    n = max(1, len(panels))
+    ncols = max(1, min(cols, n))
+    nrows = math.ceil(n / ncols)
+    fig = make_subplots(
+        rows=nrows,
+        cols=ncols,
+        shared_yaxes=True,
+        subplot_titles=[p[0] for p in panels] or [""],
+        horizontal_spacing=0.04,
+        vertical_spacing=0.18 if nrows > 1 else 0.1,
+    )
+    # One colour per trace name across panels, so gpu0 is the same colour in
+    # every run and the legend lists it once.
+    palette = _palette()
+    colours: dict[str, str] = {}
+    for i, (_, traces) in enumerate(panels):
+        row, col = divmod(i, ncols)
+        for name, x, y in traces:
+            first = name not in colours
+            colour = colours.setdefault(name, palette[len(colours) % len(palette)])
+            fig.add_trace(
+                _line(name, x, y, max_points, line=dict(color=colour), legendgroup=name, showlegend=first),
+                row=row + 1,
+                col=col + 1,
+            )
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title, col=1)
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
+    fig = _base_layout(fig, title, height=_HEIGHT * nrows if nrows > 1 else _HEIGHT)
+    fig.update_layout(hovermode="closest")
+    return fig
+
+
+def bar_figure(
+    labels: Sequence[str],
+    values: Sequence[float | None],
+    *,
+    y_title: str,
+    title: str | None = None,
+    text_format: str = ".1f",
+) -> go.Figure:
+    """One bar per label, the value printed on the bar."""
+    vals = [_none_if_nan(v) for v in values]
+    fig = go.Figure(
+        go.Bar(
+            x=list(labels),
+            y=vals,
+            text=[("" if v is None else format(v, text_format)) for v in vals],
+            textposition="auto",
+        )
+    )
+    fig.update_yaxes(title_text=y_title)
+    fig = _base_layout(fig, title)
+    fig.update_layout(hovermode="closest", showlegend=False)
+    return fig
+
+
+def grouped_bar_figure(
+    categories: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    y_title: str,
+    x_title: str = "",
+    title: str | None = None,
+    text_format: str = ".0f",
+) -> go.Figure:
+    """Bars grouped by category, one colour per series (e.g. per device)."""
+    fig = go.Figure()
+    for name, values in series.items():
+        if len(values) != len(categories):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(categories)} categories")
+        vals = [_none_if_nan(v) for v in values]
+        fig.add_trace(
+            go.Bar(
+                x=list(categories),
+                y=vals,
+                name=name,
+                text=[("" if v is None else format(v, text_format)) for v in vals],
+                textposition="auto",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    fig = _base_layout(fig, title)
+    fig.update_layout(hovermode="closest")
+    return fig
+
+
+def point_count(fig: go.Figure) -> int:
+    """The number of points all traces of ``fig`` carry (what the browser gets)."""
+    total = 0
+    for tr in fig.data:
+        y = getattr(tr, "y", None)
+        if y is not None:
+            total += len(y)
+    return total
+
+
+def _none_if_nan(v: float | None) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _palette() -> list[str]:
+    import plotly.colors
+
+    return list(plotly.colors.qualitative.Plotly)

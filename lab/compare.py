@@ -1,0 +1,478 @@
+"""Side-by-side comparison of finished runs: the table, the fairness warnings, the curves.
+
+This module owns every figure the Compare page and the HTML export show:
+which runs to compare by default, which is the baseline, throughput, speedup,
+scaling efficiency, per-device peak memory and its imbalance, final loss and
+accuracy, and the warnings that say when two runs are not a fair comparison.
+It reads ``run.json`` and ``summary.json`` itself and takes scalar series
+(from ``lab.events``) as plain mappings of tag -> series with ``.step``,
+``.wall_time`` and ``.value`` arrays, so every number is testable without a
+browser. Definitions (also shown on the page):
+
+- speedup = steady throughput / the baseline's steady throughput;
+- scaling efficiency = speedup / (devices / baseline devices), i.e.
+  speedup / number of devices when the baseline is a one-device run;
+- memory imbalance = (max - min) / mean of the per-device peak memory.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+# Fixed columns of the table, in order; one "peak MiB <device>" column per
+# device seen in any chosen run is inserted before "memory imbalance".
+COLUMNS_BEFORE_DEVICES = [
+    "run", "mode", "effective mode", "devices", "world size", "global batch",
+    "per-device batch", "throughput (samples/s)", "speedup", "efficiency",
+    "epoch time (s)",
+]
+COLUMNS_AFTER_DEVICES = ["memory imbalance", "final train loss", "final val loss", "final val acc"]
+PEAK_PREFIX = "peak MiB "
+
+
+@dataclass(frozen=True)
+class CompareRun:
+    """One run as the Compare page sees it; ``key`` is unique across user and sample runs."""
+
+    key: str
+    run_id: str
+    run_dir: Path
+    name: str
+    created_at: str
+    sweep_id: str | None
+    state: str | None
+    config: dict = field(default_factory=dict)
+    summary: dict | None = None
+    recorded_on: str | None = None
+    host: str | None = None
+    sample: bool = False
+
+
+@dataclass(frozen=True)
+class FairnessWarning:
+    """Why two chosen runs do not compare like for like; ``message`` is shown as is."""
+
+    key: str
+    message: str
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        # A half-written or foreign file: the run is shown without it.
+        log.warning("cannot read %s: %s", path, exc)
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
+    """A run folder as a ``CompareRun``, or None when it has neither run.json nor summary.json."""
+    run_dir = Path(run_dir)
+    meta = _read_json(run_dir / "run.json")
+    summary = _read_json(run_dir / "summary.json")
+    if meta is None and summary is None:
+        return None
+    meta = meta or {}
+    status = _read_json(run_dir / "status.json") or {}
+    run_id = str(meta.get("run_id") or run_dir.name)
+    config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    if not config and summary and isinstance(summary.get("config"), dict):
+        config = summary["config"]
+    return CompareRun(
+        key=("sample/" if sample else "") + run_id,
+        run_id=run_id,
+        run_dir=run_dir,
+        name=str(meta.get("name") or run_id),
+        created_at=str(meta.get("created_at") or (summary or {}).get("started_at") or ""),
+        sweep_id=meta.get("sweep_id"),
+        state=status.get("state") or ("succeeded" if summary and summary.get("completed") else None),
+        config=config,
+        summary=summary,
+        recorded_on=meta.get("recorded_on"),
+        host=meta.get("host") or (summary or {}).get("hostname"),
+        sample=sample,
+    )
+
+
+def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
+    """Every run under ``root``, newest first; a missing folder is an empty list."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    runs = [r for d in sorted(root.iterdir()) if d.is_dir() and (r := load_run(d, sample=sample))]
+    return sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
+
+
+def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
+    """The user's runs (newest first), then the shipped sample runs."""
+    return load_runs(user_root) + load_runs(sample_root, sample=True)
+
+
+def default_selection(runs: Sequence[CompareRun]) -> list[str]:
+    """Keys to compare by default.
+
+    The newest sweep among the user's own runs; without a sweep, the user's
+    newest (up to 4) runs that have a summary; with no runs of the user's own,
+    the sample runs.
+    """
+    own = [r for r in runs if not r.sample]
+    swept = [r for r in own if r.sweep_id]
+    if swept:
+        newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
+        return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+    finished = sorted((r for r in own if r.summary), key=lambda r: r.created_at, reverse=True)[:4]
+    if finished:
+        return [r.key for r in reversed(finished)]
+    return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]
+
+
+def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
+    """Short, unique display names by key: the run's name, suffixed by its id when names clash."""
+    def base(r: CompareRun) -> str:
+        return ("sample: " if r.sample else "") + r.name
+    names = [base(r) for r in runs]
+    return {r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs}
+
+
+# ---- per-run figures -----------------------------------------------------
+
+def _conf(run: CompareRun, key: str) -> Any:
+    """A trainer option: summary.json's config first (what ran), else run.json's."""
+    sc = (run.summary or {}).get("config")
+    if isinstance(sc, dict) and key in sc:
+        return sc[key]
+    return run.config.get(key)
+
+
+def _last(series: Mapping[str, Any] | None, tag: str) -> float | None:
+    s = (series or {}).get(tag)
+    if s is None or len(s.value) == 0:
+        return None
+    return float(s.value[-1])
+
+
+def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The baseline-independent figures of one run.
+
+    From summary.json; for a run without one (failed, stopped, still running
+    or foreign) from its event series: mean ``perf/samples_per_sec`` without
+    the first window, mean ``perf/epoch_time_s``, max ``mem/<dev>/peak_mib``,
+    the last losses and accuracy.
+    """
+    s = run.summary or {}
+    final = s.get("final") or {}
+    peaks = {str(k): float(v) for k, v in (s.get("peak_mem_mib") or {}).items() if v is not None}
+    throughput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
+    epoch_time = s.get("epoch_time_s")
+    sc = scalars or {}
+    if not s:
+        tp = sc.get("perf/samples_per_sec")
+        if tp is not None and len(tp.value):
+            vals = np.asarray(tp.value, dtype=float)
+            throughput = float(vals[1:].mean() if len(vals) > 1 else vals[0])
+        et = sc.get("perf/epoch_time_s")
+        if et is not None and len(et.value):
+            epoch_time = float(np.mean(et.value))
+        for tag, ser in sc.items():
+            parts = tag.split("/")
+            if len(parts) == 3 and parts[0] == "mem" and parts[2] == "peak_mib" and len(ser.value):
+                peaks[parts[1]] = float(np.max(ser.value))
+    devices = list(s.get("devices") or sorted(peaks))
+    global_batch = s.get("global_batch") or _conf(run, "batch_size")
+    return {
+        "mode": s.get("mode") or _conf(run, "mode"),
+        "effective mode": s.get("effective_mode"),
+        "effective mode reason": s.get("effective_mode_reason"),
+        "devices": devices,
+        "world size": s.get("world_size"),
+        "global batch": global_batch,
+        "per-device batch": s.get("per_device_batch"),
+        "throughput": None if throughput is None else float(throughput),
+        "epoch time": None if epoch_time is None else float(epoch_time),
+        "peaks": peaks,
+        "final train loss": final.get("train_loss", _last(sc, "train/loss")),
+        "final val loss": final.get("val_loss", _last(sc, "val/loss")),
+        "final val acc": final.get("val_acc", _last(sc, "val/acc")),
+    }
+
+
+def speedup(throughput: float | None, baseline_throughput: float | None) -> float | None:
+    """Throughput relative to the baseline's; None when either is unknown or zero."""
+    if not throughput or not baseline_throughput:
+        return None
+    return float(throughput) / float(baseline_throughput)
+
+
+def efficiency(speedup_: float | None, devices: int, baseline_devices: int = 1) -> float | None:
+    """Speedup per device added: speedup / (devices / baseline devices)."""
+    if speedup_ is None or devices <= 0 or baseline_devices <= 0:
+        return None
+    return speedup_ / (devices / baseline_devices)
+
+
+def imbalance(peaks: Mapping[str, float]) -> float | None:
+    """(max - min) / mean of per-device peak memory; None with fewer than two devices."""
+    vals = [float(v) for v in peaks.values() if v is not None]
+    if len(vals) < 2 or np.mean(vals) <= 0:
+        return None
+    return (max(vals) - min(vals)) / float(np.mean(vals))
+
+
+def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
+    """The default baseline key: a run asked and run as ``single``, else the one with fewest devices."""
+    if not runs:
+        return None
+    def rank(r: CompareRun) -> tuple:
+        m = run_metrics(r)
+        asked_single = m["mode"] == "single" and m["effective mode"] in (None, "single")
+        return (not asked_single, len(m["devices"]) or 99, r.created_at)
+    return min(runs, key=rank).key
+
+
+def compare_table(
+    runs: Sequence[CompareRun],
+    baseline_key: str | None = None,
+    scalars: Mapping[str, Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """One row per run with the columns listed at the top of this module.
+
+    ``scalars`` maps a run key to its event series, used only for runs
+    without a summary.json. The baseline defaults to ``choose_baseline``.
+    """
+    if not runs:
+        return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES)
+    names = labels(runs)
+    baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
+    metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
+    base = metrics[baseline_key]
+    base_devices = len(base["devices"]) or 1
+    all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=_device_order)
+    rows = []
+    for r in runs:
+        m = metrics[r.key]
+        sp = speedup(m["throughput"], base["throughput"])
+        row = {
+            "run": names[r.key],
+            "mode": m["mode"],
+            "effective mode": m["effective mode"],
+            "devices": ", ".join(m["devices"]),
+            "world size": m["world size"],
+            "global batch": m["global batch"],
+            "per-device batch": m["per-device batch"],
+            "throughput (samples/s)": m["throughput"],
+            "speedup": sp,
+            "efficiency": efficiency(sp, len(m["devices"]) or 1, base_devices),
+            "epoch time (s)": m["epoch time"],
+        }
+        for d in all_devices:
+            row[PEAK_PREFIX + d] = m["peaks"].get(d)
+        row["memory imbalance"] = imbalance(m["peaks"])
+        for c in ("final train loss", "final val loss", "final val acc"):
+            row[c] = None if m[c] is None else float(m[c])
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=COLUMNS_BEFORE_DEVICES + [PEAK_PREFIX + d for d in all_devices] + COLUMNS_AFTER_DEVICES)
+    # Numeric columns stay numeric (NaN for unknown) so CSV and sorting work.
+    for c in df.columns:
+        if c not in ("run", "mode", "effective mode", "devices"):
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def _device_order(name: str) -> tuple:
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return (head, int(tail) if tail else -1)
+
+
+def table_csv(df: pd.DataFrame) -> bytes:
+    """The table as UTF-8 CSV bytes, for a download button."""
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    return buf.getvalue().encode("utf-8")
+
+
+# ---- fairness --------------------------------------------------------------
+
+def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
+    """What makes the chosen runs an unfair comparison, one warning per cause.
+
+    Differences in model, dataset, global batch, seed, precision (amp) or, among
+    the runs that really used several devices, device count; a run whose
+    effective mode is not the asked one; a run without summary.json; runs
+    recorded on different hosts.
+    """
+    if not runs:
+        return []
+    names = labels(runs)
+    metrics = {r.key: run_metrics(r) for r in runs}
+    out: list[FairnessWarning] = []
+
+    def differ(key: str, what: str, values: dict[str, Any], why: str) -> None:
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
+            listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
+            out.append(FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}"))
+
+    differ("model", "model", {r.key: _conf(r, "model") for r in runs},
+           "throughput and memory measure different work.")
+    differ("dataset", "dataset", {r.key: _conf(r, "dataset") for r in runs},
+           "losses and accuracies are not comparable.")
+    differ("global_batch", "global batch", {k: m["global batch"] for k, m in metrics.items()},
+           "steps mean different amounts of data; compare loss against samples seen.")
+    differ("seed", "seed", {r.key: _conf(r, "seed") for r in runs},
+           "loss curves differ by chance as well as by mode.")
+    differ("amp", "precision (amp)", {r.key: bool(_conf(r, "amp")) for r in runs},
+           "mixed precision changes both speed and memory.")
+    parallel = {k: len(m["devices"]) for k, m in metrics.items()
+                if m["effective mode"] not in (None, "single") and m["devices"]}
+    differ("device_count", "device count among the multi-device runs", parallel,
+           "compare scaling efficiency rather than speedup.")
+    for r in runs:
+        m = metrics[r.key]
+        if m["effective mode"] and m["mode"] and m["effective mode"] != m["mode"]:
+            reason = m["effective mode reason"] or "no reason recorded"
+            out.append(FairnessWarning(
+                "effective_mode",
+                f"{names[r.key]} was asked to run as {m['mode']} but ran as {m['effective mode']} ({reason}).",
+            ))
+        if not r.summary:
+            out.append(FairnessWarning(
+                "no_summary",
+                f"{names[r.key]} has no summary.json (state: {r.state or 'unknown'}); its figures come from its "
+                "event files and may cover only part of the run.",
+            ))
+    differ("host", "host", {r.key: r.host for r in runs if r.host},
+           "different machines make throughput incomparable.")
+    return out
+
+
+def merge_scalars(by_subrun: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One tag -> series mapping from a run folder's sub-runs (``tb``, ``sys``...).
+
+    ``lab.events.LogdirReader`` over a run folder names ``tb/`` and ``sys/``
+    as separate runs; their tags never collide (``sys/`` tags are only the
+    supervisor's), so the Compare page looks them up in one mapping.
+    """
+    out: dict[str, Any] = {}
+    for name in sorted(by_subrun):
+        out.update(by_subrun[name])
+    return out
+
+
+# ---- curves ----------------------------------------------------------------
+
+X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall time since start (s)"}
+
+
+def _parse_time(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def curve_traces(
+    runs: Sequence[CompareRun],
+    scalars: Mapping[str, Mapping[str, Any]],
+    tag: str = "train/loss",
+    x: str = "step",
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """One ``(label, x, y)`` per run that logged ``tag``, x being step, samples seen or wall time.
+
+    Samples seen = step x global batch. Wall time counts from the trainer's
+    ``started_at`` in summary.json, else from the first event of the tag.
+    """
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
+    names = labels(runs)
+    out = []
+    for r in runs:
+        ser = (scalars.get(r.key) or {}).get(tag)
+        if ser is None or len(ser.value) == 0:
+            continue
+        y = np.asarray(ser.value, dtype=float)
+        if x == "step":
+            xs = np.asarray(ser.step, dtype=float)
+        elif x == "samples":
+            gb = run_metrics(r)["global batch"]
+            if not gb:
+                continue
+            xs = np.asarray(ser.step, dtype=float) * float(gb)
+        else:
+            wt = np.asarray(ser.wall_time, dtype=float)
+            t0 = _parse_time((r.summary or {}).get("started_at"))
+            if t0 is None or t0 > wt[0]:
+                t0 = float(wt[0])
+            xs = wt - t0
+        out.append((names[r.key], xs, y))
+    return out
+
+
+@dataclass(frozen=True)
+class SystemPanels:
+    """Per-run system timelines ready for ``charts.timeline_figure``."""
+
+    panels: list
+    y_title: str
+    y_range: tuple[float, float] | None
+    note: str | None
+
+
+def system_panels(
+    runs: Sequence[CompareRun],
+    scalars: Mapping[str, Mapping[str, Any]],
+    metric: str = "util",
+) -> SystemPanels:
+    """GPU utilisation (``metric="util"``) or memory (``"mem"``) per GPU and run from ``sys/`` events.
+
+    Runs without GPU samples (CPU runs) show ``sys/cpu_pct`` or ``sys/rss_mib``
+    instead, and ``note`` says so. Time counts from each run's first sample.
+    """
+    gpu_leaf, cpu_tag = {"util": ("util_pct", "sys/cpu_pct"), "mem": ("mem_used_mib", "sys/rss_mib")}[metric]
+    names = labels(runs)
+    panels = []
+    used_cpu = used_gpu = False
+    for r in runs:
+        sc = scalars.get(r.key) or {}
+        gpu_tags = sorted(
+            (t for t in sc if t.startswith("sys/gpu") and t.endswith("/" + gpu_leaf) and len(sc[t].value)),
+            key=lambda t: _device_order(t.split("/")[1]),
+        )
+        chosen = [(t.split("/")[1], sc[t]) for t in gpu_tags]
+        if not chosen and cpu_tag in sc and len(sc[cpu_tag].value):
+            chosen = [("cpu (process tree)", sc[cpu_tag])]
+            used_cpu = True
+        elif chosen:
+            used_gpu = True
+        traces = []
+        t0 = min((float(s.wall_time[0]) for _, s in chosen), default=0.0)
+        for name, s in chosen:
+            traces.append((name, np.asarray(s.wall_time, dtype=float) - t0, np.asarray(s.value, dtype=float)))
+        panels.append((names[r.key], traces))
+    if metric == "util":
+        y_title = "GPU utilisation (%)" if used_gpu and not used_cpu else "utilisation (%)"
+        y_range = (0.0, 100.0) if not used_cpu else None
+    else:
+        y_title = "GPU memory used (MiB)" if used_gpu and not used_cpu else "memory (MiB)"
+        y_range = None
+    note = None
+    if used_cpu:
+        what = "sys/cpu_pct (CPU use of the run's whole process tree; 100 % = one core)" if metric == "util" \
+            else "sys/rss_mib (resident memory of the run's whole process tree)"
+        note = f"No GPU samples for {'some of ' if used_gpu else ''}these runs (CPU runs): showing {what} instead."
+    if not any(p[1] for p in panels):
+        note = "None of these runs has system samples (sys/ events): the supervisor records them while a run goes."
+    return SystemPanels(panels, y_title, y_range, note)

@@ -1,0 +1,260 @@
+"""What a run is asked to do: ``RunConfig`` and its validation.
+
+This module owns the launch configuration (mode, devices, processes, nodes,
+model, data and the trainer's options) and every check made before anything
+starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
+message naming the fix; ``validate`` raises the first. It also builds the
+three configs of the "Compare modes" button (``compare_modes_configs``).
+Nothing here starts a process or touches NVML: the GPU count is an argument.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.paths import DIGITS
+
+MODES = ("single", "dp", "ddp")
+MODELS = ("tinycnn", "resnet18")
+CHECKPOINTS = ("last", "none")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+_ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
+# Chosen by the launcher from the config; a user value would silently undo it.
+_RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "TORCHELASTIC_ERROR_FILE")
+
+
+class ConfigError(ValueError):
+    """One problem with a config: the field it concerns and a message naming the fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
+
+    ``batch_size`` is the global batch in every mode. ``nproc`` is the number of
+    processes per node and only means something for ``ddp``.
+    """
+
+    mode: str = "single"
+    gpus: tuple[int, ...] = ()
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str = ""
+    model: str = "tinycnn"
+    dataset: str = "digits"
+    batch_size: int = 64
+    epochs: int = 1
+    max_steps: int = 0
+    lr: float = 0.05
+    amp: bool = False
+    workers: int = 0
+    seed: int = 0
+    name: str = ""
+    tags: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+    log_every: int = 10
+    val_every: int = 0
+    image_size: int = 32
+    checkpoint: str = "last"
+    grad_norm_warn: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["gpus"] = list(self.gpus)
+        d["tags"] = list(self.tags)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        """The inverse of ``to_dict``; unknown keys are ignored (older/newer run.json)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if "gpus" in kw:
+            kw["gpus"] = tuple(kw["gpus"])
+        if "tags" in kw:
+            kw["tags"] = tuple(kw["tags"])
+        if "extra_env" in kw:
+            kw["extra_env"] = dict(kw["extra_env"] or {})
+        return cls(**kw)
+
+    @property
+    def processes(self) -> int:
+        """Processes this node starts (ddp: nproc; otherwise one)."""
+        return self.nproc if self.mode == "ddp" else 1
+
+    @property
+    def world_size(self) -> int:
+        """How many ways the global batch is split."""
+        if self.mode == "ddp":
+            return self.nproc * self.nnodes
+        if self.mode == "dp" and len(self.gpus) >= 2:
+            return len(self.gpus)
+        return 1
+
+
+def _split_unit(config: RunConfig) -> str:
+    if config.mode == "ddp":
+        return "processes" if not config.gpus or config.nnodes > 1 else "GPUs"
+    return "GPUs"
+
+
+def _batch_problem(config: RunConfig) -> ConfigError | None:
+    world = config.world_size
+    b = config.batch_size
+    if world <= 1 or b % world == 0:
+        return None
+    lo = (b // world) * world
+    hi = lo + world
+    fix = f"use {lo} or {hi}" if lo > 0 else f"use {hi}"
+    return ConfigError("batch_size", f"batch {b} does not split over {world} {_split_unit(config)}: {fix}")
+
+
+def _dataset_problem(spec: str) -> ConfigError | None:
+    if spec in ("digits", "synthetic"):
+        if spec == "digits" and not DIGITS.is_dir():
+            return ConfigError("dataset", f"the digits sample set is missing at {DIGITS}: restore sample_data/ or use 'synthetic'")
+        return None
+    if spec.startswith("imagefolder:"):
+        path = Path(spec.split(":", 1)[1]).expanduser()
+        if not str(path) or not path.is_dir():
+            return ConfigError("dataset", f"image folder {str(path)!r} does not exist: give an existing folder as imagefolder:PATH")
+        return None
+    return ConfigError("dataset", f"unknown dataset {spec!r}: use digits, synthetic or imagefolder:PATH")
+
+
+def _device_problems(c: RunConfig, gpu_count: int) -> list[ConfigError]:
+    out: list[ConfigError] = []
+    if len(set(c.gpus)) != len(c.gpus):
+        out.append(ConfigError("gpus", f"GPU list {list(c.gpus)} repeats a GPU: name each GPU once"))
+    for g in c.gpus:
+        if not isinstance(g, int) or isinstance(g, bool) or g < 0:
+            out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
+        elif g >= gpu_count:
+            have = "no GPUs: leave gpus empty to run on the CPU" if gpu_count == 0 else (
+                f"{gpu_count} GPU{'s' if gpu_count > 1 else ''} (0-{gpu_count - 1}): pick among them")
+            out.append(ConfigError("gpus", f"GPU {g} does not exist: this machine has {have}"))
+    if c.mode == "single" and len(c.gpus) > 1:
+        out.append(ConfigError("gpus", f"single mode uses one device, {len(c.gpus)} GPUs given: pick one GPU or use dp/ddp"))
+    if c.mode == "ddp":
+        if not isinstance(c.nproc, int) or c.nproc < 1:
+            out.append(ConfigError("nproc", f"ddp needs at least one process per node, got {c.nproc}: use nproc 1 or more"))
+        elif c.gpus and c.nproc != len(c.gpus):
+            out.append(ConfigError("nproc", f"ddp runs one process per GPU: {len(c.gpus)} GPUs given, so use nproc {len(c.gpus)}"))
+    elif c.nproc != 1:
+        where = "on the CPU " if c.mode == "dp" and not c.gpus else ""
+        out.append(ConfigError("nproc", f"{c.mode} {where}runs in one process, nproc {c.nproc} given: use nproc 1, or mode ddp for several processes"))
+    return out
+
+
+def _node_problems(c: RunConfig) -> list[ConfigError]:
+    out: list[ConfigError] = []
+    if not isinstance(c.nnodes, int) or c.nnodes < 1:
+        return [ConfigError("nnodes", f"nnodes must be 1 or more, got {c.nnodes}")]
+    if c.nnodes > 1:
+        if c.mode != "ddp":
+            out.append(ConfigError("mode", f"several nodes need mode ddp, not {c.mode}: use ddp or nnodes 1"))
+        m = _ENDPOINT.match(c.rdzv_endpoint or "")
+        if not c.rdzv_endpoint:
+            out.append(ConfigError("rdzv_endpoint", f"nnodes {c.nnodes} needs a rendezvous endpoint: give host:port of node 0, e.g. 10.0.0.1:29400"))
+        elif not m or not 0 < int(m.group(2)) < 65536:
+            out.append(ConfigError("rdzv_endpoint", f"{c.rdzv_endpoint!r} is not host:port: use e.g. 10.0.0.1:29400"))
+    if not isinstance(c.node_rank, int) or not 0 <= c.node_rank < c.nnodes:
+        out.append(ConfigError("node_rank", f"node_rank {c.node_rank} is outside 0..{c.nnodes - 1}: use a rank below nnodes"))
+    return out
+
+
+def _number_problems(c: RunConfig) -> list[ConfigError]:
+    out: list[ConfigError] = []
+    def need(ok: bool, fld: str, msg: str) -> None:
+        if not ok:
+            out.append(ConfigError(fld, msg))
+    need(isinstance(c.batch_size, int) and c.batch_size >= 1, "batch_size", f"batch size {c.batch_size} is not a positive whole number: use e.g. 64")
+    need(isinstance(c.epochs, int) and c.epochs >= 1, "epochs", f"epochs {c.epochs} must be 1 or more")
+    need(isinstance(c.max_steps, int) and c.max_steps >= 0, "max_steps", f"max_steps {c.max_steps} must be 0 (no limit) or more")
+    need(isinstance(c.lr, (int, float)) and c.lr > 0, "lr", f"learning rate {c.lr} must be above 0: use e.g. 0.05")
+    need(isinstance(c.workers, int) and c.workers >= 0, "workers", f"workers {c.workers} must be 0 or more")
+    need(isinstance(c.seed, int) and c.seed >= 0, "seed", f"seed {c.seed} must be 0 or more")
+    need(isinstance(c.log_every, int) and c.log_every >= 1, "log_every", f"log_every {c.log_every} must be 1 or more")
+    need(isinstance(c.val_every, int) and c.val_every >= 0, "val_every", f"val_every {c.val_every} must be 0 (each epoch end) or more")
+    need(isinstance(c.image_size, int) and 4 <= c.image_size <= 1024, "image_size", f"image size {c.image_size} is outside 4..1024: use e.g. 32")
+    need(isinstance(c.grad_norm_warn, (int, float)) and c.grad_norm_warn >= 0, "grad_norm_warn", f"grad_norm_warn {c.grad_norm_warn} must be 0 (off) or more")
+    need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
+    return out
+
+
+def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
+    """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
+    c = config
+    out: list[ConfigError] = []
+    if c.mode not in MODES:
+        return [ConfigError("mode", f"unknown mode {c.mode!r}: use single, dp or ddp")]
+    out += _device_problems(c, gpu_count)
+    out += _node_problems(c)
+    out += _number_problems(c)
+    if not out:
+        bp = _batch_problem(c)
+        if bp:
+            out.append(bp)
+    if c.model not in MODELS:
+        out.append(ConfigError("model", f"unknown model {c.model!r}: use {' or '.join(MODELS)}"))
+    if not isinstance(c.dataset, str):
+        out.append(ConfigError("dataset", "dataset must be text: digits, synthetic or imagefolder:PATH"))
+    else:
+        dp = _dataset_problem(c.dataset)
+        if dp:
+            out.append(dp)
+    if c.name and not _NAME.match(c.name):
+        out.append(ConfigError("name", f"name {c.name!r} has characters we cannot use in a folder name: use letters, digits, '.', '_' or '-' (40 at most)"))
+    for t in c.tags:
+        if not isinstance(t, str) or not t.strip() or len(t) > 40 or "," in t:
+            out.append(ConfigError("tags", f"tag {t!r} must be 1-40 characters without commas"))
+    for k, v in (c.extra_env or {}).items():
+        if not isinstance(k, str) or not k.isidentifier() or not k.isascii():
+            out.append(ConfigError("extra_env", f"{k!r} is not a variable name: use letters, digits and '_' (not starting with a digit)"))
+        elif k in _RESERVED_ENV:
+            out.append(ConfigError("extra_env", f"{k} is set by the launcher: choose GPUs with gpus instead of setting it"))
+        elif not isinstance(v, str) or "\0" in v:
+            out.append(ConfigError("extra_env", f"the value of {k} must be text"))
+    return out
+
+
+def validate(config: RunConfig, gpu_count: int) -> None:
+    """Raise the first ``ConfigError`` of ``problems``; return None when the config is fine."""
+    found = problems(config, gpu_count)
+    if found:
+        raise found[0]
+
+
+def normalized(config: RunConfig) -> RunConfig:
+    """The same config with an ``imagefolder:`` path made absolute (the run starts elsewhere)."""
+    if config.dataset.startswith("imagefolder:"):
+        p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
+        return dataclasses.replace(config, dataset=f"imagefolder:{p}")
+    return config
+
+
+def compare_modes_configs(base: RunConfig, gpu_count: int) -> list[RunConfig]:
+    """single, DP and DDP configs of the same model, data, seed and global batch.
+
+    With GPUs: single on the first GPU, DP and DDP over all of them. Without:
+    everything on the CPU, DDP as two gloo processes (DP falls back to one device).
+    """
+    gpus = tuple(range(gpu_count))
+    first = gpus[:1]
+    nproc = len(gpus) if gpus else 2
+    stem = base.name or f"cmp-{base.model}"
+    common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
+    return [
+        dataclasses.replace(base, mode="single", gpus=first, nproc=1, name=f"{stem}-single"[:40], **common),
+        dataclasses.replace(base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common),
+        dataclasses.replace(base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common),
+    ]

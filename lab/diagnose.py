@@ -1,0 +1,183 @@
+"""Why a run failed: a table of known failures matched against the run's logs.
+
+``diagnose(run_dir)`` reads stdout.log, torchrun's per-rank logs
+(logs/**/stderr.log, stdout.log) and torchrun's error files (error.json,
+logs/**/error.json), and returns the first matching entry of ``KNOWN`` as a
+``Diagnosis``: a key, the cause in one sentence, the fix, and where torchrun
+says so, the failed rank, its exit code and the last lines of its traceback.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+_TAIL_BYTES = 256 * 1024
+_EXCERPT_LINES = 12
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    key: str
+    cause: str
+    fix: str
+    rank: int | None = None
+    exit_code: int | None = None
+    excerpt: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# (key, pattern, cause, fix). Order matters: the specific before the generic.
+KNOWN: list[tuple[str, re.Pattern[str], str, str]] = [
+    ("port_in_use",
+     re.compile(r"address already in use|EADDRINUSE|errno 98", re.I),
+     "The rendezvous/master port was already taken by another process, so the job could not start.",
+     "Launch again (the lab picks a free port per job), or free the port / pass another --master-port."),
+    ("cuda_oom",
+     re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED", re.I),
+     "A GPU ran out of memory.",
+     "Lower the batch size or image size, turn on --amp, or use more GPUs (DDP splits the batch); in DP the first GPU needs the most."),
+    ("different_devices",
+     re.compile(r"Expected all tensors to be on the same device", re.I),
+     "A tensor was on a different device than the model (e.g. the loss or the inputs left on the CPU).",
+     "Move the inputs, targets and criterion to the model's device (in DDP: torch.cuda.set_device(local_rank) before init_process_group)."),
+    ("nccl",
+     re.compile(r"NCCL error|ncclInternalError|ncclUnhandledCudaError|ncclSystemError|ProcessGroupNCCL.*(?:timeout|Watchdog)|NCCL WARN", re.I),
+     "NCCL, the GPU communication library, failed between ranks.",
+     "Rerun with NCCL_DEBUG=INFO in the extra environment; check all GPUs are visible and healthy (nvidia-smi), and try NCCL_P2P_DISABLE=1."),
+    ("batch_split",
+     re.compile(r"does not split|not divisible|must be divisible", re.I),
+     "The global batch does not split evenly over the devices/processes.",
+     "Use a batch size that is a multiple of the number of GPUs/processes."),
+    ("killed",
+     re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|killed by signal 9|SIGKILL|exit code -9|^Killed$", re.I | re.M),
+     "A process was killed with signal 9 (SIGKILL): usually the host ran out of memory and the kernel's OOM killer ended it, or someone ran kill -9.",
+     "Lower the batch size, image size or DataLoader workers; check `dmesg` for 'Out of memory'."),
+]
+
+_BAD_INPUT = re.compile(r"^error: (.+)$", re.M)
+_ROOT = re.compile(
+    r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?exitcode\s*:\s*(-?\d+)(.*?)(?:={10,}|\Z)", re.S)
+
+
+def _read_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - _TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _last_lines(text: str, n: int = _EXCERPT_LINES) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[-n:])
+
+
+def _error_files(run_dir: Path) -> list[dict]:
+    out = []
+    for p in [run_dir / "error.json", *sorted((run_dir / "logs").glob("**/error.json"))]:
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        msg = data.get("message") if isinstance(data, dict) else None
+        if isinstance(msg, dict):
+            out.append({"text": f"{msg.get('message', '')}\n{msg.get('extraInfo', {}).get('py_callstack', '')}",
+                        "rank": _int(data.get("rank"))})
+        elif isinstance(msg, str):
+            out.append({"text": msg, "rank": _int(data.get("rank"))})
+    return out
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rank_logs(run_dir: Path) -> dict[int, str]:
+    """local rank -> its stdout then stderr text (the traceback ends up last); latest attempt wins."""
+    out: dict[int, str] = {}
+    for d in sorted((run_dir / "logs").glob("**/attempt_*/*"), key=lambda p: str(p)):
+        if d.is_dir() and d.name.isdigit():
+            out[int(d.name)] = _read_tail(d / "stdout.log") + "\n" + _read_tail(d / "stderr.log")
+    return out
+
+
+def _traceback_excerpt(text: str) -> str:
+    """The last traceback in ``text`` (torchrun's own prefixes removed), else its last lines."""
+    clean = re.sub(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:\s?)?", "", text, flags=re.M)
+    idx = clean.rfind("Traceback (most recent call last)")
+    return _last_lines(clean[idx:] if idx >= 0 else clean)
+
+
+def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | None:
+    """The known failure that best explains the run's logs, or None when nothing is found."""
+    run_dir = Path(run_dir)
+    stdout = _read_tail(run_dir / "stdout.log")
+    ranks = _rank_logs(run_dir)
+    errors = _error_files(run_dir)
+    root = None
+    for m in _ROOT.finditer(stdout):
+        root = m
+    rank = int(root.group(1)) if root else None
+    local = int(root.group(2)) if root else None
+    code = int(root.group(3)) if root else exit_code
+    if rank is None:
+        for e in errors:
+            if e["rank"] is not None:
+                rank = e["rank"]
+                break
+    # the failed rank's own output first: it holds the real cause, the others only echo it
+    rank_text = ranks.get(local if local is not None else rank, "") if rank is not None else ""
+    sources = [rank_text, *(e["text"] for e in errors), stdout, *ranks.values()]
+    everything = "\n".join(sources)
+    focus = root.group(0) if root else everything
+    src = rank_text or (errors[0]["text"] if errors else "") or stdout
+    for key, pat, cause, fix in KNOWN:
+        if key == "killed":
+            hit = bool(pat.search(focus)) or (root is None and code == -9)
+        else:
+            hit = bool(pat.search(everything))
+        if not hit:
+            continue
+        if key == "killed" and rank is not None:
+            cause = f"Rank {rank} " + cause[0].lower() + cause[1:]
+        if key in ("port_in_use", "batch_split"):
+            m = pat.search(src) or pat.search(everything)
+            excerpt = _around(src if pat.search(src) else everything, m)  # type: ignore[arg-type]
+        else:
+            excerpt = _traceback_excerpt(src)
+        return Diagnosis(key, cause, fix, rank, code, excerpt)
+    if root is not None or rank is not None:
+        src = rank_text or (errors[0]["text"] if errors else stdout)
+        excerpt = _traceback_excerpt(src)
+        last = excerpt.splitlines()[-1] if excerpt else "no traceback recorded"
+        return Diagnosis("rank_crashed", f"Rank {rank} crashed with exit code {code}: {last}",
+                         f"Read rank {rank}'s traceback (python -m lab logs RUN --rank {rank}) and fix the error it names.",
+                         rank, code, excerpt)
+    if exit_code in (None, 0) and "Traceback" not in stdout:
+        return None
+    bad = _BAD_INPUT.findall(stdout)
+    if bad:
+        return Diagnosis("bad_input", f"The trainer refused its input: {bad[-1]}",
+                         "Change the option the message names and launch again.", None, exit_code, bad[-1])
+    excerpt = _traceback_excerpt(stdout)
+    last = excerpt.splitlines()[-1] if excerpt else "no output"
+    return Diagnosis("crashed", f"The training process exited with code {exit_code}: {last}",
+                     "Read the end of stdout.log (python -m lab logs RUN) and fix the error it names.",
+                     None, exit_code, excerpt)
+
+
+def _around(text: str, m: re.Match[str], n: int = 3) -> str:
+    lines = text.splitlines()
+    at = text.count("\n", 0, m.start())
+    return "\n".join(lines[max(0, at - n): at + n + 1])

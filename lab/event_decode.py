@@ -1,0 +1,334 @@
+"""Scalar points out of a batch of Event records, decoded column-wise with numpy.
+
+Owns the step from verified record payloads (``lab.tfrecord.scan``) to
+columns ``tag, step, wall_time, value``. The common shapes
+(``Event{wall_time, step, summary{value{tag, simple_value}}}`` from
+SummaryWriter/tensorboardX) are decoded for all records at once by a minimal
+protobuf field walker that advances one field per numpy pass over the batch.
+Tensor values (TF2 ``tf.summary.scalar``, torch ``new_style``) peek at the
+plugin name and decode only a ``scalars`` tensor; anything the walker does not
+understand falls back to TensorBoard's own ``event_pb2`` for that record.
+Images, histograms, graphs and text are never decoded: their fields are
+skipped by length.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_EVENT = {1: 1, 2: 0, 5: 2}  # field -> wire type: wall_time, step, summary
+_SUMMARY = {1: 2}  # value (repeated)
+_VALUE = {1: 2, 2: 5, 8: 2, 9: 2}  # tag, simple_value, tensor, metadata
+
+
+@dataclass
+class Points:
+    """Scalar points in record order; ``tag_idx`` indexes ``tags``."""
+
+    tags: list[str]
+    tag_idx: np.ndarray
+    step: np.ndarray
+    wall_time: np.ndarray
+    value: np.ndarray
+    undecodable: int = 0
+    plugins: dict[str, str] = field(default_factory=dict)
+
+
+def _varint(u8: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints at positions ``q``: (value as int64, byte count; 0 = malformed)."""
+    last = len(u8) - 1
+    b = u8[np.minimum(q, last)]
+    val = (b & 0x7F).astype(np.uint64)
+    nb = np.ones(len(q), dtype=np.int64)
+    cont = np.flatnonzero(b & 0x80)
+    k = 1
+    while len(cont) and k < 10:  # most varints are one byte: touch only the rest
+        bb = u8[np.minimum(q[cont] + k, last)]
+        val[cont] |= (bb & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        nb[cont] += 1
+        cont = cont[(bb & 0x80) != 0]
+        k += 1
+    nb[cont] = 0
+    return val.view(np.int64), nb
+
+
+def _walk(u8: np.ndarray, s: np.ndarray, e: np.ndarray, wanted: dict[int, int]):
+    """Walk the fields of n messages spanning [s, e).
+
+    Returns (start, end, count) per wanted field (last occurrence wins, as in
+    protobuf) and a ``bad`` mask for messages the walker cannot follow.
+    """
+    n = len(s)
+    start = {f: np.full(n, -1, dtype=np.int64) for f in wanted}
+    end = {f: np.full(n, -1, dtype=np.int64) for f in wanted}
+    count = {f: np.zeros(n, dtype=np.int32) for f in wanted}
+    bad = np.zeros(n, dtype=bool)
+    p = s.copy()
+    idx = np.flatnonzero(p < e)
+    while len(idx):
+        key, nb = _varint(u8, p[idx])
+        fno = key >> 3
+        wt = key & 7
+        vpos = p[idx] + nb
+        fend = np.full(len(idx), -1, dtype=np.int64)
+        vstart = vpos.copy()
+        m1 = wt == 1
+        fend[m1] = vpos[m1] + 8
+        m5 = wt == 5
+        fend[m5] = vpos[m5] + 4
+        m02 = np.flatnonzero((wt == 0) | (wt == 2))
+        if len(m02):
+            v, nb2 = _varint(u8, vpos[m02])
+            is2 = wt[m02] == 2
+            fend[m02] = np.where(is2, vpos[m02] + nb2 + v, vpos[m02] + nb2)
+            vstart[m02[is2]] = vpos[m02[is2]] + nb2[is2]
+            fend[m02[nb2 == 0]] = -1
+            fend[m02[is2 & (v < 0)]] = -1
+        broken = (nb == 0) | (fend < 0) | (fend > e[idx])
+        for f, want_wt in wanted.items():
+            m = (fno == f) & ~broken
+            if not m.any():
+                continue
+            bad[idx[m & (wt != want_wt)]] = True
+            sel = idx[m]
+            start[f][sel] = vstart[m]
+            end[f][sel] = fend[m]
+            count[f][sel] += 1
+        bad[idx[broken]] = True
+        p[idx] = np.where(broken, e[idx], fend)
+        idx = idx[(p[idx] < e[idx]) & ~bad[idx]]
+    return start, end, count, bad
+
+
+def _gather(u8: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    win = np.lib.stride_tricks.as_strided(u8, shape=(len(u8) - width + 1, width), strides=(1, 1))
+    return win[pos].view(dtype).ravel()
+
+
+def _distinct(h: np.ndarray, peel: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each distinct value's first occurrence, each item's group).
+
+    A batch usually holds a handful of tags: peeling them off one compare at
+    a time is several times cheaper than the sort inside ``np.unique``.
+    """
+    inv = np.full(len(h), -1, dtype=np.int32)
+    first: list[int] = []
+    left = np.arange(len(h))
+    while len(left) and len(first) < peel:
+        i = int(left[0])
+        same = h[left] == h[i]
+        inv[left[same]] = len(first)
+        first.append(i)
+        left = left[~same]
+    if len(left):
+        _, f2, inv2 = np.unique(h[left], return_index=True, return_inverse=True)
+        inv[left] = inv2.ravel().astype(np.int32) + len(first)
+        first += left[f2].tolist()
+    return np.array(first, dtype=np.int64), inv
+
+
+def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Distinct tags of n byte spans and each span's index into them, vectorised.
+
+    Each span is read as 8-byte words (bytes past its end zeroed) and the
+    words are hashed; every span is then compared word for word with its
+    group's first span, so a hash collision can never merge two tags.
+    """
+    n = len(s)
+    if n == 0:
+        return [], np.zeros(0, dtype=np.int32)
+    ln = e - s
+    nwords = max(1, (int(ln.max()) + 7) // 8)
+    padded = np.concatenate([u8, np.zeros(8, dtype=np.uint8)])  # a word may run past the buffer
+    win = np.lib.stride_tricks.as_strided(padded, shape=(len(u8) + 1, 8), strides=(1, 1))
+    words = np.empty((n, nwords), dtype=np.uint64)
+    h = ln.astype(np.uint64)
+    for k in range(nwords):
+        w = win[np.minimum(s + 8 * k, len(u8))].view("<u8").ravel()
+        keep = np.clip(ln - 8 * k, 0, 8).astype(np.uint64)
+        # zero the bytes beyond the tag (shift by 64 is undefined: special-case 8)
+        mask = np.where(keep >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
+                        (np.uint64(1) << (keep * np.uint64(8))) - np.uint64(1))
+        words[:, k] = w & mask
+        h = (h * np.uint64(1099511628211)) ^ words[:, k] ^ (words[:, k] >> np.uint64(29))
+    first, inv = _distinct(h)
+    rep = first[inv]
+    same = (words == words[rep]).all(axis=1) & (ln == ln[rep])
+    tags = [bytes(u8[s[i] : e[i]]).decode("utf-8", "replace") for i in first.tolist()]
+    if not same.all():  # a collision: name those spans one by one
+        lookup = {t: i for i, t in enumerate(tags)}
+        for i in np.flatnonzero(~same).tolist():
+            t = bytes(u8[s[i] : e[i]]).decode("utf-8", "replace")
+            inv[i] = lookup.setdefault(t, len(lookup))
+        tags = list(lookup)
+    return tags, inv
+
+
+def _template(u8: np.ndarray, s: np.ndarray, e: np.ndarray):
+    """The exact byte shape SummaryWriter and tensorboardX write for a scalar.
+
+    ``09 <wall f64> [10 <step varint>] 2a L1 0a L2 0a TL <tag> 15 <value f32>``
+    with every length one byte and each message ending where its parent
+    does. Checking that shape for all records at once costs a few numpy
+    passes; records that differ in any byte go to the general walker.
+    Returns (ok mask, step, tag start, tag end, value position).
+    """
+    last = len(u8) - 1
+
+    def at(pos: np.ndarray) -> np.ndarray:
+        return u8[np.minimum(pos, last)].astype(np.int64)
+
+    ok = (at(s) == 0x09) & (e - s >= 17)
+    q = s + 9
+    has_step = at(q) == 0x10
+    step, nb = _varint(u8, q + 1)
+    ok &= ~has_step | (nb > 0)
+    step = np.where(has_step, step, 0)
+    q = np.where(has_step, q + 1 + nb, q)
+    ok &= (at(q) == 0x2A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    q = q + 2
+    ok &= (at(q) == 0x0A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    q = q + 2
+    tag_len = at(q + 1)
+    tag_s = q + 2
+    tag_e = tag_s + tag_len
+    ok &= (at(q) == 0x0A) & (tag_len < 0x80) & (at(tag_e) == 0x15) & (tag_e + 5 == e)
+    return ok, step, tag_s, tag_e, tag_e + 1
+
+
+def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
+    """Scalar points of the records at [starts, ends) of ``buf``.
+
+    ``plugins`` maps tag -> plugin name seen so far in this run (TensorBoard
+    writers often send the metadata only with a tag's first value); it is
+    updated in place.
+    """
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
+    fast = np.flatnonzero(ok)
+    rest = np.flatnonzero(~ok)
+    from_pb = _SlowPath(buf, plugins)
+    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall = _general(u8, buf, starts[rest], ends[rest], rest, from_pb)
+    rec = np.concatenate([fast, g_rec])
+    tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
+    tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
+    steps = np.concatenate([f_step[fast], g_step])
+    wall_pos = np.concatenate([starts[fast] + 1, g_wall])
+    wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
+    values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
+    tags, tag_idx = _group_tags(u8, tag_s, tag_e)
+
+    if from_pb.rec:
+        lookup = {t: k for k, t in enumerate(tags)}
+        extra_idx = np.array([lookup.setdefault(t, len(lookup)) for t in from_pb.tag], dtype=np.int32)
+        tags = list(lookup)
+        rec = np.concatenate([rec, np.array(from_pb.rec, dtype=np.int64)])
+        tag_idx = np.concatenate([tag_idx, extra_idx])
+        steps = np.concatenate([steps, np.array(from_pb.step, dtype=np.int64)])
+        wall_time = np.concatenate([wall_time, np.array(from_pb.wall, dtype=np.float64)])
+        values = np.concatenate([values, np.array(from_pb.value, dtype=np.float64)])
+    if len(rest) and len(rec) > 1:  # put the paths back into record order
+        order = np.argsort(rec, kind="stable")
+        tag_idx, steps, wall_time, values = tag_idx[order], steps[order], wall_time[order], values[order]
+    return Points(tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64),
+                  values, from_pb.undecodable)
+
+
+def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray,
+             from_pb: "_SlowPath"):
+    """Any Event layout: walk the fields level by level; hand tensors and oddities to protobuf.
+
+    Returns the simple_value points as (record, step, tag start, tag end,
+    value position, wall_time position or -1).
+    """
+    ev_s, ev_e, ev_c, ev_bad = _walk(u8, starts, ends, _EVENT)
+    slow = np.flatnonzero(ev_bad | (ev_c[5] > 1)).tolist()
+    sel = np.flatnonzero((ev_c[5] == 1) & ~ev_bad)
+    su_s, su_e, su_c, su_bad = _walk(u8, ev_s[5][sel], ev_e[5][sel], _SUMMARY)
+    one = (su_c[1] == 1) & ~su_bad
+    slow += sel[~one & ((su_c[1] > 1) | su_bad)].tolist()
+    sel = sel[one]
+    va_s, va_e, va_c, va_bad = _walk(u8, su_s[1][one], su_e[1][one], _VALUE)
+    slow += sel[va_bad].tolist()
+    good = ~va_bad
+    simple = good & (va_c[2] > 0)
+    tensor = good & (va_c[2] == 0) & (va_c[8] > 0)
+    tag_s = np.where(va_c[1] > 0, va_s[1], 0)
+    tag_e = np.where(va_c[1] > 0, va_e[1], 0)
+    step = np.zeros(len(starts), dtype=np.int64)
+    has_step = np.flatnonzero(ev_c[2] > 0)
+    step[has_step] = _varint(u8, ev_s[2][has_step])[0]
+    wall_pos = np.where(ev_c[1] > 0, ev_s[1], -1)
+    wall = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
+
+    def tag_of(j: int) -> str:
+        return bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace")
+
+    for j in np.flatnonzero(good & (va_c[9] > 0)).tolist():  # plugins before any tensor needs them
+        from_pb.note_metadata(tag_of(j), int(va_s[9][j]), int(va_e[9][j]))
+    for j in np.flatnonzero(tensor).tolist():
+        i = int(sel[j])
+        from_pb.tensor(int(rec[i]), tag_of(j), int(va_s[8][j]), int(va_e[8][j]), float(wall[i]), int(step[i]))
+    for i in slow:
+        from_pb.event(int(rec[i]), int(starts[i]), int(ends[i]))
+    r = sel[simple]
+    return rec[r], step[r], tag_s[simple], tag_e[simple], va_s[2][simple], wall_pos[r]
+
+
+class _SlowPath:
+    """Per-record decoding with TensorBoard's protobufs, for the unusual cases."""
+
+    def __init__(self, buf: bytes, plugins: dict[str, str]) -> None:
+        from lab import tensor_scalar  # imports protobuf classes only when needed
+
+        self._ts = tensor_scalar
+        self.buf = buf
+        self.plugins = plugins
+        self.rec: list[int] = []
+        self.tag: list[str] = []
+        self.step: list[int] = []
+        self.wall: list[float] = []
+        self.value: list[float] = []
+        self.undecodable = 0
+
+    def _add(self, rec: int, tag: str, step: int, wall: float, value: float) -> None:
+        self.rec.append(rec)
+        self.tag.append(tag)
+        self.step.append(step)
+        self.wall.append(wall)
+        self.value.append(value)
+
+    def note_metadata(self, tag: str, s: int, e: int) -> None:
+        if tag not in self.plugins:
+            name = self._ts.plugin_name(bytes(self.buf[s:e]))
+            if name is not None:
+                self.plugins[tag] = name
+
+    def tensor(self, rec: int, tag: str, s: int, e: int, wall: float, step: int) -> None:
+        if self.plugins.get(tag) != "scalars":
+            return  # an image, histogram, text... tensor: never decoded
+        v = self._ts.tensor_value(bytes(self.buf[s:e]))
+        if v is not None:
+            self._add(rec, tag, step, wall, v)
+
+    def event(self, rec: int, s: int, e: int) -> None:
+        ev = self._ts.parse_event(bytes(self.buf[s:e]))
+        if ev is None:
+            self.undecodable += 1
+            return
+        if not ev.HasField("summary"):
+            return
+        for val in ev.summary.value:
+            if val.HasField("metadata") and val.tag not in self.plugins:
+                self.plugins[val.tag] = val.metadata.plugin_data.plugin_name
+            kind = val.WhichOneof("value")
+            if kind == "simple_value":
+                self._add(rec, val.tag, ev.step, ev.wall_time, val.simple_value)
+            elif kind == "tensor" and self.plugins.get(val.tag) == "scalars":
+                v = self._ts.tensor_proto_value(val.tensor)
+                if v is not None:
+                    self._add(rec, val.tag, ev.step, ev.wall_time, v)

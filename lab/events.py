@@ -1,0 +1,368 @@
+"""The one reader of TensorBoard event files: runs, tags and scalar columns.
+
+Owns discovery (every folder below a root that directly holds
+``*tfevents*`` files is a run), incremental reading (each file's offset is
+kept; a refresh reads only the bytes written since, and picks up new files
+and new run folders) and the per-tag columns ``step`` (int64),
+``wall_time`` (float64) and ``value`` (float64), grown geometrically and
+handed out as read-only views. Files still being written, corrupt, deleted or
+unreadable never raise: what can be trusted is kept and a line is added to
+``.warnings``. Framing and CRCs live in ``lab.tfrecord``, protobuf decoding
+in ``lab.event_decode``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from lab import event_decode, tfrecord
+
+log = logging.getLogger(__name__)
+
+CHUNK = 64 << 20  # bytes read at once: bounds memory on a multi-GB file
+MAX_WARNINGS = 200
+
+
+def is_event_file(name: str) -> bool:
+    return "tfevents" in name
+
+
+@dataclass(frozen=True)
+class Series:
+    """One tag of one run: equal-length read-only arrays, by wall time then step."""
+
+    step: np.ndarray
+    wall_time: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+class _Column:
+    """Growable columns for one tag; appends are amortised O(batch)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.step = np.empty(0, dtype=np.int64)
+        self.wall = np.empty(0, dtype=np.float64)
+        self.value = np.empty(0, dtype=np.float64)
+
+    def extend(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+        if len(step) == 0:
+            return
+        if len(step) > 1 and not _is_sorted(wall, step):
+            o = np.lexsort((step, wall))
+            step, wall, value = step[o], wall[o], value[o]
+        n = self.n
+        if n and (wall[0], step[0]) < (self.wall[n - 1], self.step[n - 1]):
+            self._merge(step, wall, value)
+            return
+        need = n + len(step)
+        if need > len(self.step):
+            # The first batch gets exactly its size (a full load costs 24 B a
+            # point); later growth is geometric so live appends stay cheap.
+            self._realloc(need if n == 0 else max(need, int(len(self.step) * 1.5)))
+        self.step[n:need] = step
+        self.wall[n:need] = wall
+        self.value[n:need] = value
+        self.n = need
+
+    def _realloc(self, cap: int) -> None:
+        # New buffers, never in place: views already handed out stay valid.
+        for name in ("step", "wall", "value"):
+            old = getattr(self, name)
+            new = np.empty(cap, dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def _merge(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+        """Points older than the last one (another rank's file): re-sort the tail only."""
+        n = self.n
+        cut = int(np.searchsorted(self.wall[:n], wall[0], side="left"))
+        s = np.concatenate([self.step[cut:n], step])
+        w = np.concatenate([self.wall[cut:n], wall])
+        v = np.concatenate([self.value[cut:n], value])
+        o = np.lexsort((s, w))
+        need = cut + len(s)
+        keep = self.n
+        self.n = cut
+        self._realloc(max(need, int(len(self.step) * 1.5), keep))
+        self.step[cut:need], self.wall[cut:need], self.value[cut:need] = s[o], w[o], v[o]
+        self.n = need
+
+    def series(self) -> Series:
+        arrays = []
+        for a in (self.step, self.wall, self.value):
+            view = a[: self.n]
+            view.flags.writeable = False
+            arrays.append(view)
+        return Series(*arrays)
+
+    def nbytes(self) -> int:
+        return self.step.nbytes + self.wall.nbytes + self.value.nbytes
+
+
+def _is_sorted(wall: np.ndarray, step: np.ndarray) -> bool:
+    dw = np.diff(wall)
+    if (dw >= 0).all():
+        return bool(((dw > 0) | (np.diff(step) >= 0)).all())
+    return False
+
+
+class _File:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.dead = False  # a bad length CRC: nothing after it can be trusted
+        self.last_error: str | None = None
+        self.warned_empty = False
+
+
+class RunReader:
+    """Every event file directly inside one run folder, merged, read incrementally."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+        self.gone = False
+        self.warnings: list[str] = []
+        self._files: dict[str, _File] = {}
+        self._cols: dict[str, _Column] = {}
+        self._plugins: dict[str, str] = {}
+        self._lock = threading.RLock()
+
+    def _warn(self, msg: str) -> None:
+        log.info("%s", msg)  # .warnings is how users see it; the log is for us
+        self.warnings.append(msg)
+        del self.warnings[:-MAX_WARNINGS]
+
+    def refresh(self) -> int:
+        """Read what was appended since the last call; the number of new points."""
+        with self._lock:
+            try:
+                return self._refresh()
+            except Exception as exc:  # the page must keep drawing what it has
+                log.exception("reading %s", self.path)
+                self._warn(f"{self.path}: unexpected error while reading ({exc}); will retry")
+                return 0
+
+    def _refresh(self) -> int:
+        if self.gone:
+            return 0
+        try:
+            names = sorted(e.name for e in os.scandir(self.path) if is_event_file(e.name) and e.is_file())
+        except FileNotFoundError:
+            self.gone = True
+            self._warn(f"{self.path}: folder deleted; showing what was read before")
+            return 0
+        except OSError as exc:
+            self._warn(f"{self.path}: cannot list folder ({exc.strerror}); will retry")
+            return 0
+        for name in names:
+            p = os.path.join(self.path, name)
+            if p not in self._files:
+                self._files[p] = _File(p)
+        added = 0
+        for p, f in list(self._files.items()):
+            if not f.dead:
+                added += self._read_file(f)
+        return added
+
+    def _read_file(self, f: _File) -> int:
+        added = 0
+        size = CHUNK
+        while True:
+            try:
+                with open(f.path, "rb") as fh:
+                    fh.seek(f.offset)
+                    data = fh.read(size)
+            except FileNotFoundError:
+                self._warn(f"{f.path}: file deleted; keeping the {f.offset} bytes read before")
+                del self._files[f.path]
+                return added
+            except OSError as exc:
+                msg = f"{f.path}: cannot read ({exc.strerror}); will retry"
+                if msg != f.last_error:
+                    self._warn(msg)
+                f.last_error = msg
+                return added
+            f.last_error = None
+            if not data:
+                if f.offset == 0 and not f.warned_empty:
+                    f.warned_empty = True
+                    self._warn(f"{f.path}: empty file (no events written yet)")
+                return added
+            sc = tfrecord.scan(data)
+            if len(sc.starts):
+                added += self._add(event_decode.decode(data, sc.starts, sc.ends, self._plugins), f)
+            if sc.bad_payloads:
+                self._warn(f"{f.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
+            f.offset += sc.consumed
+            if sc.fatal:
+                f.dead = True
+                self._warn(f"{f.path}: {sc.fatal}; the rest of this file is skipped")
+                return added
+            if len(data) < size:
+                return added  # end of file, maybe inside a record still being written
+            if sc.consumed == 0:  # one record larger than the chunk: read it whole
+                size = int.from_bytes(data[:8], "little") + 16
+            else:
+                size = CHUNK
+
+    def _add(self, pts: event_decode.Points, f: _File) -> int:
+        if pts.undecodable:
+            self._warn(f"{f.path}: skipped {pts.undecodable} record(s) that are not valid events")
+        n = len(pts.tag_idx)
+        if n == 0:
+            return 0
+        for sl in tfrecord.group_by_value(pts.tag_idx):
+            tag = pts.tags[int(pts.tag_idx[sl[0]])]
+            col = self._cols.get(tag) or self._cols.setdefault(tag, _Column())
+            col.extend(pts.step[sl], pts.wall_time[sl], pts.value[sl])
+        return n
+
+    def tags(self) -> list[str]:
+        with self._lock:
+            return sorted(self._cols)
+
+    def scalars(self) -> dict[str, Series]:
+        """A snapshot: later refreshes never change the arrays returned here."""
+        with self._lock:
+            return {t: c.series() for t, c in sorted(self._cols.items())}
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(c.nbytes() for c in self._cols.values())
+
+
+def discover(root: str | os.PathLike) -> list[str]:
+    """Every run below ``root``: folders directly holding event files, as relative paths.
+
+    The root itself is ``"."``. Unreadable folders are skipped.
+    """
+    root = str(root)
+    runs = []
+    for dirpath, _dirs, files in os.walk(root):
+        if any(is_event_file(n) for n in files):
+            rel = os.path.relpath(dirpath, root)
+            runs.append("." if rel == os.curdir else Path(rel).as_posix())
+    return sorted(runs)
+
+
+class LogdirReader:
+    """All runs below a root folder; new runs appear on refresh, deleted ones are dropped."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = str(root)
+        self._runs: dict[str, RunReader] = {}
+        self._own_warnings: list[str] = []
+        self._root_missing = False
+        self._lock = threading.RLock()
+
+    @property
+    def warnings(self) -> list[str]:
+        with self._lock:
+            out = list(self._own_warnings)
+            for name, r in sorted(self._runs.items()):
+                out += [f"{name}: {w}" for w in r.warnings]
+            return out[-MAX_WARNINGS:]
+
+    def refresh(self) -> int:
+        with self._lock:
+            try:
+                return self._refresh()
+            except Exception as exc:
+                log.exception("reading %s", self.root)
+                self._own_warnings.append(f"{self.root}: unexpected error ({exc}); will retry")
+                return 0
+
+    def _refresh(self) -> int:
+        if not os.path.isdir(self.root):
+            if not self._root_missing:
+                self._own_warnings.append(f"{self.root}: no such folder")
+            self._root_missing = True
+        else:
+            self._root_missing = False
+        for name in discover(self.root):
+            if name not in self._runs:
+                self._runs[name] = RunReader(os.path.normpath(os.path.join(self.root, name)))
+        added = 0
+        for name, r in list(self._runs.items()):
+            added += r.refresh()
+            if r.gone:  # final: a deleted run does not come back under this reader
+                self._own_warnings.append(f"{name}: run folder deleted; dropped")
+                del self._runs[name]
+        del self._own_warnings[:-MAX_WARNINGS]
+        return added
+
+    def run_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._runs)
+
+    def run(self, name: str) -> RunReader | None:
+        with self._lock:
+            return self._runs.get(name)
+
+    def scalars(self, run: str) -> dict[str, Series]:
+        """The run's tags -> Series snapshot; empty for an unknown run."""
+        r = self.run(run)
+        return r.scalars() if r is not None else {}
+
+    def tags(self, run: str) -> list[str]:
+        r = self.run(run)
+        return r.tags() if r is not None else []
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(r.nbytes() for r in self._runs.values())
+
+
+def to_frame(source: LogdirReader | RunReader | Mapping[str, Mapping[str, Series]],
+             runs: Iterable[str] | None = None, tags: str | Iterable[str] | None = None,
+             run_name: str = "."):
+    """A long DataFrame ``run, tag, step, wall_time, value`` (pandas imported here).
+
+    ``source``: a LogdirReader, a RunReader (its run is called ``run_name``)
+    or ``{run: {tag: Series}}``. ``runs``: only these runs. ``tags``: a
+    regular expression (``re.search``) or a list of tag names.
+    """
+    import pandas as pd
+
+    if isinstance(source, LogdirReader):
+        data = {r: source.scalars(r) for r in (source.run_names() if runs is None else runs)}
+    elif isinstance(source, RunReader):
+        data = {run_name: source.scalars()}
+    else:
+        data = {r: source[r] for r in (source if runs is None else runs) if r in source}
+    if isinstance(tags, str):
+        pattern = re.compile(tags)
+        keep = pattern.search
+    elif tags is not None:
+        wanted = set(tags)
+        keep = wanted.__contains__
+    else:
+        keep = None
+    parts = []
+    for run, series in data.items():
+        for tag, s in series.items():
+            if keep is None or keep(tag):
+                parts.append((run, tag, s))
+    if not parts:
+        return pd.DataFrame({"run": pd.Series(dtype=str), "tag": pd.Series(dtype=str),
+                             "step": pd.Series(dtype=np.int64), "wall_time": pd.Series(dtype=np.float64),
+                             "value": pd.Series(dtype=np.float64)})
+    counts = [len(s) for _, _, s in parts]
+    return pd.DataFrame({
+        "run": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
+        "tag": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
+        "step": np.concatenate([s.step for _, _, s in parts]),
+        "wall_time": np.concatenate([s.wall_time for _, _, s in parts]),
+        "value": np.concatenate([s.value.astype(np.float64, copy=False) for _, _, s in parts]),
+    })

@@ -1,0 +1,163 @@
+"""Process-tree helpers shared by the launcher, the supervisor and the registry.
+
+This module owns the low-level questions about processes: is this pid still
+the process we recorded (a pid can be reused, so the create time is compared;
+a zombie counts as dead), which processes belong to a run's tree, and how to
+end a tree for sure (SIGTERM to the groups and every member, then SIGKILL
+after a grace period). It also picks free TCP ports. It never starts a process.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from typing import Iterable
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+# psutil derives create times from boot time + clock ticks; two reads of the
+# same process agree far better than this, a reused pid almost never does.
+_CT_TOLERANCE_S = 0.05
+
+
+def create_time(pid: int) -> float | None:
+    """The create time of ``pid``, or None when there is no such process."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
+        return None
+
+
+def alive(pid: int | None, ct: float | None = None) -> bool:
+    """True when ``pid`` runs, is not a zombie, and (if ``ct`` given) is the same process."""
+    if not pid:
+        return False
+    try:
+        p = psutil.Process(int(pid))
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return ct is None or abs(p.create_time() - float(ct)) < _CT_TOLERANCE_S
+    except (psutil.Error, ValueError):
+        return False
+
+
+def tree(pid: int | None, ct: float | None = None) -> list[psutil.Process]:
+    """``pid`` and all its descendants (empty when ``pid`` is gone or reused)."""
+    if not alive(pid, ct):
+        return []
+    try:
+        root = psutil.Process(int(pid))  # type: ignore[arg-type]
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def identities(procs: Iterable[psutil.Process]) -> list[list[float]]:
+    """``[[pid, create_time], ...]`` for recording in status.json."""
+    out = []
+    for p in procs:
+        try:
+            out.append([p.pid, p.create_time()])
+        except psutil.Error:
+            continue
+    return out
+
+
+def _live(ident: Iterable[Iterable[float]]) -> list[psutil.Process]:
+    out = []
+    for pid, ct in ident:
+        if alive(int(pid), ct):
+            try:
+                out.append(psutil.Process(int(pid)))
+            except psutil.Error:
+                pass
+    return out
+
+
+def _signal_group(pgid: int | None, sig: int) -> None:
+    if not pgid or pgid == os.getpgrp():
+        return
+    try:
+        os.killpg(int(pgid), sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], grace_s: float = 5.0) -> list[int]:
+    """End every recorded process (and any descendant) of a run; return pids still alive.
+
+    SIGTERM first to the groups and to each member, SIGKILL after ``grace_s``:
+    a rank stuck in a collective ignores SIGTERM. Descendants are collected
+    before the first signal, because once a parent dies its children are
+    re-parented and can no longer be found by walking from it.
+    """
+    procs = {p.pid: p for p in _live(members)}
+    for p in list(procs.values()):
+        try:
+            for c in p.children(recursive=True):
+                procs[c.pid] = c
+        except psutil.Error:
+            pass
+    groups = {g for g in pgids if g}
+    for g in groups:
+        _signal_group(g, signal.SIGTERM)
+    for p in procs.values():
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, still = psutil.wait_procs(list(procs.values()), timeout=max(0.0, grace_s))
+    if still or groups:
+        for g in groups:
+            _signal_group(g, signal.SIGKILL)
+        for p in still:
+            try:
+                for c in p.children(recursive=True):
+                    c.kill()
+                p.kill()
+            except psutil.Error:
+                pass
+        _, still = psutil.wait_procs(still, timeout=3)
+    left = [p.pid for p in still if _is_running(p)]
+    if left:
+        log.warning("processes still alive after SIGKILL: %s", left)
+    return left
+
+
+def _is_running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now (the OS picks it by binding port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(pred, timeout_s: float, every_s: float = 0.05) -> bool:
+    """Poll ``pred()`` until it is true or ``timeout_s`` passes; return its last value."""
+    end = time.monotonic() + timeout_s
+    while True:
+        if pred():
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(every_s)
+
+
+def end_recorded(status: dict, grace_s: float = 5.0) -> list[int]:
+    """End the processes a status.json recorded (training root, its group, the tree seen)."""
+    members = [list(m) for m in status.get("tree") or []]
+    if status.get("pid"):
+        members.append([status["pid"], status.get("pid_ct")])
+    # the group id is only signalled while its leader is provably ours: a pgid can be reused too
+    groups = [status.get("pgid")] if alive(status.get("pid"), status.get("pid_ct")) else []
+    return end_tree([m for m in members if m[0]], groups, grace_s)

@@ -1,0 +1,268 @@
+"""The background supervisor of one run (or of a sweep of runs, one after another).
+
+``python -m lab.supervisor RUN_DIR`` or ``python -m lab.supervisor --sweep FILE``,
+started detached by the launcher so a run outlives the dashboard. It starts
+the training command from run.json as its child in a new session (stdout and
+stderr to RUN_DIR/stdout.log), keeps status.json up to date (atomically, at
+every change), samples devices into RUN_DIR/sys every interval, stops the run
+on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after
+the grace period, stragglers found through the recorded process tree), and on
+a non-zero exit stores a diagnosis. It never imports torch.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab import procs
+from lab.paths import REPO_ROOT, read_json, write_json_atomic
+
+log = logging.getLogger("lab.supervisor")
+
+_TICK_S = 0.1
+_PORT_RETRIES = 2
+
+
+class _Flags:
+    stop_all = False  # set by SIGTERM: stop the current run and cancel the rest
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Status:
+    """status.json of one run: merge-and-rewrite atomically on every change."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "status.json"
+        self.data = read_json(self.path) or {"state": "queued"}
+
+    def update(self, **kw) -> None:
+        self.data.update(kw)
+        self.data["updated_at"] = _now()
+        write_json_atomic(self.path, self.data)
+
+
+def _stop_request(run_dir: Path) -> dict | None:
+    req = run_dir / "stop.request"
+    if _Flags.stop_all:
+        return {"grace_s": 5.0}
+    if req.exists():
+        return read_json(req) or {"grace_s": 5.0}
+    return None
+
+
+def _fresh_port(argv: list[str]) -> tuple[list[str], int | None]:
+    """argv with ``--master-port`` set to a port free right now (the recorded one may be taken since)."""
+    if "--master-port" not in argv:
+        return argv, None
+    i = argv.index("--master-port") + 1
+    port = int(argv[i])
+    try:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    except OSError:
+        port = procs.free_port()
+    return argv[:i] + [str(port)] + argv[i + 1:], port
+
+
+def _set_aside_attempt(run_dir: Path, n: int) -> None:
+    """Keep a failed attempt's logs under other names so the diagnosis reads the new attempt."""
+    for name in ("stdout.log", "logs", "error.json"):
+        p = run_dir / name
+        if p.exists():
+            p.rename(run_dir / f"{name}.port-retry-{n}")
+
+
+class RunSupervisor:
+    """Runs one run folder to a final state."""
+
+    def __init__(self, run_dir: Path, interval_s: float, on_tick=None) -> None:
+        self.run_dir = run_dir
+        self.interval_s = interval_s
+        self.on_tick = on_tick or (lambda: None)
+        self.run = read_json(run_dir / "run.json") or {}
+        self.status = Status(run_dir)
+        self.me = [os.getpid(), procs.create_time(os.getpid())]
+
+    def _start(self, argv: list[str]) -> subprocess.Popen:
+        env = dict(os.environ)
+        env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
+        with open(self.run_dir / "stdout.log", "ab") as out:
+            child = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        self.status.update(state="running", pid=child.pid, pgid=child.pid,
+                           pid_ct=procs.create_time(child.pid), tree=[], exit_code=None, signal=None)
+        log.info("started pid %s: %s", child.pid, argv)
+        return child
+
+    def _watch(self, child: subprocess.Popen, sampler) -> tuple[int, dict | None]:
+        """Poll the child, sample every interval, record the tree; return (exit code, stop request)."""
+        next_sample = 0.0
+        known: list[list[float]] = []
+        while True:
+            rc = child.poll()
+            if rc is not None:
+                return rc, None
+            req = _stop_request(self.run_dir)
+            if req is not None:
+                return self._stop(child, known, float(req.get("grace_s", 5.0))), req
+            if time.monotonic() >= next_sample:
+                next_sample = time.monotonic() + self.interval_s
+                tree = procs.tree(child.pid)
+                # the union of every member seen: a straggler may outlive its parent
+                new = [i for i in procs.identities(tree) if i[0] not in {p for p, _ in known}]
+                if new:
+                    known = sorted(known + new)
+                    self.status.update(tree=known)
+                if sampler is not None:
+                    try:
+                        sampler.sample(tree)
+                    except Exception as e:  # a sampling hiccup must never fail the run
+                        log.warning("sampling failed: %s", e)
+            self.on_tick()
+            time.sleep(_TICK_S)
+
+    def _stop(self, child: subprocess.Popen, known: list[list[float]], grace_s: float) -> int:
+        log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
+        self.status.update(stopping=True)
+        members = known + [[child.pid, self.status.data.get("pid_ct")]]
+        members += procs.identities(procs.tree(child.pid))
+        procs.end_tree(members, [child.pid], grace_s)
+        try:
+            return child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+
+    def run_to_end(self) -> str:
+        if _stop_request(self.run_dir) is not None:
+            self.status.update(state="stopped", ended_at=_now(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
+            return "stopped"
+        self.status.update(state="starting", supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=_now())
+        gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
+        sampler = None
+        try:
+            from lab.sysevents import SysSampler  # after "starting": tensorboard takes ~0.5 s to import
+
+            sampler = SysSampler(self.run_dir, gpus)
+        except Exception as e:
+            log.warning("no device sampling for this run: %s", e)
+        argv = list(self.run.get("argv") or [])
+        try:
+            for attempt in range(_PORT_RETRIES + 1):
+                argv, port = _fresh_port(argv)
+                if port:
+                    self.status.update(port=port)
+                started = time.monotonic()
+                child = self._start(argv)
+                rc, req = self._watch(child, sampler)
+                if req is None and rc != 0 and attempt < _PORT_RETRIES and port and time.monotonic() - started < 60:
+                    from lab.diagnose import diagnose
+
+                    d = diagnose(self.run_dir, rc)
+                    if d is not None and d.key == "port_in_use":
+                        log.warning("port %s was taken; retrying on another", port)
+                        _set_aside_attempt(self.run_dir, attempt)
+                        continue
+                break
+            return self._finish(rc, req)
+        finally:
+            if sampler is not None:
+                sampler.close()
+
+    def _finish(self, rc: int, req: dict | None) -> str:
+        fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=_now(), stopping=False)
+        if req is not None:
+            state, diag = "stopped", None
+        elif rc == 0:
+            state, diag = "succeeded", None
+        else:
+            from lab.diagnose import diagnose
+
+            state = "failed"
+            try:
+                d = diagnose(self.run_dir, rc)
+                diag = d.to_dict() if d else None
+            except Exception as e:  # a diagnosis bug must not hide the failure itself
+                log.exception("diagnosis failed")
+                diag = {"key": "unknown", "cause": f"the run exited with code {rc}", "fix": f"diagnosis failed: {e}",
+                        "rank": None, "exit_code": rc, "excerpt": ""}
+        self.status.update(state=state, diagnosis=diag, **fields)
+        log.info("run %s: %s (exit %s)", self.run_dir.name, state, rc)
+        return state
+
+
+def _mark(run_dir: Path, **kw) -> None:
+    Status(run_dir).update(**kw)
+
+
+def run_sweep(sweep_file: Path, interval_s: float) -> None:
+    sweep = read_json(sweep_file) or {}
+    root = Path(sweep.get("runs_dir") or sweep_file.parent.parent)
+    run_dirs = [root / r for r in sweep.get("run_ids") or []]
+    me = [os.getpid(), procs.create_time(os.getpid())]
+    for d in run_dirs:  # recorded so the registry can tell a dead sweep's queued runs are lost
+        _mark(d, supervisor_pid=me[0], supervisor_ct=me[1])
+
+    def cancel_requested() -> None:
+        for d in run_dirs:
+            st = read_json(d / "status.json") or {}
+            if st.get("state") == "queued" and (d / "stop.request").exists():
+                _mark(d, state="stopped", ended_at=_now())
+
+    for d in run_dirs:
+        if (read_json(d / "status.json") or {}).get("state") != "queued":
+            continue
+        if _Flags.stop_all:
+            _mark(d, state="stopped", ended_at=_now())
+            continue
+        RunSupervisor(d, interval_s, on_tick=cancel_requested).run_to_end()
+
+
+def _on_sigterm(signum, frame) -> None:
+    _Flags.stop_all = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lab.supervisor", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", nargs="?", help="the run folder to supervise")
+    ap.add_argument("--sweep", help="a sweep file (runs/.sweeps/<id>.json): run its runs one after another")
+    ap.add_argument("--interval", type=float, default=float(os.environ.get("LAB_SAMPLE_INTERVAL_S", "1.0")),
+                    help="seconds between device samples (default 1)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, _on_sigterm)
+    if args.sweep:
+        run_sweep(Path(args.sweep), args.interval)
+        return 0
+    if not args.run_dir:
+        ap.error("give RUN_DIR or --sweep FILE")
+    run_dir = Path(args.run_dir)
+    sup = RunSupervisor(run_dir, args.interval)
+    try:
+        sup.run_to_end()
+    except Exception as e:  # record it: a supervisor crash must not leave a run "running"
+        log.exception("supervisor failed")
+        procs.end_recorded(sup.status.data, 2.0)
+        sup.status.update(state="failed", ended_at=_now(), diagnosis={
+            "key": "supervisor", "cause": f"the supervisor failed: {e}", "fix": f"see {run_dir / 'supervisor.log'}",
+            "rank": None, "exit_code": None, "excerpt": ""})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

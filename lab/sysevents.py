@@ -1,0 +1,96 @@
+"""The supervisor's device sampler: ``sys/`` scalars as TensorBoard events.
+
+Once per interval the supervisor calls ``SysSampler.sample(procs)``: the run's
+GPUs are read through ``lab.devices`` and the run's whole process tree through
+psutil (CPU percent summed over processes, RSS summed), and each value is
+written as a scalar event under ``RUN_DIR/sys``. The events are written with
+tensorboard's own ``EventFileWriter`` and protos, never torch (importing torch
+costs the supervisor seconds and hundreds of MB). Step = sample number,
+wall time = sample time.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import psutil
+
+from lab import devices
+
+log = logging.getLogger(__name__)
+_MIB = 1024 * 1024
+
+
+class ScalarWriter:
+    """A minimal scalar event writer over tensorboard's EventFileWriter."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        self._Event, self._Summary = Event, Summary
+        self._w = EventFileWriter(str(logdir), max_queue_size=64, flush_secs=5)
+
+    def add(self, values: dict[str, float], step: int, wall_time: float) -> None:
+        vals = [self._Summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
+        if vals:
+            self._w.add_event(self._Event(wall_time=wall_time, step=step, summary=self._Summary(value=vals)))
+
+    def flush(self) -> None:
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+
+class SysSampler:
+    """Samples the run's GPUs and process tree into ``RUN_DIR/sys``."""
+
+    def __init__(self, run_dir: Path, gpus: tuple[int, ...]) -> None:
+        self.gpus = tuple(gpus)
+        self.step = 0
+        self._writer = ScalarWriter(Path(run_dir) / "sys")
+        # psutil's cpu_percent needs the same Process object on every call
+        self._procs: dict[tuple[int, float], psutil.Process] = {}
+
+    def _tree_values(self, procs: list[psutil.Process]) -> dict[str, float]:
+        cpu = 0.0
+        rss = 0
+        current: dict[tuple[int, float], psutil.Process] = {}
+        for p in procs:
+            try:
+                key = (p.pid, p.create_time())
+                q = self._procs.get(key, p)
+                with q.oneshot():
+                    cpu += q.cpu_percent(interval=None)
+                    rss += q.memory_info().rss
+                current[key] = q
+            except psutil.Error:  # exited between the walk and the read: normal
+                continue
+        self._procs = current
+        return {"sys/cpu_pct": cpu, "sys/rss_mib": rss / _MIB}
+
+    def sample(self, procs: list[psutil.Process]) -> dict[str, float]:
+        """Read everything once, write one event, return the values written."""
+        now = time.time()
+        values: dict[str, float] = {}
+        if self.gpus:
+            for g in devices.read_gpus(self.gpus, with_processes=False):
+                for key, v in (("util_pct", g.util_pct), ("mem_used_mib", g.mem_used_mib),
+                               ("power_w", g.power_w), ("temp_c", g.temp_c)):
+                    if v is not None:
+                        values[f"sys/gpu{g.index}/{key}"] = v
+        values.update(self._tree_values(procs))
+        self._writer.add(values, self.step, now)
+        self._writer.flush()
+        self.step += 1
+        return values
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except Exception as e:  # closing must not turn a finished run into a crash
+            log.warning("closing sys events failed: %s", e)

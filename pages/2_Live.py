@@ -1,0 +1,140 @@
+"""Live: one run as it trains — state, progress with ETA and throughput,
+per-device utilisation and memory over time, loss and accuracy curves, the
+log tail (per rank for DDP), a Stop button, and on failure the diagnosis.
+The live part refreshes every 2 s inside a fragment, reading the run's event
+files incrementally through one cached reader. Layout only: see ``lab.live``.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from lab import charts, live, paths, ui_text
+
+st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
+st.title("Live")
+
+REFRESH_S = 2
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _reader(run_dir: str):
+    """One incremental reader per run folder (its tb/ and sys/), kept across reruns."""
+    from lab.events import LogdirReader
+
+    return LogdirReader(run_dir)  # it locks itself: sessions may share it
+
+
+def _records(root):
+    from lab.registry import list_runs
+
+    return list_runs(root)
+
+
+root = paths.runs_dir()
+try:
+    records = _records(root)
+except Exception as e:  # a broken runs folder is a message, not a traceback
+    st.error(f"Cannot list the runs in {root}: {e}")
+    st.stop()
+source_note = None
+if not records and paths.SAMPLE_RUNS.is_dir():
+    root = paths.SAMPLE_RUNS
+    records = _records(root)
+    source_note = "You have no runs yet: showing the recorded sample runs. Launch one from the Launch page."
+if not records:
+    st.info("No runs yet. Launch one from the Launch page.")
+    st.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
+    st.stop()
+if source_note:
+    st.info(source_note)
+
+by_id = {r.run_id: r for r in live.newest_first(records)}
+wanted = st.query_params.get("run")
+if wanted in by_id and st.session_state.get("live_wanted") != wanted:
+    # A link from the Launch page names the run once; after that the picker rules.
+    st.session_state["live_wanted"] = wanted
+    st.session_state["live_run"] = wanted
+if st.session_state.get("live_run") not in by_id:
+    st.session_state["live_run"] = live.default_run(records)
+run_id = st.selectbox("Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i]))
+if run_id != wanted:
+    st.query_params["run"] = run_id
+record = by_id[run_id]
+
+
+@st.fragment(run_every=REFRESH_S if live.is_active(record.state) else None)
+def live_view(run_id: str, started_active: bool) -> None:
+    from lab.registry import get_run
+
+    try:
+        rec = get_run(run_id, root)
+    except Exception as e:
+        st.error(f"Run {run_id} cannot be read any more: {e}")
+        return
+    if started_active and not live.is_active(rec.state):
+        st.rerun()  # the run just ended: redraw the page once, without the timer
+    p = live.progress_of(rec)
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    c1.markdown(f"### {rec.state}")
+    c2.metric("Throughput", ui_text.fmt_rate(p.samples_per_sec))
+    c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
+    c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == "running" else "–")
+    st.progress(p.fraction or 0.0, text=p.label)
+
+    box = live.failure_box(rec)
+    if box:
+        from lab.logs import tail
+
+        lines = box.get("excerpt") or ""
+        if not lines and box.get("rank") is not None:
+            lines = tail(rec.run_dir, lines=30, rank=box["rank"])
+        who = f" (rank {box['rank']})" if box.get("rank") is not None else ""
+        st.error(f"**Why it failed{who}:** {box['cause']}\n\n**Fix:** {box['fix']}")
+        if lines:
+            st.code(lines, language=None)
+
+    reader = _reader(str(rec.run_dir))
+    reader.refresh()  # incremental: only bytes written since the last tick
+    scalars = {name: dict(reader.scalars(name)) for name in reader.run_names()}
+    tb, sysd = live.split_run_scalars(scalars)
+    train_specs = live.train_charts(tb)
+    sys_specs, sys_note = live.sys_charts(sysd)
+    if not train_specs and not sys_specs:
+        st.info("No scalars yet: the first points appear after the first logging window.")
+    cols = st.columns(2)
+    for i, spec in enumerate(train_specs + sys_specs):
+        fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title)
+        if spec.y_range:
+            fig.update_yaxes(range=list(spec.y_range))
+        with cols[i % 2]:
+            st.plotly_chart(fig, key=f"live_chart_{spec.title}", width="stretch")
+    if sys_note:
+        st.caption(sys_note)
+
+    from lab.logs import ranks, tail
+
+    st.markdown("**Log**")
+    rank_list = ranks(rec.run_dir)
+    if len(rank_list) > 1:
+        tabs = st.tabs(["all"] + [f"rank {r}" for r in rank_list])
+        with tabs[0]:
+            st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300)
+        for tab, r in zip(tabs[1:], rank_list):
+            with tab:
+                st.code(tail(rec.run_dir, lines=200, rank=r) or "(empty)", language=None, height=300)
+    else:
+        st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300)
+
+
+if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
+    if st.button("Stop", type="secondary", key="live_stop", help="SIGTERM to the run's processes, SIGKILL after 5 s"):
+        from lab.launcher import stop
+
+        try:
+            final = stop(run_id, root)
+            st.toast(f"{run_id}: {final}")
+        except Exception as e:
+            st.error(f"Could not stop {run_id}: {e}")
+        st.rerun()
+
+live_view(run_id, live.is_active(record.state))

@@ -1,0 +1,99 @@
+"""Logs: browse any folder of TensorBoard event files — our runs, the sample
+runs, or a path the user types — with a tag filter, smoothing, a choice of
+x axis, several runs overlaid, and a CSV of the selected scalars. Layout
+only; the logic is ``lab.browse`` and the reading ``lab.events``.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from lab import browse, charts, paths
+
+st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
+st.title("Logs")
+st.caption("Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally.")
+
+MAX_CHARTS = 24
+TYPED = "a folder I type"
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _reader(path: str):
+    """One incremental reader per folder, shared by every session and rerun."""
+    from lab.events import LogdirReader
+
+    return LogdirReader(path)  # it locks itself: sessions may share it
+
+
+choices = browse.folder_choices(paths.runs_dir(), paths.SAMPLE_RUNS)
+source = st.radio("Folder", [*choices, TYPED], horizontal=True, key="logs_source")
+if source == TYPED:
+    typed = st.text_input(
+        "Path of a folder with event files (searched recursively)",
+        key="logs_path",
+        placeholder="~/experiments/tb or runs/ or sample_data/runs",
+    )
+    if not typed.strip():
+        st.info("Type a folder path above; every run below it is found recursively.")
+        st.stop()
+    resolved = browse.resolve_logdir(typed, base=paths.REPO_ROOT)
+else:
+    resolved = browse.resolve_logdir(str(choices[source]))
+
+if resolved.path is not None:
+    st.caption(f"Reading `{resolved.path}`")
+if not resolved.ok:
+    st.error(resolved.error)
+    st.stop()
+
+reader = _reader(str(resolved.path))
+reader.refresh()  # incremental: only bytes written since the last rerun
+run_names = sorted(reader.run_names())
+if not run_names:
+    st.info(f"No runs with scalars under {resolved.path} yet.")
+    st.stop()
+
+c1, c2, c3 = st.columns([3, 2, 2])
+with c1:
+    runs = st.multiselect("Runs", run_names, default=browse.default_runs(run_names), key=f"logs_runs_{resolved.path}")
+with c2:
+    pattern = st.text_input("Tag filter (regex)", key="logs_tag_re", placeholder="e.g. loss|acc  or  ^sys/")
+with c3:
+    axis = st.radio("x axis", browse.X_AXES, horizontal=True, key="logs_axis", format_func=browse.X_TITLES.get)
+weight = st.slider("Smoothing (TensorBoard's debiased EMA)", 0.0, 0.99, 0.6, 0.01, key="logs_smooth")
+
+if not runs:
+    st.info("Pick at least one run.")
+    st.stop()
+
+scalars = {r: dict(reader.scalars(r)) for r in runs}
+warnings = list(reader.warnings)
+if warnings:
+    with st.expander(f"{len(warnings)} warning(s) while reading"):
+        for w in warnings[-50:]:
+            st.text(w)
+
+tags, err = browse.filter_tags(browse.all_tags(scalars), pattern)
+if err:
+    st.error(err)
+    st.stop()
+if not tags:
+    st.info("No scalar tag matches the filter in the chosen runs.")
+    st.stop()
+
+specs = browse.overlay_charts(scalars, runs, tags, axis=axis, weight=weight)
+st.caption(f"{len(runs)} run(s), {len(tags)} tag(s)" + (f"; showing the first {MAX_CHARTS} charts" if len(specs) > MAX_CHARTS else ""))
+st.download_button(
+    "Download the selected scalars (CSV)",
+    # A callable: the CSV of every point is built only when the user clicks.
+    data=lambda: browse.scalars_csv(scalars, runs, tags, weight=weight),
+    file_name="scalars.csv",
+    mime="text/csv",
+    key="logs_csv",
+    on_click="ignore",
+)
+cols = st.columns(2)
+for i, spec in enumerate(specs[:MAX_CHARTS]):
+    fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title, x_is_time=spec.x_is_time)
+    with cols[i % 2]:
+        st.plotly_chart(fig, key=f"logs_chart_{spec.title}", width="stretch")

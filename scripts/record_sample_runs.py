@@ -1,0 +1,197 @@
+"""Record the sample runs shipped in sample_data/runs with this project's own launcher.
+
+Three runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP,
+same seed and global batch, on the CPU with gloo (``lab.config.compare_modes_configs``
+on a machine seen as GPU-less) — are started as one sweep with
+``lab.launcher.launch_sweep`` (one after another, never side by side, so the
+throughputs are not disturbed by each other), waited for, labelled in run.json
+``recorded_on`` (machine, cores, torch version), and described in
+``sample_data/runs/README.md``. Nothing in those folders is written by hand:
+every figure is what the trainer and supervisor recorded. The previous sample
+runs are kept until the new ones have all succeeded.
+
+    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--out sample_data/runs]
+
+Record on a quiet machine: the throughput figures are only as steady as the
+CPU was.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lab import compare, launcher  # noqa: E402
+from lab.config import RunConfig, compare_modes_configs  # noqa: E402
+from lab.paths import SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
+
+MAX_BYTES = 2_000_000
+
+
+def _label(run_dir: Path, torch_version: str) -> str:
+    meta = read_json(run_dir / "run.json") or {}
+    label = str(meta.get("recorded_on") or "CPU (gloo)")
+    if "torch" not in label:
+        label = f"{label}, torch {torch_version}"
+        meta["recorded_on"] = label
+        write_json_atomic(run_dir / "run.json", meta)
+    return label
+
+
+def _wait_quiet(max_load: float, wait_s: float) -> float:
+    """Wait (up to ``wait_s``) for the 1-minute load average to drop below ``max_load``; return it."""
+    end = time.monotonic() + wait_s
+    load = os.getloadavg()[0]
+    while load >= max_load and time.monotonic() < end:
+        print(f"waiting for a quiet machine: load average {load:.2f} >= {max_load}", flush=True)
+        time.sleep(10)
+        load = os.getloadavg()[0]
+    if load >= max_load:
+        print(f"warning: starting with load average {load:.2f}: throughput figures will be noisy", file=sys.stderr)
+    return load
+
+
+def _consistency(table) -> str:
+    """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the noise."""
+    by_mode = {(r["mode"], r["effective mode"]): r["throughput (samples/s)"] for _, r in table.iterrows()}
+    a, b = by_mode.get(("single", "single")), by_mode.get(("dp", "single"))
+    if not a or not b:
+        return ""
+    verdict = "steady" if 0.85 <= b / a <= 1.18 else "NOT steady (the machine was busy): re-record"
+    return (f"Noise check: the single run and the DP run that fell back to single did the same work at "
+            f"{a:.0f} and {b:.0f} samples/s (ratio {b / a:.2f}): the machine was {verdict}.")
+
+
+def _cell(v) -> str:
+    if not isinstance(v, float):
+        return str(v)
+    if v != v:
+        return "–"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
+            loads: tuple[float, float]) -> str:
+    runs = [r for r in (compare.load_run(out / rid, sample=True) for rid in run_ids) if r]
+    table = compare.compare_table(runs)
+    cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", "speedup", "efficiency",
+            "memory imbalance", "final val acc"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in table[cols].iterrows():
+        cells = [_cell(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    warns = "\n".join(f"- {w.message}" for w in compare.fairness_warnings(runs)) or "- none"
+    recorded_on = runs[0].recorded_on if runs else "unknown"
+    return f"""# Sample runs
+
+Three real runs recorded by `scripts/record_sample_runs.py` with this
+project's own launcher (`lab.launcher.launch_sweep`, sweep `{sweep_id}`), so
+that the Compare page has something to show on a fresh clone. Nothing here
+was written by hand.
+
+- **Where:** {recorded_on}
+- **When:** started {started}, {took_s:.0f} s for the whole sweep; 1-minute load
+  average {loads[0]:.2f} before, {loads[1]:.2f} after
+- **Command:** `python {' '.join(argv)}`
+- **What:** tinycnn on the digits set (sample_data/digits), same seed and
+  global batch, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
+  processes, run one after another (never side by side).
+
+On a machine without GPUs DataParallel has nothing to split over, so the
+trainer falls back to one device and says so (`effective_mode` in
+summary.json); the Compare page shows that as a fairness warning. Throughput
+on a shared CPU is noisy: these figures illustrate the page, they are not a
+benchmark of DP or DDP.
+
+## What the Compare page computes from them
+
+{chr(10).join(lines)}
+
+Warnings:
+{warns}
+
+{_consistency(table)}
+
+Re-record with `python scripts/record_sample_runs.py` (about a minute on 2
+cores); the previous runs are replaced only when all new runs succeed.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=SAMPLE_RUNS)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--log-every", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
+    ap.add_argument("--max-load", type=float, default=0.7,
+                    help="start once the 1-minute load average is below this (other work skews throughput)")
+    ap.add_argument("--wait-quiet", type=float, default=300.0, help="seconds to wait for that, then start anyway")
+    args = ap.parse_args(argv)
+
+    out = args.out.resolve()
+    base = RunConfig(model="tinycnn", dataset="digits", batch_size=args.batch_size, epochs=args.epochs,
+                     seed=0, checkpoint="none", log_every=args.log_every, name="sample")
+    configs = compare_modes_configs(base, gpu_count=0)  # CPU/gloo on purpose, even where GPUs exist
+    # Denser sys/ samples than the default 1 s: these runs last seconds.
+    os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
+    load_before = _wait_quiet(args.max_load, args.wait_quiet)
+
+    old = out.with_name(out.name + f".old-{int(time.time())}")
+    if out.exists():
+        out.rename(old)
+    out.mkdir(parents=True)
+    started = launcher.now_iso()
+    t0 = time.monotonic()
+    ok = False
+    run_ids: list[str] = []
+    try:
+        sweep_id, run_ids = launcher.launch_sweep(configs, runs_dir=out)
+        print(f"sweep {sweep_id}: {', '.join(run_ids)}")
+        states = {}
+        for rid in run_ids:
+            states[rid] = launcher.wait(rid, out, timeout_s=args.timeout)
+            print(f"  {rid}: {states[rid]}")
+        bad = {r: s for r, s in states.items() if s != "succeeded"}
+        if bad:
+            print(f"error: not all runs succeeded ({bad}); see {out}/<run>/stdout.log. Previous sample runs kept.",
+                  file=sys.stderr)
+            return 1
+        torch_version = version("torch")
+        for rid in run_ids:
+            print(f"  {rid}: recorded on {_label(out / rid, torch_version)}")
+        rel_argv = ["scripts/record_sample_runs.py", *(argv if argv is not None else sys.argv[1:])]
+        readme = _readme(out, run_ids, sweep_id, rel_argv, started, time.monotonic() - t0,
+                         (load_before, os.getloadavg()[0]))
+        (out / "README.md").write_text(readme)
+        print(next((line for line in readme.splitlines() if line.startswith("Noise check")), ""))
+        size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+        print(f"{out}: {size / 1e6:.2f} MB")
+        if size > MAX_BYTES:
+            print(f"warning: the sample runs take {size / 1e6:.1f} MB (aim: under {MAX_BYTES / 1e6:.0f} MB)",
+                  file=sys.stderr)
+        ok = True
+        return 0
+    finally:
+        if ok:
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            for rid in run_ids:  # interrupted or failed: leave nothing running behind us
+                if launcher.wait(rid, out, timeout_s=0) not in launcher.FINAL:
+                    launcher.stop(rid, out)
+            failed = out.with_name(out.name + ".failed")
+            shutil.rmtree(failed, ignore_errors=True)
+            out.rename(failed)
+            if old.exists():
+                old.rename(out)
+            print(f"the failed recording is in {failed}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""The Compare page under AppTest, on the real recorded sample runs (sample_data/runs).
+
+LAB_RUNS_DIR points at an empty private folder ("fresh clone"), so the page
+falls back to the sample runs; its table must hold exactly what lab.compare
+computes for them. A user run copied from a sample run with another seed makes
+the fairness warning appear.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lab import compare
+from lab.paths import REPO_ROOT, SAMPLE_RUNS
+
+PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
+
+pytestmark = pytest.mark.skipif(
+    not any(SAMPLE_RUNS.glob("*/summary.json")),
+    reason="sample_data/runs has no recorded runs: run scripts/record_sample_runs.py",
+)
+
+
+def _page() -> AppTest:
+    return AppTest.from_file(PAGE, default_timeout=60).run()
+
+
+def _expected(user_root) -> pd.DataFrame:
+    runs = compare.available_runs(user_root, SAMPLE_RUNS)
+    keys = compare.default_selection(runs)
+    chosen = [r for k in keys for r in runs if r.key == k]
+    return compare.compare_table(chosen, baseline_key=compare.choose_baseline(chosen))
+
+
+def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
+    at = _page()
+    assert not at.exception
+    assert any("sample runs" in c.value for c in at.caption)
+    shown = at.dataframe[0].value
+    expected = _expected(runs_dir)
+    assert len(shown) == 3
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_dtype=False)
+    # CPU sample runs: the utilisation timeline says it shows the CPU instead.
+    assert any("sys/cpu_pct" in i.value for i in at.info)
+    # DP on a GPU-less machine fell back to single: said, not hidden.
+    assert any("asked to run as dp but ran as single" in w.value for w in at.warning)
+    assert len(at.get("plotly_chart")) == 4
+
+
+def test_toggles_and_baseline(runs_dir):
+    at = _page()
+    at.radio(key="cmp_x").set_value("wall")
+    at.radio(key="cmp_sys").set_value("mem")
+    at.selectbox(key="cmp_tag").set_value("val/acc")
+    ddp = next(k for k in at.multiselect(key="cmp_runs").value if "ddp" in k)
+    at.selectbox(key="cmp_baseline").set_value(ddp)
+    at.run()
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("run")
+    ddp_row = next(i for i in table.index if i.endswith("ddp"))
+    assert table.loc[ddp_row, "speedup"] == pytest.approx(1.0)
+    assert any("sys/rss_mib" in i.value for i in at.info)
+
+
+def test_no_run_chosen_is_a_hint_not_an_error(runs_dir):
+    at = _page()
+    at.multiselect(key="cmp_runs").set_value([])
+    at.run()
+    assert not at.exception
+    assert any("Choose at least one run" in i.value for i in at.info)
+    assert len(at.dataframe) == 0
+
+
+def test_fairness_mismatch_shows_a_warning(runs_dir):
+    # Two of the user's own runs (copies of real sample runs), one with another seed.
+    src = sorted(d for d in SAMPLE_RUNS.iterdir() if (d / "summary.json").exists())
+    single = next(d for d in src if json.loads((d / "summary.json").read_text())["mode"] == "single")
+    ddp = next(d for d in src if json.loads((d / "summary.json").read_text())["mode"] == "ddp")
+    for d in (single, ddp):
+        shutil.copytree(d, runs_dir / d.name)
+    for name in ("summary.json", "run.json"):
+        p = runs_dir / ddp.name / name
+        data = json.loads(p.read_text())
+        data["config"]["seed"] = 7
+        p.write_text(json.dumps(data))
+    at = _page()
+    assert not at.exception
+    assert len(at.dataframe[0].value) == 2  # the user's newest sweep, not the samples
+    seeds = [w.value for w in at.warning if "differ in seed" in w.value]
+    assert len(seeds) == 1 and "=7" in seeds[0] and "=0" in seeds[0]

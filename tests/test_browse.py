@@ -1,0 +1,128 @@
+"""lab.browse on real event files written by torch's SummaryWriter: folder
+resolution and its messages, the tag regex, x axes, smoothing, overlay charts
+and the CSV."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab import browse
+
+WALL0 = 1_700_000_000.0
+
+
+def _write(dir_, points: dict[str, list[float]], wall0: float = WALL0, dt: float = 2.0):
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(dir_))
+    for tag, vals in points.items():
+        for i, v in enumerate(vals):
+            w.add_scalar(tag, v, global_step=i * 5, walltime=wall0 + i * dt)
+    w.close()
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    root = tmp_path / "logs"
+    _write(root / "a", {"train/loss": [3.0, 2.0, 1.0, 0.5], "train/acc": [0.1, 0.4, 0.7, 0.9]})
+    _write(root / "nested" / "b", {"train/loss": [2.5, 1.5, 0.7], "val/loss": [2.0]}, wall0=WALL0 + 100)
+    return root
+
+
+def _scalars(root):
+    from lab.events import LogdirReader
+
+    r = LogdirReader(str(root))
+    r.refresh()
+    return {n: dict(r.scalars(n)) for n in r.run_names()}
+
+
+def test_resolve_logdir_messages(tmp_path, logdir):
+    assert "Type the path" in browse.resolve_logdir("  ").error
+    missing = browse.resolve_logdir(str(tmp_path / "nope"))
+    assert missing.path == tmp_path / "nope" and "does not exist" in missing.error
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    assert "is a file, not a folder" in browse.resolve_logdir(str(f)).error
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    assert "No TensorBoard event files" in browse.resolve_logdir(str(empty)).error
+    ok = browse.resolve_logdir("logs", base=tmp_path)  # relative to base, quotes stripped too
+    assert ok.ok and ok.path == logdir.resolve()
+    assert browse.resolve_logdir(f'"{logdir}"').ok
+
+
+def test_resolve_logdir_expands_home(tmp_path, logdir, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = browse.resolve_logdir("~/logs")
+    assert r.ok and r.path == logdir.resolve()
+
+
+def test_filter_tags_regex_and_bad_regex():
+    tags = ["train/loss", "val/loss", "train/acc", "sys/cpu_pct"]
+    assert browse.filter_tags(tags, "") == (sorted(tags), None)
+    assert browse.filter_tags(tags, "loss$")[0] == ["train/loss", "val/loss"]
+    assert browse.filter_tags(tags, "^sys/")[0] == ["sys/cpu_pct"]
+    got, err = browse.filter_tags(tags, "train/(loss")
+    assert got == [] and "not a valid regular expression" in err and "position 6" in err
+
+
+def test_x_values_on_real_series(logdir):
+    s = _scalars(logdir)["a"]["train/loss"]
+    np.testing.assert_array_equal(browse.x_values(s, "step"), [0, 5, 10, 15])
+    np.testing.assert_allclose(browse.x_values(s, "relative"), [0, 2, 4, 6])
+    np.testing.assert_allclose(browse.x_values(s, "wall"), (WALL0 + np.arange(4) * 2) * 1000)
+    with pytest.raises(ValueError, match="use one of step, relative, wall"):
+        browse.x_values(s, "epoch")
+
+
+def test_overlay_charts_one_chart_per_tag_one_trace_per_run(logdir):
+    sc = _scalars(logdir)
+    runs = sorted(sc)
+    assert runs == ["a", "nested/b"]
+    tags, _ = browse.filter_tags(browse.all_tags(sc), "loss")
+    specs = browse.overlay_charts(sc, runs, tags, axis="step", weight=0.0)
+    assert [s.title for s in specs] == ["train/loss", "val/loss"]
+    assert [t[0] for t in specs[0].traces] == ["a", "nested/b"]
+    assert [t[0] for t in specs[1].traces] == ["nested/b"]  # run a has no val/loss
+    np.testing.assert_allclose(specs[0].traces[0][2], [3.0, 2.0, 1.0, 0.5])
+    wall = browse.overlay_charts(sc, runs, ["train/loss"], axis="wall")
+    assert wall[0].x_is_time and wall[0].x_title == "wall time"
+
+
+def test_smoothing_is_tensorboards_debiased_ema(logdir):
+    sc = _scalars(logdir)
+    spec = browse.overlay_charts(sc, ["a"], ["train/loss"], weight=0.6)[0]
+    # reference: TensorBoard's vz_line_chart smoothing, written out by hand
+    last, out = 0.0, []
+    for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):
+        last = last * 0.6 + 0.4 * v
+        out.append(last / (1 - 0.6 ** i))
+    np.testing.assert_allclose(spec.traces[0][2], out, rtol=1e-6)
+
+
+def test_scalars_csv_holds_every_selected_point(logdir):
+    sc = _scalars(logdir)
+    data = browse.scalars_csv(sc, ["a", "nested/b"], ["train/loss"])
+    df = pd.read_csv(io.BytesIO(data))
+    assert list(df.columns) == browse.CSV_COLUMNS
+    assert len(df) == 7 and set(df["run"]) == {"a", "nested/b"} and set(df["tag"]) == {"train/loss"}
+    a = df[df.run == "a"]
+    np.testing.assert_allclose(a["value"], [3.0, 2.0, 1.0, 0.5])
+    np.testing.assert_allclose(a["wall_time"], WALL0 + np.arange(4) * 2)
+    smoothed = pd.read_csv(io.BytesIO(browse.scalars_csv(sc, ["a"], ["train/loss"], weight=0.5)))
+    assert "smoothed" in smoothed.columns and smoothed["smoothed"].iloc[0] == pytest.approx(3.0)
+    empty = pd.read_csv(io.BytesIO(browse.scalars_csv(sc, ["a"], ["nope"])))
+    assert len(empty) == 0 and list(empty.columns) == browse.CSV_COLUMNS
+
+
+def test_folder_choices(tmp_path):
+    runs, samples = tmp_path / "runs", tmp_path / "samples"
+    runs.mkdir()
+    samples.mkdir()
+    assert list(browse.folder_choices(runs, samples).values()) == [samples]  # empty runs folder is not offered
+    (runs / "x").mkdir()
+    assert list(browse.folder_choices(runs, samples).values()) == [runs, samples]

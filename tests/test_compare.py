@@ -1,0 +1,224 @@
+"""lab.compare: the table's figures (exact), the baseline, the default selection, fairness warnings, CSV.
+
+Run folders here are written by the test (run.json + summary.json in the
+contract's shape) so that every expected number is known exactly.
+"""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab import compare
+from lab.compare import compare_table, fairness_warnings, load_runs
+
+
+def make_run(
+    root: Path,
+    run_id: str,
+    *,
+    mode: str = "single",
+    effective_mode: str | None = None,
+    devices=("cuda0",),
+    throughput: float = 1000.0,
+    peaks=None,
+    batch: int = 64,
+    seed: int = 0,
+    model: str = "tinycnn",
+    dataset: str = "digits",
+    amp: bool = False,
+    sweep_id: str | None = None,
+    created_at: str = "2026-11-29T07:00:00+00:00",
+    host: str = "box",
+    summary: bool = True,
+    reason: str | None = None,
+) -> Path:
+    d = root / run_id
+    d.mkdir(parents=True)
+    config = {"mode": mode, "model": model, "dataset": dataset, "batch_size": batch, "seed": seed, "amp": amp}
+    (d / "run.json").write_text(json.dumps({
+        "run_id": run_id, "name": run_id, "config": config, "created_at": created_at,
+        "host": host, "sweep_id": sweep_id, "recorded_on": f"test, {host}",
+    }))
+    if summary:
+        ws = len(devices) if mode == "ddp" else 1
+        (d / "summary.json").write_text(json.dumps({
+            "config": config, "mode": mode, "effective_mode": effective_mode or mode,
+            "effective_mode_reason": reason, "world_size": ws, "devices": list(devices),
+            "global_batch": batch, "per_device_batch": batch // ws, "steps": 100,
+            "steady_throughput_samples_per_sec": throughput, "throughput_samples_per_sec": throughput * 0.9,
+            "epoch_time_s": 6400 / throughput, "peak_mem_mib": peaks or {dv: 500.0 for dv in devices},
+            "final": {"train_loss": 0.25, "train_acc": 0.9, "val_loss": 0.3, "val_acc": 0.875},
+            "amp": amp, "hostname": host, "started_at": created_at, "completed": True,
+        }))
+    return d
+
+
+@pytest.fixture
+def trio(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "a-single", mode="single", throughput=1000.0, peaks={"cuda0": 400.0},
+             created_at="2026-11-29T07:00:00+00:00", sweep_id="s1")
+    make_run(root, "b-dp", mode="dp", devices=("cuda0", "cuda1"), throughput=1500.0,
+             peaks={"cuda0": 900.0, "cuda1": 500.0}, created_at="2026-11-29T07:01:00+00:00", sweep_id="s1")
+    make_run(root, "c-ddp", mode="ddp", devices=("cuda0", "cuda1"), throughput=1800.0,
+             peaks={"cuda0": 600.0, "cuda1": 600.0}, created_at="2026-11-29T07:02:00+00:00", sweep_id="s1")
+    return load_runs(root)
+
+
+def test_table_figures_are_exact(trio):
+    df = compare_table(trio).set_index("run")
+    assert list(df.index) == ["c-ddp", "b-dp", "a-single"]  # newest first, as loaded
+    assert df.loc["a-single", "speedup"] == pytest.approx(1.0)
+    assert df.loc["b-dp", "speedup"] == pytest.approx(1.5)
+    assert df.loc["c-ddp", "speedup"] == pytest.approx(1.8)
+    assert df.loc["b-dp", "efficiency"] == pytest.approx(0.75)
+    assert df.loc["c-ddp", "efficiency"] == pytest.approx(0.9)
+    assert df.loc["b-dp", "memory imbalance"] == pytest.approx((900 - 500) / 700)
+    assert df.loc["c-ddp", "memory imbalance"] == pytest.approx(0.0)
+    assert pd.isna(df.loc["a-single", "memory imbalance"])  # one device: no imbalance to speak of
+    assert df.loc["b-dp", "peak MiB cuda0"] == 900.0 and df.loc["a-single", "peak MiB cuda0"] == 400.0
+    assert pd.isna(df.loc["a-single", "peak MiB cuda1"])
+    assert df.loc["c-ddp", "world size"] == 2 and df.loc["c-ddp", "per-device batch"] == 32
+    assert df.loc["c-ddp", "epoch time (s)"] == pytest.approx(6400 / 1800)
+    assert df.loc["a-single", "final val acc"] == 0.875
+    assert df.loc["b-dp", "devices"] == "cuda0, cuda1"
+
+
+def test_baseline_choice(trio):
+    assert compare.choose_baseline(trio) == "a-single"
+    df = compare_table(trio, baseline_key="c-ddp").set_index("run")
+    assert df.loc["c-ddp", "speedup"] == pytest.approx(1.0)
+    assert df.loc["c-ddp", "efficiency"] == pytest.approx(1.0)  # relative to its own 2 devices
+    assert df.loc["a-single", "speedup"] == pytest.approx(1000 / 1800)
+    assert df.loc["a-single", "efficiency"] == pytest.approx((1000 / 1800) / (1 / 2))
+    # An unknown baseline falls back to the default rather than failing.
+    assert compare_table(trio, baseline_key="nope").set_index("run").loc["a-single", "speedup"] == 1.0
+
+
+def test_baseline_skips_dp_that_fell_back(tmp_path):
+    root = tmp_path / "r"
+    make_run(root, "dp", mode="dp", effective_mode="single", devices=("cpu0",), throughput=900.0,
+             created_at="2026-11-29T07:00:00+00:00")
+    make_run(root, "one", mode="single", devices=("cpu0",), throughput=1000.0, created_at="2026-11-29T07:01:00+00:00")
+    assert compare.choose_baseline(load_runs(root)) == "one"
+
+
+def test_formulas_edge_cases():
+    assert compare.speedup(None, 10) is None and compare.speedup(10, 0) is None
+    assert compare.efficiency(None, 2) is None
+    assert compare.efficiency(1.8, 2) == pytest.approx(0.9)
+    assert compare.imbalance({"a": 100.0}) is None
+    assert compare.imbalance({"a": 300.0, "b": 100.0}) == pytest.approx(1.0)
+    assert compare.imbalance({"a": 0.0, "b": 0.0}) is None
+
+
+def test_no_warnings_for_a_fair_sweep(trio):
+    assert fairness_warnings(trio) == []
+
+
+@pytest.mark.parametrize(
+    "field,kw,key",
+    [
+        ("model", {"model": "resnet18"}, "model"),
+        ("dataset", {"dataset": "synthetic"}, "dataset"),
+        ("batch", {"batch": 128}, "global_batch"),
+        ("seed", {"seed": 7}, "seed"),
+        ("amp", {"amp": True}, "amp"),
+        ("host", {"host": "other"}, "host"),
+    ],
+)
+def test_each_mismatch_warns(tmp_path, field, kw, key):
+    root = tmp_path / "r"
+    make_run(root, "one", created_at="2026-11-29T07:00:00+00:00")
+    make_run(root, "two", mode="ddp", devices=("cuda0", "cuda1"), created_at="2026-11-29T07:01:00+00:00", **kw)
+    warns = fairness_warnings(load_runs(root))
+    assert [w.key for w in warns] == [key]
+    assert "one=" in warns[0].message and "two=" in warns[0].message
+
+
+def test_device_count_and_fallback_warnings(tmp_path):
+    root = tmp_path / "r"
+    make_run(root, "ddp2", mode="ddp", devices=("cuda0", "cuda1"), created_at="2026-11-29T07:00:00+00:00")
+    make_run(root, "ddp4", mode="ddp", devices=("cuda0", "cuda1", "cuda2", "cuda3"), created_at="2026-11-29T07:01:00+00:00")
+    make_run(root, "dp", mode="dp", effective_mode="single", devices=("cuda0",),
+             reason="DataParallel needs at least two GPUs; 1 visible", created_at="2026-11-29T07:02:00+00:00")
+    warns = fairness_warnings(load_runs(root))
+    keys = [w.key for w in warns]
+    assert keys.count("device_count") == 1 and keys.count("effective_mode") == 1
+    msg = next(w.message for w in warns if w.key == "effective_mode")
+    assert "dp was asked to run as dp but ran as single" in msg and "1 visible" in msg
+    # dp (fell back to one device) vs ddp4: the device count differs by design, no warning.
+    assert "device_count" not in [w.key for w in fairness_warnings(load_runs(root)[:2])]
+
+
+def test_unfinished_run_warns_and_uses_events(tmp_path):
+    root = tmp_path / "r"
+    make_run(root, "done", created_at="2026-11-29T07:00:00+00:00")
+    make_run(root, "half", summary=False, created_at="2026-11-29T07:01:00+00:00")
+    runs = load_runs(root)
+    assert [w.key for w in fairness_warnings(runs)] == ["no_summary"]
+
+    class S:  # the shape of lab.events.Series
+        def __init__(self, v):
+            import numpy as np
+            self.value = np.asarray(v, dtype=float)
+            self.step = np.arange(len(v)) * 10.0
+            self.wall_time = 100.0 + self.step
+
+    scalars = {"half": {"perf/samples_per_sec": S([10.0, 2000.0, 1000.0]),
+                        "mem/cuda0/peak_mib": S([100.0, 300.0, 200.0]), "train/loss": S([2.0, 1.0, 0.5])}}
+    df = compare_table(runs, scalars=scalars).set_index("run")
+    assert df.loc["half", "throughput (samples/s)"] == pytest.approx(1500.0)  # first window excluded
+    assert df.loc["half", "speedup"] == pytest.approx(1.5)
+    assert df.loc["half", "peak MiB cuda0"] == 300.0
+    assert df.loc["half", "final train loss"] == 0.5
+
+
+def test_default_selection(tmp_path):
+    user, sample = tmp_path / "u", tmp_path / "s"
+    make_run(sample, "s-single", created_at="2026-01-01T00:00:00+00:00")
+    make_run(sample, "s-ddp", mode="ddp", devices=("cpu0", "cpu1"), created_at="2026-01-01T00:01:00+00:00")
+    # Fresh install: the sample runs, sample keys prefixed.
+    assert compare.default_selection(compare.available_runs(user, sample)) == ["sample/s-single", "sample/s-ddp"]
+    make_run(user, "old1", sweep_id="sw-old", created_at="2026-11-29T06:00:00+00:00")
+    make_run(user, "new1", sweep_id="sw-new", created_at="2026-11-29T07:00:00+00:00")
+    make_run(user, "new2", sweep_id="sw-new", created_at="2026-11-29T07:00:05+00:00")
+    make_run(user, "loose", created_at="2026-11-29T08:00:00+00:00")
+    assert compare.default_selection(compare.available_runs(user, sample)) == ["new1", "new2"]
+
+
+def test_default_selection_without_sweeps(tmp_path):
+    user = tmp_path / "u"
+    for i in range(6):
+        make_run(user, f"r{i}", created_at=f"2026-11-29T07:0{i}:00+00:00")
+    assert compare.default_selection(load_runs(user)) == ["r2", "r3", "r4", "r5"]
+
+
+def test_labels_are_unique(tmp_path):
+    make_run(tmp_path / "u", "x")
+    make_run(tmp_path / "s", "x")
+    runs = compare.available_runs(tmp_path / "u", tmp_path / "s")
+    assert sorted(compare.labels(runs).values()) == ["sample: x", "x"]
+
+
+def test_csv_columns_and_values(trio):
+    df = compare_table(trio)
+    back = pd.read_csv(io.BytesIO(compare.table_csv(df)))
+    assert list(back.columns) == (
+        compare.COLUMNS_BEFORE_DEVICES + ["peak MiB cuda0", "peak MiB cuda1"] + compare.COLUMNS_AFTER_DEVICES
+    )
+    assert back["speedup"].tolist() == pytest.approx([1.8, 1.5, 1.0])
+
+
+def test_broken_and_foreign_folders_are_skipped(tmp_path):
+    root = tmp_path / "r"
+    make_run(root, "ok")
+    (root / "junk").mkdir()
+    (root / "bad").mkdir()
+    (root / "bad" / "run.json").write_text("{not json")
+    assert [r.run_id for r in load_runs(root)] == ["ok"]
+    assert load_runs(tmp_path / "missing") == []

@@ -1,0 +1,117 @@
+"""The real app in a real browser: ``streamlit run app.py`` on a free port
+with a private runs folder, driven by Debian's Chromium through Playwright.
+
+Scenario: the home page; Compare on the shipped sample runs (table and
+charts); Logs on sample_data/runs; a 2-rank DDP run launched from the Launch
+page and watched on the Live page until it has ``succeeded`` with its loss
+chart drawn. Screenshots of each page go to test-artifacts/ (gitignored);
+the Compare one is also copied to docs/compare.png for the README. Nothing
+of the server or the run may be left running afterwards.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+
+import psutil
+import pytest
+
+from tests.e2e_helpers import REPO, chromium_page, processes_mentioning, streamlit_server, wait_ready
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+ARTIFACTS = REPO / "test-artifacts"
+SAMPLES = REPO / "sample_data" / "runs"
+
+
+def _open(page, url: str, artifacts, name: str | None = None) -> None:
+    page.goto(url)
+    wait_ready(page)
+    if name:
+        page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+
+def _no_exception(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator('[data-testid="stException"]').first.inner_text()
+
+
+def _charts_drawn(page, at_least: int = 1, timeout_ms: int = 30_000) -> None:
+    from playwright.sync_api import expect
+
+    svgs = page.locator('[data-testid="stPlotlyChart"] .main-svg')
+    expect(svgs.nth(at_least - 1)).to_be_attached(timeout=timeout_ms)
+
+
+def _wait_gone(runs_dir, timeout_s: float = 20) -> list:
+    deadline = time.monotonic() + timeout_s
+    left = processes_mentioning(str(runs_dir))
+    while left and time.monotonic() < deadline:
+        psutil.wait_procs(left, timeout=1)
+        left = processes_mentioning(str(runs_dir))
+    return left
+
+
+def test_launch_watch_compare_browse(tmp_path):
+    from playwright.sync_api import expect
+
+    if not SAMPLES.is_dir():
+        pytest.skip("sample_data/runs is not recorded yet (scripts/record_sample_runs.py)")
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server(runs_dir, ARTIFACTS) as server, chromium_page(1400, 1000) as page:
+        # Home: the device strip (CPU here) and the empty runs folder.
+        _open(page, server.url, ARTIFACTS, "home")
+        expect(page.get_by_text("Parallel Training Lab").first).to_be_visible()
+        expect(page.get_by_text("No runs yet")).to_be_visible()
+        _no_exception(page)
+
+        # Compare on the sample runs: the table and the charts.
+        page.set_viewport_size({"width": 1400, "height": 1700})
+        _open(page, f"{server.url}/Compare", ARTIFACTS)
+        expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=30_000)
+        _charts_drawn(page, at_least=2)
+        _no_exception(page)
+        page.screenshot(path=str(ARTIFACTS / "compare.png"))
+        shutil.copyfile(ARTIFACTS / "compare.png", REPO / "docs" / "compare.png")
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+        # Logs on sample_data/runs: several runs overlaid, one chart per tag.
+        _open(page, f"{server.url}/Logs", ARTIFACTS)
+        page.locator('[data-testid="stRadio"] label', has_text="sample runs").click()
+        expect(page.get_by_text(re.compile(r"Reading `?.*sample_data/runs"))).to_be_visible()
+        _charts_drawn(page, at_least=2)
+        _no_exception(page)
+        page.screenshot(path=str(ARTIFACTS / "logs.png"), full_page=True)
+
+        # Launch a tiny 2-rank DDP run.
+        _open(page, f"{server.url}/Launch", ARTIFACTS)
+        page.locator('[data-testid="stRadio"] label', has_text="ddp —").click()
+        code = page.locator('[data-testid="stCode"]').first
+        expect(code).to_contain_text("torch.distributed.run", timeout=20_000)
+        expect(code).to_contain_text("--nproc-per-node 2")
+        epochs = page.get_by_label("Epochs", exact=True)
+        epochs.fill("2")
+        epochs.press("Enter")
+        expect(code).to_contain_text("--epochs 2", timeout=20_000)
+        wait_ready(page)
+        page.get_by_role("button", name="Launch", exact=True).click()
+        expect(page.get_by_text("Launched")).to_be_visible(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "launch.png"), full_page=True)
+        run_ids = [p.name for p in runs_dir.iterdir()]
+        assert len(run_ids) == 1
+
+        # Live: the run reaches succeeded and its loss chart is drawn.
+        page.get_by_text("Watch it live").click()
+        expect(page).to_have_url(re.compile(rf"/Live\?run={re.escape(run_ids[0])}"), timeout=20_000)
+        expect(page.get_by_role("heading", name="succeeded")).to_be_visible(timeout=150_000)
+        loss = page.locator('[data-testid="stPlotlyChart"]', has_text="Loss")
+        expect(loss.locator(".main-svg").first).to_be_attached(timeout=20_000)
+        expect(page.get_by_text("rank 1", exact=True)).to_be_visible()  # per-rank log tabs of DDP
+        _no_exception(page)
+        wait_ready(page)
+        page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)
+
+    assert "Traceback" not in server.log.read_text()
+    assert not _wait_gone(runs_dir), "processes of the run were left behind"

@@ -1,0 +1,240 @@
+"""Real runs end to end: launch, supervise, stop, kill, lose, sweep, two nodes.
+
+Everything here starts real processes on this machine (the trainer on the
+CPU, torchrun with gloo). Runs are kept tiny (a few steps of 8x8 images,
+OMP_NUM_THREADS=1) so the file runs in about two minutes on two busy cores.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lab import launcher, procs, registry
+from lab.config import ConfigError, RunConfig
+from lab.paths import read_json, write_json_atomic
+
+pytestmark = pytest.mark.slow
+FINAL = ("succeeded", "failed", "stopped", "lost")
+
+
+def cfg(**kw) -> RunConfig:
+    base = dict(max_steps=3, image_size=8, batch_size=32, log_every=1, checkpoint="none",
+                extra_env={"OMP_NUM_THREADS": "1"})
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def wait_for(pred, timeout_s: float, what: str):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def state(run_id: str, root: Path) -> str:
+    return registry.get_run(run_id, root).state
+
+
+def alive_of(run_dir: Path) -> list[int]:
+    """Every process of the run still alive: recorded pids (create time checked) and their children."""
+    st = read_json(run_dir / "status.json") or {}
+    recorded = [[st.get("supervisor_pid"), st.get("supervisor_ct")], [st.get("pid"), st.get("pid_ct")]]
+    recorded += st.get("tree") or []
+    out = set()
+    for pid, ct in recorded:
+        for p in procs.tree(pid, ct):
+            out.add(p.pid)
+    return sorted(out)
+
+
+def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
+    """rank -> pid once the run's tree holds ``n`` ranks that have started training."""
+    def ranks():
+        st = read_json(run_dir / "status.json") or {}
+        found = {}
+        for p in procs.tree(st.get("pid"), st.get("pid_ct")):
+            try:
+                env = p.environ()
+            except psutil.Error:
+                continue
+            if "RANK" in env and "TORCHELASTIC_RUN_ID" in env:
+                found[int(env["RANK"])] = p.pid
+        return found if len(found) == n and (run_dir / "progress.json").exists() else None
+    return wait_for(ranks, timeout_s, f"{n} training ranks")
+
+
+def cheap_run(root: Path, code: str) -> str:
+    """A run folder whose command is a tiny Python child instead of the trainer (fast stop tests)."""
+    run_id = f"cheap-{os.urandom(3).hex()}"
+    d = root / run_id
+    d.mkdir()
+    write_json_atomic(d / "run.json", {"run_id": run_id, "name": "", "config": {"mode": "single", "gpus": []},
+                                       "argv": [sys.executable, "-c", code], "env": {}, "sweep_id": None,
+                                       "created_at": launcher.now_iso()})
+    write_json_atomic(d / "status.json", {"state": "queued", "updated_at": launcher.now_iso()})
+    p = launcher._spawn_supervisor([str(d)], d / "supervisor.log")
+    launcher._wait_up(p, d / "status.json", d / "supervisor.log")
+    return run_id
+
+
+# a parent that spawns a grandchild in its own session which ignores SIGTERM: the worst straggler
+STUBBORN = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print(\"up\", flush=True); time.sleep(600)'], start_new_session=True)\n"
+            "time.sleep(600)\n")
+
+
+def test_three_modes_launch_at_once_and_succeed(runs_dir):
+    ids = []
+    for c in (cfg(mode="single"), cfg(mode="dp"), cfg(mode="ddp", nproc=2)):
+        t = time.monotonic()
+        ids.append(launcher.launch(c, runs_dir))
+        assert time.monotonic() - t < 5, "launch must return once the supervisor is up, not after the run"
+        assert state(ids[-1], runs_dir) in ("starting", "running")
+    for rid in ids:
+        assert launcher.wait(rid, runs_dir, 120) == "succeeded", registry.get_run(rid, runs_dir)
+        d = runs_dir / rid
+        assert glob.glob(str(d / "tb" / "events.out.tfevents.*")), "trainer events"
+        assert glob.glob(str(d / "sys" / "events.out.tfevents.*")), "supervisor events"
+        rec = registry.get_run(rid, runs_dir)
+        assert rec.summary and rec.summary["steps"] == 3 and rec.exit_code == 0
+        wait_for(lambda: alive_of(d) == [], 5, "the supervisor to exit after its last status write")
+    ddp = runs_dir / ids[2]
+    assert (ddp / "logs").is_dir() and read_json(ddp / "status.json")["port"] != 29500
+
+
+def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
+    ids = [launcher.launch(cfg(mode="ddp", nproc=2, max_steps=2), runs_dir) for _ in range(4)]
+    states = [launcher.wait(r, runs_dir, 240) for r in ids]
+    assert states == ["succeeded"] * 4, [registry.get_run(r, runs_dir).diagnosis for r in ids]
+    ports = {read_json(runs_dir / r / "status.json")["port"] for r in ids}
+    assert len(ports) == 4
+
+
+def test_stop_real_ddp_run_mid_run(runs_dir):
+    rid = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
+    d = runs_dir / rid
+    wait_ranks(d, 2)
+    t = time.monotonic()
+    assert launcher.stop(rid, runs_dir, grace_s=5) == "stopped"
+    assert time.monotonic() - t < 10
+    assert state(rid, runs_dir) == "stopped"
+    assert wait_for(lambda: alive_of(d) == [], 3, "no process of the run")
+    assert launcher.stop(rid, runs_dir) == "stopped"  # a second stop is a no-op
+
+
+def test_stop_twenty_times_without_a_leak(runs_dir):
+    leaks = []
+    for i in range(20):
+        rid = cheap_run(runs_dir, STUBBORN)
+        d = runs_dir / rid
+        wait_for(lambda: len(read_json(d / "status.json").get("tree") or []) >= 2, 10, "the grandchild")
+        tree = read_json(d / "status.json")["tree"]
+        assert launcher.stop(rid, runs_dir, grace_s=0.3) == "stopped"
+        end = time.monotonic() + 3  # the supervisor exits just after its last status write
+        while alive_of(d) and time.monotonic() < end:
+            time.sleep(0.05)
+        left = alive_of(d) + [p for p, ct in tree if procs.alive(p, ct)]
+        if left:
+            leaks.append((i, left))
+    assert leaks == []
+
+
+def test_kill9_of_one_ddp_rank_fails_the_run_and_names_the_rank(runs_dir):
+    rid = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
+    d = runs_dir / rid
+    ranks = wait_ranks(d, 2)
+    os.kill(ranks[1], signal.SIGKILL)
+    t = time.monotonic()
+    wait_for(lambda: state(rid, runs_dir) in FINAL, 15, "the run to fail")
+    assert time.monotonic() - t < 15
+    rec = registry.get_run(rid, runs_dir)
+    assert rec.state == "failed"
+    assert rec.diagnosis["rank"] == 1 and rec.diagnosis["key"] == "killed"
+    assert "Rank 1" in rec.diagnosis["cause"] and rec.diagnosis["exit_code"] == -9
+    assert wait_for(lambda: alive_of(d) == [], 5, "no process of the run")
+
+
+def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
+    rid = cheap_run(runs_dir, STUBBORN)
+    d = runs_dir / rid
+    wait_for(lambda: len(read_json(d / "status.json").get("tree") or []) >= 2, 10, "the grandchild")
+    st = read_json(d / "status.json")
+    os.kill(st["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: not procs.alive(st["supervisor_pid"], st["supervisor_ct"]), 5, "the supervisor to die")
+    (runs_dir / "half-written").mkdir()
+    (runs_dir / "half-written" / "status.json").write_text('{"state": "runn')
+    t = time.monotonic()
+    recs = {r.run_id: r for r in registry.list_runs(runs_dir)}
+    assert time.monotonic() - t < 2
+    assert recs[rid].state == "lost"
+    assert read_json(d / "status.json")["state"] == "lost"  # persisted
+    assert "half-written" not in recs or recs["half-written"].state in ("lost", "unknown")
+    # the training processes outlived their supervisor; stop ends them
+    assert alive_of(d)
+    assert launcher.stop(rid, runs_dir, grace_s=0.5) == "stopped"
+    wait_for(lambda: alive_of(d) == [], 5, "no process of the run")
+
+
+def test_bad_configs_are_refused_before_anything_starts(runs_dir):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    bad = [cfg(mode="ddp", nproc=2, batch_size=33), cfg(gpus=(0,)), cfg(name="a/b"), cfg(model="vgg"),
+           cfg(dataset="imagefolder:/nope"), cfg(extra_env={"1X": "y"}), cfg(mode="ddp", nproc=1, nnodes=2),
+           cfg(mode="dp", nproc=2), cfg(mode="ddp", nproc=0)]
+    for c in bad:
+        with pytest.raises(ConfigError):
+            launcher.launch(c, runs_dir)
+    with pytest.raises(ConfigError):
+        launcher.launch_sweep([cfg(), cfg(mode="ddp", nproc=2, batch_size=33)], runs_dir)
+    assert list(runs_dir.iterdir()) == []
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_two_nodes_over_localhost_form_one_job(runs_dir):
+    port = procs.free_port()
+    c = cfg(mode="ddp", nproc=1, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
+    rid = launcher.launch(c, runs_dir)
+    d = runs_dir / rid
+    run = read_json(d / "run.json")
+    other = run["other_nodes"]
+    assert len(other) == 1 and other[0][other[0].index("--node-rank") + 1] == "1"
+    env = dict(os.environ) | run["env"]
+    node1 = subprocess.Popen(other[0], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        out, _ = node1.communicate(timeout=120)
+    finally:
+        if node1.poll() is None:
+            os.killpg(node1.pid, signal.SIGKILL)
+    assert node1.returncode == 0, out.decode()[-2000:]
+    assert launcher.wait(rid, runs_dir, 60) == "succeeded"
+    summary = registry.get_run(rid, runs_dir).summary
+    assert summary["world_size"] == 2 and summary["backend"] == "gloo"
+
+
+def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
+    sweep_id, ids = launcher.launch_sweep([cfg(mode="single", max_steps=2), cfg(mode="ddp", nproc=2, max_steps=2)], runs_dir)
+    assert state(ids[1], runs_dir) == "queued"
+    assert [read_json(runs_dir / r / "run.json")["sweep_id"] for r in ids] == [sweep_id] * 2
+    assert [launcher.wait(r, runs_dir, 120) for r in ids] == ["succeeded"] * 2
+    first, second = (read_json(runs_dir / r / "status.json") for r in ids)
+    assert second["started_at"] >= first["ended_at"]
+
+    long = cfg(mode="single", max_steps=0, epochs=1000)
+    sweep_id, ids = launcher.launch_sweep([long, long, long], runs_dir)
+    wait_for(lambda: (runs_dir / ids[0] / "progress.json").exists(), 60, "the first run to train")
+    assert launcher.stop_sweep(sweep_id, runs_dir) == {r: "stopped" for r in ids}
+    for r in ids:
+        wait_for(lambda: alive_of(runs_dir / r) == [], 5, "no process of the sweep")
+    assert not (runs_dir / ids[1] / "stdout.log").exists()  # never started

@@ -1,0 +1,166 @@
+"""lab.live: progress/ETA, the default run, the glance lists, the device rows,
+and chart data built from real event files written by torch's SummaryWriter
+and read back through lab.events."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from lab import live
+
+
+def rec(run_id="r", state="running", progress=None, summary=None, created_at="2026-11-29T07:00:00+00:00", **kw):
+    base = dict(run_id=run_id, state=state, mode="ddp", name="", progress=progress, summary=summary,
+                created_at=created_at, diagnosis=None, exit_code=None, run_dir=None)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_progress_of_running_run_gives_fraction_eta_and_rate():
+    now = 1_000_000.0
+    p = live.progress_of(rec(progress={"step": 30, "total_steps": 120, "elapsed_s": 15.0,
+                                       "samples_per_sec": 812.5, "updated_at": now - 1}), now=now)
+    assert p.fraction == pytest.approx(0.25)
+    # 0.5 s per step so far, 90 steps left, 1 s already passed since the write
+    assert p.eta_s == pytest.approx(44.0)
+    assert p.samples_per_sec == 812.5
+    assert p.stale_s is None
+    assert "step 30 / 120" in p.label and "ETA 0:44" in p.label and "812 samples/s" in p.label
+
+
+def test_progress_of_stale_running_run_says_so():
+    now = 1_000_000.0
+    p = live.progress_of(rec(progress={"step": 5, "total_steps": 100, "elapsed_s": 5.0, "updated_at": now - 125}), now=now)
+    assert p.stale_s == pytest.approx(125)
+    assert "no progress for 2:05" in p.label
+    assert p.eta_s == 0.0  # never negative
+
+
+def test_progress_of_finished_run_uses_summary():
+    p = live.progress_of(rec(state="succeeded", progress={"step": 40, "total_steps": 44, "elapsed_s": 9.0},
+                             summary={"steps": 44, "wall_time_s": 10.5, "throughput_samples_per_sec": 600.0,
+                                      "steady_throughput_samples_per_sec": 700.0}))
+    assert p.fraction == 1.0 and p.step == 44 and p.eta_s is None
+    assert p.samples_per_sec == 700.0 and p.elapsed_s == 10.5
+    assert "took 0:10" in p.label
+
+
+def test_progress_of_queued_run_without_progress():
+    p = live.progress_of(rec(state="queued"))
+    assert p.fraction is None and p.step is None
+    assert p.label == "waiting for its turn"
+
+
+def test_default_run_prefers_newest_running_then_newest():
+    a = rec("a", "succeeded", created_at="2026-11-29T07:00:00+00:00")
+    b = rec("b", "running", created_at="2026-11-29T07:01:00+00:00")
+    c = rec("c", "failed", created_at="2026-11-29T07:02:00+00:00")
+    d = rec("d", "running", created_at="2026-11-29T06:00:00+00:00")
+    assert live.default_run([a, b, c, d]) == "b"
+    assert live.default_run([a, c]) == "c"
+    assert live.default_run([]) is None
+
+
+def test_glance_splits_active_and_latest_finished():
+    rs = [rec(f"f{i}", "succeeded", created_at=f"2026-11-29T07:0{i}:00+00:00") for i in range(8)]
+    rs.append(rec("q", "queued", created_at="2026-11-29T06:00:00+00:00"))
+    active, finished = live.glance(rs, finished=3)
+    assert [r.run_id for r in active] == ["q"]
+    assert [r.run_id for r in finished] == ["f7", "f6", "f5"]
+
+
+def test_device_rows_cpu_view_from_the_real_snapshot():
+    from lab.devices import snapshot
+
+    snap = snapshot()
+    if snap.gpus:
+        pytest.skip("this machine has GPUs; the CPU view is shown only without them")
+    rows = live.device_rows(snap)
+    assert len(rows) == 1 and rows[0]["label"].startswith("CPU")
+    assert 0.0 <= rows[0]["mem"] <= 1.0
+
+
+def test_device_rows_one_per_gpu_with_fractions():
+    # GPUs are faked here (no NVIDIA GPU on this machine): plain GpuRecords.
+    from lab.devices import CpuRecord, DeviceSnapshot, GpuProcess, GpuRecord
+
+    g0 = GpuRecord(0, "H100", "u0", 50.0, 1024.0, 4096.0, 300.0, 61.0, (GpuProcess(1, 1000.0, "run-x"),))
+    g1 = GpuRecord(1, "H100", "u1", None, None, 4096.0, None, None)
+    snap = DeviceSnapshot((g0, g1), CpuRecord(2, 1.0, (1.0, 1.0), 1.0, 2.0), None, time.time())
+    rows = live.device_rows(snap)
+    assert [r["label"] for r in rows] == ["GPU 0 · H100", "GPU 1 · H100"]
+    assert rows[0]["util"] == 0.5 and rows[0]["mem"] == 0.25 and "run-x" in rows[0]["extra"]
+    assert rows[1]["util"] is None and rows[1]["util_text"] == "util n/a" and rows[1]["mem"] is None
+
+
+def _write(dir_, points: dict[str, list[float]], wall0: float = 1_700_000_000.0, dt: float = 1.0):
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(dir_))
+    for tag, vals in points.items():
+        for i, v in enumerate(vals):
+            w.add_scalar(tag, v, global_step=i * 10, walltime=wall0 + i * dt)
+    w.close()
+
+
+def _read(run_dir):
+    from lab.events import LogdirReader
+
+    r = LogdirReader(str(run_dir))
+    r.refresh()
+    return {name: dict(r.scalars(name)) for name in r.run_names()}
+
+
+def test_charts_from_real_cpu_run_folder(tmp_path):
+    run = tmp_path / "run"
+    _write(run / "tb", {"train/loss": [2.0, 1.5, 1.0], "val/loss": [1.8, 1.1], "train/acc": [0.1, 0.5, 0.8],
+                        "train/lr": [0.05, 0.05, 0.05]})
+    _write(run / "sys", {"sys/cpu_pct": [150.0, 190.0, 180.0, 170.0], "sys/rss_mib": [300.0, 310.0, 320.0, 330.0]},
+           wall0=1_700_000_005.0, dt=0.5)
+    tb, sysd = live.split_run_scalars(_read(run))
+    assert set(tb) == {"train/loss", "val/loss", "train/acc", "train/lr"}
+    assert set(sysd) == {"sys/cpu_pct", "sys/rss_mib"}
+
+    specs = {s.title: s for s in live.train_charts(tb)}
+    assert set(specs) == {"Loss", "Accuracy"}  # no perf/ tags written, so no throughput chart
+    names = [t[0] for t in specs["Loss"].traces]
+    assert names == ["train/loss", "val/loss"]
+    np.testing.assert_array_equal(specs["Loss"].traces[0][1], [0, 10, 20])
+    np.testing.assert_allclose(specs["Loss"].traces[0][2], [2.0, 1.5, 1.0])
+
+    sys_specs, note = live.sys_charts(sysd)
+    assert [s.title for s in sys_specs] == ["CPU use of the run's processes", "Memory (RSS) of the run's processes"]
+    np.testing.assert_allclose(sys_specs[0].traces[0][1], [0.0, 0.5, 1.0, 1.5])  # seconds since the first sample
+    assert note and "CPU" in note
+
+
+def test_gpu_charts_one_trace_per_gpu(tmp_path):
+    run = tmp_path / "run"
+    _write(run / "sys", {"sys/gpu0/util_pct": [10, 90, 95], "sys/gpu1/util_pct": [0, 80, 85],
+                         "sys/gpu0/mem_used_mib": [100, 2000, 2100], "sys/gpu1/mem_used_mib": [100, 1500, 1600],
+                         "sys/cpu_pct": [100, 100, 100]})
+    _, sysd = live.split_run_scalars(_read(run))
+    specs, note = live.sys_charts(sysd)
+    assert note is None
+    util = specs[0]
+    assert util.title == "GPU utilisation" and util.y_range == (0.0, 100.0)
+    assert [t[0] for t in util.traces] == ["gpu0", "gpu1"]
+    np.testing.assert_allclose(util.traces[1][2], [0, 80, 85])
+    assert specs[1].title == "GPU memory used"
+
+
+def test_sys_charts_empty_without_samples():
+    assert live.sys_charts({}) == ([], None)
+
+
+def test_failure_box_states():
+    assert live.failure_box(rec(state="succeeded")) is None
+    box = live.failure_box(rec(state="failed", diagnosis={"key": "rank_crash", "cause": "Rank 1 raised.", "fix": "Read it.", "rank": 1}))
+    assert box["rank"] == 1 and box["cause"] == "Rank 1 raised."
+    bare = live.failure_box(rec(state="failed", exit_code=3))
+    assert "code 3" in bare["cause"] and bare["fix"]
+    lost = live.failure_box(rec(state="lost"))
+    assert "supervisor" in lost["cause"]

@@ -1,0 +1,61 @@
+"""Checkpoints: finding, reading and atomically writing ``checkpoints/last.pt``.
+
+Owns the checkpoint file format: a dict with ``model`` (the unwrapped model's
+state dict, so DP/DDP/single checkpoints are interchangeable), ``optimizer``,
+``scaler``, ``step``, ``epoch``, ``batch_in_epoch`` (optimizer steps already
+taken inside ``epoch``) and ``config``. Files are written to a temp name and
+renamed so a crash never leaves half a checkpoint. Reading happens before the
+first step, and any problem is a ``BadInput``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.cli import BadInput
+
+LAST = "last.pt"
+
+
+def resolve(resume: str | None, log_dir: Path) -> Path | None:
+    """The checkpoint file ``--resume`` names; ``None`` for a fresh start.
+
+    ``auto`` means ``LOG_DIR/checkpoints/last.pt`` when it exists (a fresh
+    start otherwise); any other value must be an existing file.
+    """
+    if not resume:
+        return None
+    if resume == "auto":
+        path = log_dir / "checkpoints" / LAST
+        return path if path.is_file() else None
+    path = Path(resume).expanduser()
+    if not path.is_file():
+        raise BadInput(f"--resume {resume}: no such checkpoint file; give a .pt file or 'auto'")
+    return path
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read a checkpoint onto the CPU; ``BadInput`` when it is not one of ours."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # pickle, zip and torch errors all mean "not a usable checkpoint"
+        raise BadInput(f"--resume {path}: cannot read it as a checkpoint ({type(e).__name__}); give a last.pt this trainer wrote") from None
+    missing = {"model", "optimizer", "step", "epoch"} - set(state if isinstance(state, dict) else ())
+    if missing:
+        raise BadInput(f"--resume {path}: not a trainer checkpoint (missing {', '.join(sorted(missing))})")
+    return state
+
+
+def save(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

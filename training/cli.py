@@ -1,0 +1,108 @@
+"""The trainer's command line: options, and the checks that need no torch state.
+
+Owns the argparse definition of ``python -m training.train`` (docs/contracts.md
+section 1) and turns every bad input into one ``BadInput`` exception whose
+message is a single line naming the fix; ``training.train.main`` prints it as
+``error: ...`` and exits 2. Argparse's own errors (unknown choice, missing
+``--log-dir``) are caught the same way so that no usage block or traceback
+reaches the user. Checks that need torch or the data (devices, free memory,
+dataset folders) live beside the code that owns them and raise ``BadInput``
+too.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Sequence
+
+MODELS = ("tinycnn", "resnet18")
+MODES = ("single", "dp", "ddp")
+
+
+class BadInput(Exception):
+    """A refused input; the message is one line that says what to do instead."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse would print the usage block and exit; we want one line.
+        raise BadInput(message.replace("\n", " "))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m training.train`` with the contract's defaults."""
+    p = _Parser(prog="python -m training.train", description="Train an image classifier in one of three data-parallel modes.")
+    p.add_argument("--mode", choices=MODES, default="single")
+    p.add_argument("--model", choices=MODELS, default="tinycnn")
+    p.add_argument("--dataset", default="digits", help="digits | synthetic | imagefolder:PATH")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps (0 = no limit)")
+    p.add_argument("--batch-size", type=int, default=64, help="the global batch")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--amp", action="store_true", help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast")
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-dir", required=True, help="the run folder; events under LOG_DIR/tb/")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--val-every", type=int, default=0, help="0 = at each epoch end")
+    p.add_argument("--resume", default=None, help="a checkpoint file, or 'auto'")
+    p.add_argument("--grad-norm-warn", type=float, default=0.0)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--checkpoint", choices=("last", "none"), default="last")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    return p
+
+
+def torchrun_hint(argv: Sequence[str]) -> str:
+    """The command that starts this same run under torchrun on two processes."""
+    rest, skip = [], False
+    for a in argv:  # drop the user's --mode so the hint reads "... -m training.train --mode ddp ..."
+        if skip:
+            skip = False
+        elif a == "--mode":
+            skip = True
+        elif not a.startswith("--mode="):
+            rest.append(a)
+    return shlex.join(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "training.train",
+                       "--mode", "ddp", *rest])
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse and check ``argv``; raise ``BadInput`` with one line on any refusal."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.batch_size <= 0:
+        raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
+    if not args.lr > 0:
+        raise BadInput(f"--lr must be positive, got {args.lr}")
+    if args.epochs < 1 and args.max_steps <= 0:
+        raise BadInput(f"--epochs is {args.epochs} and there is no --max-steps: use --epochs 1 or more")
+    if args.max_steps < 0:
+        raise BadInput(f"--max-steps must be 0 (no limit) or positive, got {args.max_steps}")
+    if args.log_every < 1:
+        raise BadInput(f"--log-every must be 1 or more, got {args.log_every}")
+    if args.val_every < 0:
+        raise BadInput(f"--val-every must be 0 (each epoch end) or positive, got {args.val_every}")
+    if args.workers < 0:
+        raise BadInput(f"--workers must be 0 or more, got {args.workers}")
+    if args.image_size < 4:
+        raise BadInput(f"--image-size must be at least 4, got {args.image_size}")
+    if args.grad_norm_warn < 0:
+        raise BadInput(f"--grad-norm-warn must be 0 (off) or positive, got {args.grad_norm_warn}")
+    if not args.log_dir.strip():
+        raise BadInput("--log-dir is empty: name the run folder")
+    if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
+        raise BadInput(f"--mode ddp must be started by torchrun: {torchrun_hint(argv)}")
+    return args
+
+
+def split_batch(global_batch: int, parts: int, what: str) -> int:
+    """``global_batch / parts``, or ``BadInput`` naming the nearest sizes that split."""
+    if global_batch % parts == 0:
+        return global_batch // parts
+    lower = (global_batch // parts) * parts
+    upper = lower + parts
+    use = f"use {lower} or {upper}" if lower > 0 else f"use {upper}"
+    raise BadInput(f"batch {global_batch} does not split over {parts} {what}: {use}")

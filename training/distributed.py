@@ -1,0 +1,149 @@
+"""Where the run executes: devices, the process group, and small collective helpers.
+
+Owns choosing the devices for ``single``, ``dp`` and ``ddp`` (and refusing
+devices that are not visible or lack free memory), starting and ending the
+process group, and the torchvision-references-style helpers
+(``init_distributed_mode``, ``is_main_process``, ``reduce_across_processes``,
+``gather_objects``, ``barrier_then_destroy``). The order of DDP set-up matters:
+``torch.cuda.set_device(local_rank)`` comes before ``init_process_group`` so
+NCCL binds each rank to its own GPU; gloo is used on CPU.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from training.cli import BadInput, split_batch
+
+log = logging.getLogger(__name__)
+MIN_FREE_MIB = 256  # below this a CUDA context plus a small model will not fit
+
+
+@dataclass
+class Placement:
+    """The devices a run uses, as decided before the first step."""
+
+    mode: str
+    effective_mode: str
+    device: torch.device
+    device_ids: list[int] = field(default_factory=list)  # DataParallel replicas
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    backend: str | None = None
+    per_device_batch: int = 0
+    effective_mode_reason: str | None = None
+
+    @property
+    def device_names(self) -> list[str]:
+        """This process's device names as the contract spells them (cuda<i>, cpu<rank>)."""
+        if self.device.type == "cuda":
+            return [f"cuda{i}" for i in (self.device_ids or [self.device.index or 0])]
+        return [f"cpu{self.rank}"]
+
+
+def _want_cuda(pref: str) -> bool:
+    if pref == "cpu":
+        return False
+    available = torch.cuda.is_available()
+    if pref == "cuda" and not available:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        where = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
+        raise BadInput(f"--device cuda but no CUDA device is visible{where}: use --device cpu or auto")
+    return available
+
+
+def place(mode: str, device_pref: str, global_batch: int) -> Placement:
+    """Decide devices and per-device batch for ``mode``; ``BadInput`` when impossible.
+
+    Does not start the process group (see ``init_distributed_mode``).
+    """
+    cuda = _want_cuda(device_pref)
+    if mode == "ddp":
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        per_rank = split_batch(global_batch, world, "ranks")
+        if cuda:
+            count = torch.cuda.device_count()
+            if local_rank >= count:
+                raise BadInput(
+                    f"local rank {local_rank} needs cuda:{local_rank} but only {count} CUDA device(s) are visible: "
+                    f"use --nproc-per-node {count} or fewer"
+                )
+            device, backend = torch.device("cuda", local_rank), "nccl"
+        else:
+            device, backend = torch.device("cpu"), "gloo"
+        return Placement(mode, "ddp", device, rank=rank, local_rank=local_rank, world_size=world,
+                         backend=backend, per_device_batch=per_rank)
+    if mode == "dp":
+        count = torch.cuda.device_count() if cuda else 0
+        if count >= 2:
+            per_gpu = split_batch(global_batch, count, "GPUs")
+            return Placement(mode, "dp", torch.device("cuda", 0), device_ids=list(range(count)),
+                             per_device_batch=per_gpu)
+        reason = f"DataParallel needs at least two GPUs; {count} visible"
+        device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        return Placement(mode, "single", device, per_device_batch=global_batch, effective_mode_reason=reason)
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    return Placement(mode, "single", device, per_device_batch=global_batch)
+
+
+def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> None:
+    """Refuse a CUDA device whose free memory (where readable) is below ``need_mib``."""
+    if placement.device.type != "cuda":
+        return
+    for i in placement.device_ids or [placement.device.index or 0]:
+        try:
+            free, _total = torch.cuda.mem_get_info(i)
+        except RuntimeError:
+            continue  # not readable (e.g. some MIG set-ups): nothing to check
+        if free / 2**20 < need_mib:
+            raise BadInput(
+                f"cuda{i} has {free / 2**20:.0f} MiB free, the run needs about {need_mib:.0f} MiB: "
+                "stop what is using it or pick other GPUs with CUDA_VISIBLE_DEVICES"
+            )
+
+
+def init_distributed_mode(placement: Placement) -> None:
+    """Bind the rank's GPU, then join the process group (DDP only)."""
+    if placement.effective_mode != "ddp":
+        return
+    if placement.device.type == "cuda":
+        torch.cuda.set_device(placement.local_rank)  # before init_process_group: NCCL binds to it
+    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size)
+
+
+def is_dist() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def is_main_process() -> bool:
+    return not is_dist() or dist.get_rank() == 0
+
+
+def reduce_across_processes(t: torch.Tensor) -> torch.Tensor:
+    """Sum ``t`` over all ranks in place (no-op outside DDP) and return it."""
+    if is_dist():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` in rank order (``[obj]`` outside DDP)."""
+    if not is_dist():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier_then_destroy() -> None:
+    """End the process group; the barrier first keeps gloo from aborting a rank at exit."""
+    if is_dist():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,281 @@
+"""The training loop: steps, logging windows, validation, checkpoints and timing.
+
+Owns what happens between the first and the last optimizer step, identically
+in every mode: the same ``DistributedSampler`` (``num_replicas=1`` outside
+DDP) and ``drop_last`` everywhere, so a single-device run and a DDP run over
+the same global batch see the same samples at the same step. Per-step work is
+kept to tensors on the device; ``.item()`` and collectives happen only at the
+end of a logging window (or every step when ``--grad-norm-warn`` is on), so
+the harness costs little over a bare loop. ``stop`` is polled after every step
+so SIGTERM ends the run within one step.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
+
+from training import checkpoint
+from training.data import DataBundle, collate
+from training.distributed import Placement, reduce_across_processes
+from training.metrics import Recorder, gathered_memory_mib
+
+log = logging.getLogger(__name__)
+
+
+class ResumableSampler(Sampler):
+    """A ``DistributedSampler`` that can skip the samples already trained on after a resume."""
+
+    def __init__(self, inner: DistributedSampler) -> None:
+        self.inner, self.skip = inner, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.inner.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(iter(self.inner), self.skip, None)
+
+    def __len__(self) -> int:
+        return len(self.inner) - self.skip
+
+
+@dataclass
+class Outcome:
+    """What the loop reports for summary.json."""
+
+    steps: int = 0
+    steps_this_run: int = 0
+    epochs_completed: int = 0
+    train_time_s: float = 0.0
+    steady_time_s: float = 0.0
+    steady_excluded_steps: int = 0
+    epoch_times: list[float] = field(default_factory=list)
+    final: dict[str, float | None] = field(default_factory=dict)
+    stopped: bool = False
+
+
+class Loop:
+    """One run's loop; ``run()`` trains until total steps, the epochs, or ``stop()``."""
+
+    def __init__(self, args: Any, placement: Placement, data: DataBundle, model: nn.Module,
+                 recorder: Recorder, state: dict[str, Any] | None, stop: Callable[[], bool]) -> None:
+        self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
+        self.device = placement.device
+        self.model_without_ddp = model
+        model.to(self.device)  # before any wrap: DP and DDP expect the module on its device
+        if placement.effective_mode == "dp":
+            self.model: nn.Module = nn.DataParallel(model, device_ids=placement.device_ids)
+        elif placement.effective_mode == "ddp":
+            ids = [placement.local_rank] if self.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        else:
+            self.model = model
+        # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
+        cuda = self.device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=bool(args.amp and cuda))
+        self.autocast = (torch.autocast(self.device.type, dtype=torch.float16 if cuda else torch.bfloat16)
+                         if args.amp else nullcontext())
+        self.criterion = nn.CrossEntropyLoss().to(self.device)
+        self.loader_batch = args.batch_size // placement.world_size  # DP splits the global batch itself
+        inner = DistributedSampler(data.train, num_replicas=placement.world_size, rank=placement.rank,
+                                   shuffle=True, seed=args.seed, drop_last=True)
+        self.sampler = ResumableSampler(inner)
+        self.loader = DataLoader(data.train, batch_size=self.loader_batch, sampler=self.sampler, drop_last=True,
+                                 num_workers=args.workers, collate_fn=collate, pin_memory=cuda,
+                                 persistent_workers=args.workers > 0)
+        self.steps_per_epoch = len(inner) // self.loader_batch
+        planned = args.epochs * self.steps_per_epoch if args.epochs >= 1 else math.inf
+        self.total_steps = int(min(planned, args.max_steps) if args.max_steps > 0 else planned)
+        self.epochs = args.epochs if args.epochs >= 1 else math.ceil(self.total_steps / self.steps_per_epoch)
+        self.step, self.start_epoch, self.skip_batches = 0, 0, 0
+        if state is not None:
+            self._restore(state)
+        self.last_val: dict[str, float] = {}
+        self.last_val_step = -1
+        self.paused_s = 0.0  # time in validation and checkpoints, kept out of throughput
+        self.last_train: dict[str, float] = {}
+        self.peak_mem: dict[str, float] = {}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        from training.cli import BadInput
+
+        try:
+            self.model_without_ddp.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise BadInput(f"--resume: checkpoint does not fit --model {self.args.model} on this data ({first})") from None
+        if state.get("scaler") and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["scaler"])
+        self.step, self.start_epoch = int(state["step"]), int(state["epoch"])
+        self.skip_batches = int(state.get("batch_in_epoch", 0))
+
+    # -- the steps -------------------------------------------------------
+    def run(self) -> Outcome:
+        out = Outcome()
+        a = self.args
+        start_step = self.step
+        out.steps_this_run = max(0, self.total_steps - start_step)
+        out.steady_excluded_steps = min(5, out.steps_this_run // 5)
+        warn = a.grad_norm_warn
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        zero = lambda: torch.zeros((), device=self.device)  # noqa: E731
+        win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
+        t_start = t_win = time.perf_counter()
+        paused_at_steady, t_steady = 0.0, t_start
+        for epoch in range(self.start_epoch, self.epochs):
+            if self.step >= self.total_steps or out.stopped:
+                break
+            self.sampler.set_epoch(epoch)
+            skip = self.skip_batches if epoch == self.start_epoch else 0
+            self.sampler.skip = skip * self.loader_batch
+            batch_in_epoch = skip
+            t_epoch = t_data = time.perf_counter()
+            for x, y in self.loader:
+                win_data += time.perf_counter() - t_data
+                x = x.to(self.device, non_blocking=True)
+                y = y.to(self.device, non_blocking=True)
+                with self.autocast:
+                    logits = self.model(x)
+                    loss = self.criterion(logits, y)
+                self.optimizer.zero_grad(set_to_none=True)
+                self.scaler.scale(loss).backward()
+                log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
+                grad_norm = None
+                if log_now or warn > 0:
+                    self.scaler.unscale_(self.optimizer)
+                    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.step += 1
+                batch_in_epoch += 1
+                n = y.shape[0]
+                win_loss += loss.detach().float() * n
+                win_correct += (logits.detach().argmax(1) == y).sum()
+                win_n += n
+                win_steps += 1
+                if warn > 0:
+                    self._watch_grad_norm(float(grad_norm), warn)
+                if self.step - start_step == out.steady_excluded_steps and out.steady_excluded_steps:
+                    self._sync()
+                    t_steady, paused_at_steady = time.perf_counter(), self.paused_s
+                if log_now:
+                    self._sync()
+                    now = time.perf_counter()
+                    self._log_window(win_loss, win_correct, win_n, win_steps, win_data, now - t_win,
+                                     float(grad_norm), epoch, now - t_start)
+                    win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
+                    t_win = time.perf_counter()
+                if a.val_every and self.step % a.val_every == 0:
+                    self._paused(self.validate)
+                    t_win = time.perf_counter()
+                if self.stop():
+                    out.stopped = True
+                    break
+                if self.step >= self.total_steps:
+                    break
+                t_data = time.perf_counter()
+            if out.stopped:
+                break
+            if batch_in_epoch >= self.steps_per_epoch:  # a full epoch, not one cut by --max-steps
+                out.epochs_completed += 1
+                self._sync()
+                out.epoch_times.append(time.perf_counter() - t_epoch)
+                self.rec.scalars({"perf/epoch_time_s": out.epoch_times[-1]}, self.step)
+                if not a.val_every:
+                    self._paused(self.validate)
+                self._paused(lambda: self._save(epoch + 1, 0))
+                t_win = time.perf_counter()
+            elif self.step >= self.total_steps:
+                self._paused(lambda: self._save(epoch, batch_in_epoch))
+        self._sync()
+        t_end = time.perf_counter()
+        out.steps = self.step
+        out.train_time_s = t_end - t_start - self.paused_s
+        out.steady_time_s = t_end - t_steady - (self.paused_s - paused_at_steady)
+        if not out.stopped and self.last_val_step != self.step and len(self.data.val):
+            self.validate()  # so summary.json always carries the final validation figures
+        out.final = {"train_loss": self.last_train.get("loss"), "train_acc": self.last_train.get("acc"),
+                     "val_loss": self.last_val.get("loss"), "val_acc": self.last_val.get("acc")}
+        return out
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _paused(self, fn: Callable[[], None]) -> None:
+        t = time.perf_counter()
+        fn()
+        self.paused_s += time.perf_counter() - t
+
+    def _watch_grad_norm(self, norm: float, limit: float) -> None:
+        if norm > limit or not math.isfinite(norm):
+            if self.p.rank == 0:
+                log.warning("step %d: gradient norm %.4g is above --grad-norm-warn %.4g", self.step, norm, limit)
+            self.rec.scalars({"train/grad_norm_warning": norm}, self.step)
+
+    def _log_window(self, loss_sum: torch.Tensor, correct: torch.Tensor, n: int, steps: int, data_s: float,
+                    window_s: float, grad_norm: float, epoch: int, elapsed_s: float) -> None:
+        totals = torch.stack([loss_sum.float(), correct.float(), torch.tensor(float(n), device=self.device)])
+        totals = reduce_across_processes(totals).tolist()  # global figures, not rank 0's share
+        loss, acc = totals[0] / totals[2], totals[1] / totals[2]
+        sps = totals[2] / window_s if window_s > 0 else 0.0
+        self.last_train = {"loss": loss, "acc": acc}
+        mem = gathered_memory_mib(self.p)  # a collective in DDP: every rank calls it here
+        self.rec.scalars({
+            "train/loss": loss, "train/acc": acc, "train/lr": self.optimizer.param_groups[0]["lr"],
+            "train/grad_norm": grad_norm, "perf/samples_per_sec": sps,
+            "perf/step_time_ms": 1000 * window_s / steps, "perf/data_time_ms": 1000 * data_s / steps,
+        }, self.step)
+        self.rec.memory(mem, self.step)
+        self.peak_mem = {d: v["peak"] for d, v in mem.items()}
+        self.rec.progress(step=self.step, total_steps=self.total_steps, epoch=epoch, epochs=self.epochs,
+                          samples_per_sec=sps, elapsed_s=elapsed_s)
+        if self.p.rank == 0:
+            log.info("step %d/%d loss %.3f acc %.2f %.0f samples/s", self.step, self.total_steps, loss, acc, sps)
+
+    @torch.no_grad()
+    def validate(self) -> None:
+        """Loss and accuracy over the whole validation set, each rank taking every world-th image."""
+        if not len(self.data.val):
+            return
+        p = self.p
+        shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
+        loader = DataLoader(shard, batch_size=self.loader_batch, shuffle=False, collate_fn=collate,
+                            num_workers=self.args.workers)
+        # DDP's forward hooks are for training; DP keeps its wrapper to use every GPU.
+        model = self.model if p.effective_mode == "dp" else self.model_without_ddp
+        model.eval()
+        totals = torch.zeros(3, device=self.device)
+        for x, y in loader:
+            x, y = x.to(self.device), y.to(self.device)
+            with self.autocast:
+                logits = model(x)
+            totals[0] += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
+            totals[1] += (logits.argmax(1) == y).sum()
+            totals[2] += y.shape[0]
+        model.train()
+        loss_sum, correct, n = reduce_across_processes(totals).tolist()
+        self.last_val = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1)}
+        self.last_val_step = self.step
+        self.rec.scalars({"val/loss": self.last_val["loss"], "val/acc": self.last_val["acc"]}, self.step)
+        if p.rank == 0:
+            log.info("step %d validation loss %.3f acc %.3f", self.step, self.last_val["loss"], self.last_val["acc"])
+
+    def _save(self, epoch: int, batch_in_epoch: int) -> None:
+        if self.args.checkpoint == "none" or self.p.rank != 0:
+            return
+        checkpoint.save(self.rec.log_dir / "checkpoints" / checkpoint.LAST, {
+            "model": self.model_without_ddp.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+            "step": self.step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "config": vars(self.args),
+        })

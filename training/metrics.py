@@ -1,0 +1,117 @@
+"""What the trainer writes into the run folder, and the memory figures it reports.
+
+Owns the rank-0 outputs of docs/contracts.md section 2: TensorBoard scalars
+under ``tb/`` (through ``torch.utils.tensorboard.SummaryWriter``),
+``progress.json`` every log window and ``summary.json`` at the end, both
+written atomically (temp file in the same folder, then ``os.replace``) so a
+reader never sees half a file. Also owns per-device memory in MiB: CUDA from
+the caching allocator, CPU from the process's resident set (allocated =
+reserved = current RSS, peak = peak RSS), gathered from every rank in DDP.
+Nothing here creates a file until the first write, so a refused run leaves
+the run folder untouched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from training.distributed import Placement, gather_objects
+
+log = logging.getLogger(__name__)
+MIB = 2**20
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
+    """This process's devices: ``{name: {allocated, peak, reserved}}`` in MiB."""
+    out: dict[str, dict[str, float]] = {}
+    if placement.device.type == "cuda":
+        for name, i in zip(placement.device_names, placement.device_ids or [placement.device.index or 0]):
+            out[name] = {
+                "allocated": torch.cuda.memory_allocated(i) / MIB,
+                "peak": torch.cuda.max_memory_allocated(i) / MIB,
+                "reserved": torch.cuda.memory_reserved(i) / MIB,
+            }
+    else:
+        rss = psutil.Process().memory_info().rss / MIB
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB  # Linux reports KiB
+        out[placement.device_names[0]] = {"allocated": rss, "peak": max(peak, rss), "reserved": rss}
+    return out
+
+
+def gathered_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
+    """Memory of every device of the run; a collective in DDP, so every rank must call it."""
+    merged: dict[str, dict[str, float]] = {}
+    for part in gather_objects(local_memory_mib(placement)):
+        merged.update(part)
+    return merged
+
+
+class Recorder:
+    """Rank 0's writer of events, progress and summary; every method is a no-op elsewhere."""
+
+    def __init__(self, log_dir: Path, enabled: bool) -> None:
+        self.log_dir, self.enabled = log_dir, enabled
+        self._writer = None
+
+    def _w(self):
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter  # imports tensorboard: rank 0 only
+
+            self._writer = SummaryWriter(log_dir=str(self.log_dir / "tb"), flush_secs=10)
+        return self._writer
+
+    def open(self) -> None:
+        """Create ``tb/`` now, so importing tensorboard is not timed as part of a step."""
+        if self.enabled:
+            self._w()
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        if not self.enabled:
+            return
+        w = self._w()
+        now = time.time()
+        for tag, value in values.items():
+            w.add_scalar(tag, float(value), step, walltime=now)
+
+    def memory(self, mem: dict[str, dict[str, float]], step: int) -> None:
+        self.scalars(
+            {f"mem/{dev}/{kind}_mib": v for dev, kinds in mem.items() for kind, v in kinds.items()}, step
+        )
+
+    def progress(self, **fields: Any) -> None:
+        if not self.enabled:
+            return
+        if self._writer is not None:
+            self._writer.flush()  # so a live reader sees the window this progress describes
+        write_json_atomic(self.log_dir / "progress.json", {**fields, "updated_at": time.time()})
+
+    def summary(self, data: dict[str, Any]) -> None:
+        if self.enabled:
+            write_json_atomic(self.log_dir / "summary.json", data)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

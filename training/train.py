@@ -1,0 +1,178 @@
+"""``python -m training.train``: check the inputs, set up the mode, run the loop, write the summary.
+
+Owns the trainer's entry point and its order of events (docs/contracts.md
+section 1). Every check runs before anything is written: a refused run prints
+one ``error: ...`` line on stderr, exits 2 and leaves the run folder as it
+found it. Then the process group starts (DDP), the model is seeded and built
+(same seed, same weights in every mode), and ``training.loop.Loop`` trains.
+Rank 0 writes ``summary.json`` at the end. ``--amp`` means fp16 autocast with
+a GradScaler on CUDA and bf16 autocast (no scaler) on CPU; summary.json says
+which in ``amp_dtype``. SIGTERM during the loop stops it after the current
+step (exit 143, no checkpoint, ``"completed": false``); during set-up, or a
+second SIGTERM, exits at once with 143.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from training.cli import BadInput, parse_args
+
+log = logging.getLogger("training")
+SIGTERM_EXIT = 143
+
+
+class _Stop:
+    """Set by SIGTERM while the loop runs; polled after every step."""
+
+    in_loop = False
+    requested = False
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _Stop.requested or not _Stop.in_loop:
+        raise SystemExit(SIGTERM_EXIT)
+    _Stop.requested = True
+
+
+def _check_log_dir(log_dir: Path) -> None:
+    if log_dir.exists() and not log_dir.is_dir():
+        raise BadInput(f"--log-dir {log_dir} is a file: give a folder for the run")
+    ancestor = log_dir
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not os.access(ancestor, os.W_OK):
+        raise BadInput(f"--log-dir {log_dir}: {ancestor} is not writable; pick a folder you can write to")
+
+
+def _setup_logging(rank: int, ddp: bool) -> None:
+    prefix = f"[rank {rank}] " if ddp else ""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"%(asctime)s {prefix}%(levelname)s %(message)s", force=True)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _prepare(argv: Sequence[str] | None):
+    """All checks that may refuse the run; nothing is written here."""
+    from training import checkpoint, data
+    from training.cli import split_batch
+    from training.distributed import check_free_memory, place
+
+    args = parse_args(argv)
+    log_dir = Path(args.log_dir).expanduser()
+    _check_log_dir(log_dir)
+    placement = place(args.mode, args.device, args.batch_size)
+    bundle = data.load(args.dataset, args.image_size)
+    per_rank_images = len(bundle.train) // placement.world_size
+    per_rank_batch = split_batch(args.batch_size, placement.world_size, "ranks")
+    if per_rank_images < per_rank_batch:
+        raise BadInput(f"{bundle.name} has {len(bundle.train)} training images, fewer than one batch of "
+                       f"{args.batch_size}: use --batch-size {per_rank_images * placement.world_size} or less")
+    path = checkpoint.resolve(args.resume, log_dir)
+    state = checkpoint.load(path) if path else None
+    check_free_memory(placement)
+    return args, log_dir, placement, bundle, state, path
+
+
+def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: dict[str, float]) -> dict[str, Any]:
+    import torch
+
+    g = args.batch_size
+    steady_steps = out.steps_this_run - out.steady_excluded_steps
+    return {
+        "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
+        "effective_mode_reason": placement.effective_mode_reason,
+        "world_size": placement.world_size, "backend": placement.backend,
+        "devices": sorted(peak) or placement.device_names,
+        "global_batch": g, "per_device_batch": placement.per_device_batch,
+        "steps": out.steps, "epochs_completed": loop.start_epoch + out.epochs_completed,
+        "samples_seen": out.steps * g, "wall_time_s": wall_s,
+        "throughput_samples_per_sec": out.steps_this_run * g / out.train_time_s if out.train_time_s > 0 else None,
+        "steady_throughput_samples_per_sec": steady_steps * g / out.steady_time_s if out.steady_time_s > 0 and steady_steps > 0 else None,
+        "steady_excluded_steps": out.steady_excluded_steps,
+        "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
+        "final": out.final, "peak_mem_mib": peak,
+        "amp": bool(args.amp),
+        "amp_dtype": (("float16" if placement.device.type == "cuda" else "bfloat16") if args.amp else None),
+        "torch_version": torch.__version__, "hostname": socket.gethostname(),
+        "started_at": started_at, "ended_at": _now(), "completed": not out.stopped,
+    }
+
+
+@record
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the trainer; return the process exit code (0, 2 or 143)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
+        import torch
+
+        from training import models
+        from training.distributed import barrier_then_destroy, init_distributed_mode
+        from training.loop import Loop
+        from training.metrics import Recorder, gathered_memory_mib, local_memory_mib
+
+        init_distributed_mode(placement)
+        torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
+        model = models.build(args.model, bundle.channels, bundle.num_classes)
+        recorder = Recorder(log_dir, enabled=placement.rank == 0)
+        loop = Loop(args, placement, bundle, model, recorder, state, stop=lambda: _Stop.requested)
+    except BadInput as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _setup_logging(placement.rank, placement.effective_mode == "ddp")
+    if placement.effective_mode_reason:
+        log.warning("--mode dp has nothing to split: %s; training on %s",
+                    placement.effective_mode_reason, placement.device)
+    if args.resume == "auto" and ckpt_path is None:
+        log.info("--resume auto: no checkpoint in %s, starting fresh", log_dir / "checkpoints")
+    if state is not None:
+        log.info("resumed from %s at step %d (epoch %d, %d steps into it)", ckpt_path, loop.step,
+                 loop.start_epoch, loop.skip_batches)
+    log.info("%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
+             placement.effective_mode, placement.device, placement.world_size, args.batch_size,
+             placement.per_device_batch, loop.total_steps, bundle.name)
+    recorder.open()
+    started_at, t0 = _now(), time.perf_counter()
+    _Stop.in_loop = True
+    try:
+        out = loop.run()
+    except Exception:
+        if _Stop.requested:  # a peer that stopped first broke a collective: that is the stop, not a crash
+            log.warning("stopped by SIGTERM during a collective")
+            return SIGTERM_EXIT
+        raise
+    _Stop.in_loop = False
+    if out.stopped:
+        # No collectives past this point: the other ranks are stopping too, maybe already gone.
+        log.warning("SIGTERM: stopped after step %d without a checkpoint", out.steps)
+        local = {d: v["peak"] for d, v in local_memory_mib(placement).items()}
+        recorder.summary(_summary(args, placement, loop, out, started_at, time.perf_counter() - t0,
+                                  loop.peak_mem or local))
+        recorder.close()
+        return SIGTERM_EXIT
+    peak = {d: v["peak"] for d, v in gathered_memory_mib(placement).items()}
+    summary = _summary(args, placement, loop, out, started_at, time.perf_counter() - t0, peak)
+    recorder.summary(summary)
+    recorder.close()
+    if placement.rank == 0:
+        sps = summary["steady_throughput_samples_per_sec"] or summary["throughput_samples_per_sec"] or 0.0
+        log.info("done: %d steps, %.0f samples/s steady, val acc %s", out.steps, sps, out.final.get("val_acc"))
+    barrier_then_destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
