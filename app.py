@@ -90,17 +90,26 @@ if st.button("Compare modes", type="primary", key="home_compare"):
         from lab.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
-        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()))
+        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()), root)
         st.session_state["home_sweep"] = (sweep_id, run_ids)
     except Exception as e:  # the engine names the fix; never a traceback
         st.error(f"Could not start the comparison: {e}")
 sweep = st.session_state.get("home_sweep")
 if sweep:
     st.success(f"Sweep {sweep[0]} started: {', '.join(sweep[1])}")
+    if st.button("Stop the comparison", key="home_stop_sweep"):
+        from lab.launcher import stop_sweep
+
+        try:
+            final = stop_sweep(sweep[0], root)
+            st.info(", ".join(f"{rid}: {state}" for rid, state in final.items()))
+        except Exception as e:
+            st.error(f"Could not stop sweep {sweep[0]}: {e}")
+        st.session_state.pop("home_sweep", None)
 
 st.subheader("Pages")
 c1, c2, c3, c4 = st.columns(4)
-c1.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
-c2.page_link("pages/2_Live.py", label="Watch runs live", icon="📡")
-c3.page_link("pages/3_Compare.py", label="Compare runs", icon="⚖️")
-c4.page_link("pages/4_Logs.py", label="Browse TensorBoard logs", icon="📈")
+c1.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
+c2.page_link("pages/2_Live.py", label="Watch runs live", icon=":material/monitoring:")
+c3.page_link("pages/3_Compare.py", label="Compare runs", icon=":material/compare_arrows:")
+c4.page_link("pages/4_Logs.py", label="Browse TensorBoard logs", icon=":material/stacked_line_chart:")

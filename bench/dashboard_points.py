@@ -13,7 +13,11 @@ the pages do (one ``LogdirReader`` per run folder), then times, in one run:
 Times are medians of ``--repeat`` calls after one warm-up. It prints the times, the JSON sizes the browser would receive, the ratios and
 the points per trace. Default runtime is well under two minutes on 2 cores.
 
-    python bench/dashboard_points.py [--runs 6] [--points 200000] [--max-points 2000] [--sys]
+    python bench/dashboard_points.py [--runs 6] [--points 200000] [--max-points 2000] [--sys] [--browser]
+
+``--browser`` also draws both sets of figures in headless Chromium (Debian's
+/usr/bin/chromium through Playwright) and times Plotly.newPlot: the cost the
+user actually waits for.
 """
 from __future__ import annotations
 
@@ -89,6 +93,28 @@ def to_json_bytes(figs: list[go.Figure]) -> int:
     return sum(len(f.to_json()) for f in figs)
 
 
+def browser_ms(figs: list[go.Figure], chromium: str, timeout_s: float = 120.0) -> float:
+    """Milliseconds headless Chromium takes to draw ``figs`` (Plotly.newPlot until its promises resolve)."""
+    from playwright.sync_api import sync_playwright
+    from plotly.offline import get_plotlyjs
+
+    specs = ",".join(f.to_json() for f in figs)
+    divs = "".join(f'<div id="f{i}" style="width:1000px;height:400px"></div>' for i in range(len(figs)))
+    html = (f"<html><body>{divs}<script>{get_plotlyjs()}</script><script>"
+            f"const figs=[{specs}];const t0=performance.now();"
+            "Promise.all(figs.map((f,i)=>Plotly.newPlot('f'+i,f.data,f.layout)))"
+            ".then(()=>{window.__ms=performance.now()-t0;});</script></body></html>")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.set_content(html, timeout=timeout_s * 1000)
+            page.wait_for_function("window.__ms !== undefined", timeout=timeout_s * 1000)
+            return float(page.evaluate("window.__ms"))
+        finally:
+            browser.close()
+
+
 def timed(fn, repeat: int):
     """Median wall time of ``repeat`` calls, and the last result."""
     times, out = [], None
@@ -105,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=int, default=200_000)
     ap.add_argument("--max-points", type=int, default=charts.DEFAULT_MAX_POINTS)
     ap.add_argument("--repeat", type=int, default=3, help="timings are the median of this many")
+    ap.add_argument("--browser", metavar="CHROMIUM", nargs="?", const="/usr/bin/chromium",
+                    help="also time drawing both in headless Chromium (Playwright); adds up to a few minutes")
     ap.add_argument("--sys", action="store_true", help="also a sys/gpu0/util_pct timeline per run")
     args = ap.parse_args(argv)
 
@@ -156,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{full_json / 1e6:.2f} MB JSON, {args.points} points per trace")
         print(f"ratio all/page: time {t_full / t_page:.1f}x, JSON {full_json / page_json:.1f}x")
         print(f"page rerun (cached readers refresh + page path): {t_rerun:.3f} s (median of {args.repeat})")
+        if args.browser:
+            b_page = browser_ms(pfigs, args.browser)
+            b_full = browser_ms(full()[0], args.browser)
+            print(f"browser draw (headless Chromium, Plotly.newPlot): page {b_page:.0f} ms, "
+                  f"all points {b_full:.0f} ms, ratio {b_full / b_page:.1f}x")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

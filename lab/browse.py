@@ -83,7 +83,7 @@ def filter_tags(tags: Iterable[str], pattern: str) -> tuple[list[str], str | Non
     An empty pattern selects all. A bad regex returns ``([], message)`` with
     the position of the problem.
     """
-    tags = sorted(set(tags))
+    tags = order_tags(tags)
     pat = (pattern or "").strip()
     if not pat:
         return tags, None
@@ -95,8 +95,48 @@ def filter_tags(tags: Iterable[str], pattern: str) -> tuple[list[str], str | Non
     return [t for t in tags if rx.search(t)], None
 
 
+# Tags a user looks at first come first; the rest follow alphabetically.
+_TAG_PRIORITY = ("train/loss", "val/loss", "train/acc", "val/acc", "train/", "val/", "perf/", "sys/", "mem/")
+_RUN_PARTS = ("tb", "sys")
+
+
+def order_tags(tags: Iterable[str]) -> list[str]:
+    """Tags sorted with loss/accuracy first, then train/, val/, perf/, sys/, mem/, then the rest."""
+    def key(t: str) -> tuple[int, str]:
+        for i, p in enumerate(_TAG_PRIORITY):
+            if t == p or (p.endswith("/") and t.startswith(p)):
+                return i, t
+        return len(_TAG_PRIORITY), t
+
+    return sorted(set(tags), key=key)
+
+
 def all_tags(scalars_by_run: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    return sorted({t for tags in scalars_by_run.values() for t in tags})
+    return order_tags(t for tags in scalars_by_run.values() for t in tags)
+
+
+def group_runs(run_names: Iterable[str]) -> dict[str, list[str]]:
+    """Display run -> reader runs: our run folders' ``tb`` and ``sys`` parts become one run.
+
+    A run folder of this lab holds the trainer's events in ``tb/`` and the
+    supervisor's device samples in ``sys/``; their tags never clash, so they
+    show as one run named after the folder. Other layouts pass through.
+    """
+    out: dict[str, list[str]] = {}
+    for name in sorted(run_names):
+        head, _, last = name.replace("\\", "/").rpartition("/")
+        display = (head or ".") if last in _RUN_PARTS else name
+        out.setdefault(display, []).append(name)
+    return out
+
+
+def merge_parts(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The tags of several reader runs as one run (the first part wins a clash)."""
+    merged: dict[str, Any] = {}
+    for p in parts:
+        for tag, series in p.items():
+            merged.setdefault(tag, series)
+    return merged
 
 
 def x_values(series: Any, axis: str) -> np.ndarray:

@@ -10,8 +10,8 @@ Public API (stable; other pages build on it):
 
 - ``Trace``: a ``(name, x, y)`` tuple, x and y 1-D array-likes of equal length.
 - ``line_figure(traces, *, x_title, y_title, title=None, max_points=2000,
-  log_y=False, x_is_time=False, y_range=None) -> go.Figure``: one line per
-  trace, overlaid (fits ``lab.ui_text.ChartSpec``: pass its fields).
+  log_y=False, x_is_time=False, y_range=None, distinct_dashes=False) -> go.Figure``:
+  one line per trace, overlaid (fits ``lab.ui_text.ChartSpec``: pass its fields).
 - ``timeline_figure(panels, *, y_title, x_title="time (s)", title=None,
   max_points=2000, y_range=None, cols=3) -> go.Figure``: one subplot per panel
   (e.g. per run), each panel a ``(panel_title, [Trace, ...])``, side by side
@@ -38,6 +38,7 @@ Trace = tuple[str, "np.ndarray | Sequence[float]", "np.ndarray | Sequence[float]
 
 DEFAULT_MAX_POINTS = 2000
 _HEIGHT = 380
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def reduce_trace(x, y, max_points: int = DEFAULT_MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -81,18 +82,22 @@ def line_figure(
     log_y: bool = False,
     x_is_time: bool = False,
     y_range: tuple[float, float] | None = None,
+    distinct_dashes: bool = False,
 ) -> go.Figure:
     """Overlaid lines, each trace reduced to at most ``max_points`` points.
 
     ``x_is_time`` makes x a date axis; x is then given in epoch seconds
-    (TensorBoard's wall time).
+    (TensorBoard's wall time). ``distinct_dashes`` gives each trace its own
+    dash pattern, so lines that coincide (runs that compute the same steps)
+    stay visible under each other.
     """
     fig = go.Figure()
-    for name, x, y in traces:
+    for i, (name, x, y) in enumerate(traces):
         rx, ry = reduce_trace(x, y, max_points)
         if x_is_time:
             rx = (rx * 1000.0).astype("datetime64[ms]")
-        fig.add_trace(go.Scatter(x=rx, y=ry, name=name, mode="lines"))
+        line = dict(dash=_DASHES[i % len(_DASHES)], width=2.5 if i == 0 else 2) if distinct_dashes else None
+        fig.add_trace(go.Scatter(x=rx, y=ry, name=name, mode="lines", line=line))
     fig.update_xaxes(title_text=x_title, type="date" if x_is_time else None)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else None)
     if y_range is not None:
@@ -145,7 +150,8 @@ def timeline_figure(
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
     fig = _base_layout(fig, title, height=_HEIGHT * nrows if nrows > 1 else _HEIGHT)
-    fig.update_layout(hovermode="closest")
+    # Subplot titles sit where the legend would: lift the legend above them.
+    fig.update_layout(hovermode="closest", legend=dict(y=1.0 + 0.16 / nrows), margin=dict(t=100 if title else 80))
     return fig
 
 

@@ -21,7 +21,6 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +142,19 @@ def default_selection(runs: Sequence[CompareRun]) -> list[str]:
 def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
     """Short, unique display names by key: the run's name, suffixed by its id when names clash."""
     def base(r: CompareRun) -> str:
-        return ("sample: " if r.sample else "") + r.name
+        return ("sample: " if r.sample and not r.name.startswith("sample") else "") + r.name
     names = [base(r) for r in runs]
     return {r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs}
+
+
+def provenance(runs: Sequence[CompareRun]) -> list[str]:
+    """Where and when the runs were recorded: one line per machine, runs listed with their start."""
+    names = labels(runs)
+    by_where: dict[str, list[str]] = {}
+    for r in runs:
+        when = r.created_at[:16].replace("T", " ") if r.created_at else "unknown time"
+        by_where.setdefault(str(r.recorded_on or r.host or "an unknown machine"), []).append(f"{names[r.key]} ({when})")
+    return [f"Recorded on {where}: {', '.join(items)}" for where, items in by_where.items()]
 
 
 # ---- per-run figures -----------------------------------------------------
@@ -260,7 +269,7 @@ def compare_table(
     metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
     base = metrics[baseline_key]
     base_devices = len(base["devices"]) or 1
-    all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=_device_order)
+    all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
     rows = []
     for r in runs:
         m = metrics[r.key]
@@ -292,7 +301,8 @@ def compare_table(
     return df
 
 
-def _device_order(name: str) -> tuple:
+def device_order(name: str) -> tuple:
+    """Sort key for device names: ``cuda2`` before ``cuda10``."""
     head = name.rstrip("0123456789")
     tail = name[len(head):]
     return (head, int(tail) if tail else -1)
@@ -370,109 +380,3 @@ def merge_scalars(by_subrun: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     for name in sorted(by_subrun):
         out.update(by_subrun[name])
     return out
-
-
-# ---- curves ----------------------------------------------------------------
-
-X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall time since start (s)"}
-
-
-def _parse_time(text: Any) -> float | None:
-    try:
-        return datetime.fromisoformat(str(text)).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
-def curve_traces(
-    runs: Sequence[CompareRun],
-    scalars: Mapping[str, Mapping[str, Any]],
-    tag: str = "train/loss",
-    x: str = "step",
-) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """One ``(label, x, y)`` per run that logged ``tag``, x being step, samples seen or wall time.
-
-    Samples seen = step x global batch. Wall time counts from the trainer's
-    ``started_at`` in summary.json, else from the first event of the tag.
-    """
-    if x not in X_AXES:
-        raise ValueError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
-    names = labels(runs)
-    out = []
-    for r in runs:
-        ser = (scalars.get(r.key) or {}).get(tag)
-        if ser is None or len(ser.value) == 0:
-            continue
-        y = np.asarray(ser.value, dtype=float)
-        if x == "step":
-            xs = np.asarray(ser.step, dtype=float)
-        elif x == "samples":
-            gb = run_metrics(r)["global batch"]
-            if not gb:
-                continue
-            xs = np.asarray(ser.step, dtype=float) * float(gb)
-        else:
-            wt = np.asarray(ser.wall_time, dtype=float)
-            t0 = _parse_time((r.summary or {}).get("started_at"))
-            if t0 is None or t0 > wt[0]:
-                t0 = float(wt[0])
-            xs = wt - t0
-        out.append((names[r.key], xs, y))
-    return out
-
-
-@dataclass(frozen=True)
-class SystemPanels:
-    """Per-run system timelines ready for ``charts.timeline_figure``."""
-
-    panels: list
-    y_title: str
-    y_range: tuple[float, float] | None
-    note: str | None
-
-
-def system_panels(
-    runs: Sequence[CompareRun],
-    scalars: Mapping[str, Mapping[str, Any]],
-    metric: str = "util",
-) -> SystemPanels:
-    """GPU utilisation (``metric="util"``) or memory (``"mem"``) per GPU and run from ``sys/`` events.
-
-    Runs without GPU samples (CPU runs) show ``sys/cpu_pct`` or ``sys/rss_mib``
-    instead, and ``note`` says so. Time counts from each run's first sample.
-    """
-    gpu_leaf, cpu_tag = {"util": ("util_pct", "sys/cpu_pct"), "mem": ("mem_used_mib", "sys/rss_mib")}[metric]
-    names = labels(runs)
-    panels = []
-    used_cpu = used_gpu = False
-    for r in runs:
-        sc = scalars.get(r.key) or {}
-        gpu_tags = sorted(
-            (t for t in sc if t.startswith("sys/gpu") and t.endswith("/" + gpu_leaf) and len(sc[t].value)),
-            key=lambda t: _device_order(t.split("/")[1]),
-        )
-        chosen = [(t.split("/")[1], sc[t]) for t in gpu_tags]
-        if not chosen and cpu_tag in sc and len(sc[cpu_tag].value):
-            chosen = [("cpu (process tree)", sc[cpu_tag])]
-            used_cpu = True
-        elif chosen:
-            used_gpu = True
-        traces = []
-        t0 = min((float(s.wall_time[0]) for _, s in chosen), default=0.0)
-        for name, s in chosen:
-            traces.append((name, np.asarray(s.wall_time, dtype=float) - t0, np.asarray(s.value, dtype=float)))
-        panels.append((names[r.key], traces))
-    if metric == "util":
-        y_title = "GPU utilisation (%)" if used_gpu and not used_cpu else "utilisation (%)"
-        y_range = (0.0, 100.0) if not used_cpu else None
-    else:
-        y_title = "GPU memory used (MiB)" if used_gpu and not used_cpu else "memory (MiB)"
-        y_range = None
-    note = None
-    if used_cpu:
-        what = "sys/cpu_pct (CPU use of the run's whole process tree; 100 % = one core)" if metric == "util" \
-            else "sys/rss_mib (resident memory of the run's whole process tree)"
-        note = f"No GPU samples for {'some of ' if used_gpu else ''}these runs (CPU runs): showing {what} instead."
-    if not any(p[1] for p in panels):
-        note = "None of these runs has system samples (sys/ events): the supervisor records them while a run goes."
-    return SystemPanels(panels, y_title, y_range, note)

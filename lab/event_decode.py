@@ -238,6 +238,18 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
                   values, from_pb.undecodable)
 
 
+def decode_with_protobuf(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
+    """Every record through ``event_pb2``: slow, but shares no code with the column walker."""
+    from_pb = _SlowPath(buf, plugins)
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        from_pb.event(i, s, e)
+    lookup: dict[str, int] = {}
+    idx = np.array([lookup.setdefault(t, len(lookup)) for t in from_pb.tag], dtype=np.int32)
+    return Points(list(lookup), idx, np.array(from_pb.step, dtype=np.int64),
+                  np.array(from_pb.wall, dtype=np.float64), np.array(from_pb.value, dtype=np.float64),
+                  from_pb.undecodable)
+
+
 def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray,
              from_pb: "_SlowPath"):
     """Any Event layout: walk the fields level by level; hand tensors and oddities to protobuf.
@@ -268,13 +280,19 @@ def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, r
     def tag_of(j: int) -> str:
         return bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace")
 
-    for j in np.flatnonzero(good & (va_c[9] > 0)).tolist():  # plugins before any tensor needs them
-        from_pb.note_metadata(tag_of(j), int(va_s[9][j]), int(va_e[9][j]))
-    for j in np.flatnonzero(tensor).tolist():
-        i = int(sel[j])
-        from_pb.tensor(int(rec[i]), tag_of(j), int(va_s[8][j]), int(va_e[8][j]), float(wall[i]), int(step[i]))
-    for i in slow:
-        from_pb.event(int(rec[i]), int(starts[i]), int(ends[i]))
+    # In record order, as the writer wrote them: a tag's plugin is the one
+    # in its first metadata, and a tensor counts only once that is known.
+    todo = [(int(sel[j]), 0, j) for j in np.flatnonzero(good & ((va_c[9] > 0) | tensor)).tolist()]
+    todo += [(int(i), 1, -1) for i in slow]
+    todo.sort()
+    for i, is_slow, j in todo:
+        if is_slow:
+            from_pb.event(int(rec[i]), int(starts[i]), int(ends[i]))
+            continue
+        if va_c[9][j]:
+            from_pb.note_metadata(tag_of(j), int(va_s[9][j]), int(va_e[9][j]))
+        if tensor[j]:
+            from_pb.tensor(int(rec[i]), tag_of(j), int(va_s[8][j]), int(va_e[8][j]), float(wall[i]), int(step[i]))
     r = sel[simple]
     return rec[r], step[r], tag_s[simple], tag_e[simple], va_s[2][simple], wall_pos[r]
 

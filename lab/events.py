@@ -26,7 +26,9 @@ from lab import event_decode, tfrecord
 
 log = logging.getLogger(__name__)
 
-CHUNK = 64 << 20  # bytes read at once: bounds memory on a multi-GB file
+# Bytes read and decoded at once: small enough that the column passes over a
+# batch stay in the CPU cache, and memory stays bounded on a multi-GB file.
+CHUNK = 4 << 20
 MAX_WARNINGS = 200
 
 
@@ -176,57 +178,79 @@ class RunReader:
         return added
 
     def _read_file(self, f: _File) -> int:
+        # Points of all chunks are joined per tag before they reach the
+        # columns, so a first load allocates each column exactly once.
+        pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        try:
+            return self._read_chunks(f, pending)
+        finally:
+            for tag, parts in pending.items():
+                col = self._cols.get(tag) or self._cols.setdefault(tag, _Column())
+                col.extend(*(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts)))
+
+    def _read_chunks(self, f: _File, pending: dict) -> int:
         added = 0
         size = CHUNK
-        while True:
-            try:
-                with open(f.path, "rb") as fh:
+        try:
+            fh = open(f.path, "rb")
+        except FileNotFoundError:
+            self._warn(f"{f.path}: file deleted; keeping the {f.offset} bytes read before")
+            del self._files[f.path]
+            return 0
+        except OSError as exc:
+            self._io_error(f, exc)
+            return 0
+        with fh:
+            while True:
+                try:
                     fh.seek(f.offset)
                     data = fh.read(size)
-            except FileNotFoundError:
-                self._warn(f"{f.path}: file deleted; keeping the {f.offset} bytes read before")
-                del self._files[f.path]
-                return added
-            except OSError as exc:
-                msg = f"{f.path}: cannot read ({exc.strerror}); will retry"
-                if msg != f.last_error:
-                    self._warn(msg)
-                f.last_error = msg
-                return added
-            f.last_error = None
-            if not data:
-                if f.offset == 0 and not f.warned_empty:
-                    f.warned_empty = True
-                    self._warn(f"{f.path}: empty file (no events written yet)")
-                return added
-            sc = tfrecord.scan(data)
-            if len(sc.starts):
-                added += self._add(event_decode.decode(data, sc.starts, sc.ends, self._plugins), f)
-            if sc.bad_payloads:
-                self._warn(f"{f.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
-            f.offset += sc.consumed
-            if sc.fatal:
-                f.dead = True
-                self._warn(f"{f.path}: {sc.fatal}; the rest of this file is skipped")
-                return added
-            if len(data) < size:
-                return added  # end of file, maybe inside a record still being written
-            if sc.consumed == 0:  # one record larger than the chunk: read it whole
-                size = int.from_bytes(data[:8], "little") + 16
-            else:
-                size = CHUNK
+                except OSError as exc:
+                    self._io_error(f, exc)
+                    return added
+                f.last_error = None
+                if not data:
+                    if f.offset == 0 and not f.warned_empty:
+                        f.warned_empty = True
+                        self._warn(f"{f.path}: empty file (no events written yet)")
+                    return added
+                sc = tfrecord.scan(data)
+                if len(sc.starts):
+                    added += self._collect(self._decode(data, sc, f), f, pending)
+                if sc.bad_payloads:
+                    self._warn(f"{f.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
+                f.offset += sc.consumed
+                if sc.fatal:
+                    f.dead = True
+                    self._warn(f"{f.path}: {sc.fatal}; the rest of this file is skipped")
+                    return added
+                if len(data) < size:
+                    return added  # end of file, maybe inside a record still being written
+                if sc.consumed == 0:  # one record larger than the chunk: read it whole
+                    size = int.from_bytes(data[:8], "little") + 16
+                else:
+                    size = CHUNK
 
-    def _add(self, pts: event_decode.Points, f: _File) -> int:
+    def _decode(self, data: bytes, sc: tfrecord.Scan, f: _File) -> event_decode.Points:
+        try:
+            return event_decode.decode(data, sc.starts, sc.ends, self._plugins)
+        except Exception:  # a walker bug must not stall this file forever
+            log.exception("column decoder failed on %s at byte %d; using protobuf", f.path, f.offset)
+            return event_decode.decode_with_protobuf(data, sc.starts, sc.ends, self._plugins)
+
+    def _io_error(self, f: _File, exc: OSError) -> None:
+        msg = f"{f.path}: cannot read ({exc.strerror or exc}); will retry"
+        if msg != f.last_error:  # once per distinct error, not once per refresh
+            self._warn(msg)
+        f.last_error = msg
+
+    def _collect(self, pts: event_decode.Points, f: _File, pending: dict) -> int:
         if pts.undecodable:
             self._warn(f"{f.path}: skipped {pts.undecodable} record(s) that are not valid events")
-        n = len(pts.tag_idx)
-        if n == 0:
-            return 0
         for sl in tfrecord.group_by_value(pts.tag_idx):
             tag = pts.tags[int(pts.tag_idx[sl[0]])]
-            col = self._cols.get(tag) or self._cols.setdefault(tag, _Column())
-            col.extend(pts.step[sl], pts.wall_time[sl], pts.value[sl])
-        return n
+            pending.setdefault(tag, []).append((pts.step[sl], pts.wall_time[sl], pts.value[sl]))
+        return len(pts.tag_idx)
 
     def tags(self) -> list[str]:
         with self._lock:

@@ -153,11 +153,15 @@ def glance(records: Sequence[Any], finished: int = 5) -> tuple[list[Any], list[A
     return [r for r in ordered if is_active(r.state)], [r for r in ordered if not is_active(r.state)][:finished]
 
 
-def run_label(record: Any) -> str:
-    """One line naming a run in a picker: id, mode, state."""
+def run_label(record: Any, state: bool = True) -> str:
+    """One line naming a run: id, name when it adds something, mode, and state.
+
+    A picker leaves the state out: it changes under a live page while the
+    picker's label would not.
+    """
     name = getattr(record, "name", "") or ""
     extra = f" “{name}”" if name and name not in record.run_id else ""
-    return f"{record.run_id}{extra} · {record.mode or '?'} · {record.state}"
+    return f"{record.run_id}{extra} · {record.mode or '?'}" + (f" · {record.state}" if state else "")
 
 
 def device_rows(snapshot: Any) -> list[dict[str, Any]]:

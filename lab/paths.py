@@ -70,6 +70,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, default=str)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; other readers (a dashboard user) need to read it
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -110,7 +110,7 @@ def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], gr
             p.terminate()
         except psutil.Error:
             pass
-    _, still = psutil.wait_procs(list(procs.values()), timeout=max(0.0, grace_s))
+    still = _wait_gone(list(procs.values()), grace_s)
     if still or groups:
         for g in groups:
             _signal_group(g, signal.SIGKILL)
@@ -121,11 +121,25 @@ def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], gr
                 p.kill()
             except psutil.Error:
                 pass
-        _, still = psutil.wait_procs(still, timeout=3)
-    left = [p.pid for p in still if _is_running(p)]
+        still = _wait_gone(still, 3.0)
+    left = [p.pid for p in still]
     if left:
         log.warning("processes still alive after SIGKILL: %s", left)
     return left
+
+
+def _wait_gone(ps: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Poll until every process is gone or a zombie; return those still running.
+
+    Not psutil.wait_procs: an orphaned zombie whose reaper is slow (or absent,
+    in some containers) would make it wait out the whole timeout.
+    """
+    end = time.monotonic() + max(0.0, timeout_s)
+    while True:
+        ps = [p for p in ps if _is_running(p)]
+        if not ps or time.monotonic() >= end:
+            return ps
+        time.sleep(0.02)
 
 
 def _is_running(p: psutil.Process) -> bool:

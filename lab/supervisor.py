@@ -136,29 +136,32 @@ class RunSupervisor:
 
     def _stop(self, child: subprocess.Popen, known: list[list[float]], grace_s: float) -> int:
         log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
-        self.status.update(stopping=True)
-        members = known + [[child.pid, self.status.data.get("pid_ct")]]
-        members += procs.identities(procs.tree(child.pid))
-        procs.end_tree(members, [child.pid], grace_s)
+        now = procs.identities(procs.tree(child.pid))
+        members = sorted({tuple(m) for m in known + now} | {(child.pid, self.status.data.get("pid_ct"))})
+        self.status.update(stopping=True, tree=[list(m) for m in members])
+        procs.end_tree([list(m) for m in members], [child.pid], grace_s)
         try:
             return child.wait(timeout=5)
         except subprocess.TimeoutExpired:
             child.kill()
             return child.wait()
 
+    def _sampler(self):
+        gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
+        try:
+            from lab.sysevents import SysSampler
+
+            return SysSampler(self.run_dir, gpus)
+        except Exception as e:  # the run goes on without sys/ events rather than not at all
+            log.warning("no device sampling for this run: %s", e)
+            return None
+
     def run_to_end(self) -> str:
         if _stop_request(self.run_dir) is not None:
             self.status.update(state="stopped", ended_at=_now(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
             return "stopped"
         self.status.update(state="starting", supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=_now())
-        gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
         sampler = None
-        try:
-            from lab.sysevents import SysSampler  # after "starting": tensorboard takes ~0.5 s to import
-
-            sampler = SysSampler(self.run_dir, gpus)
-        except Exception as e:
-            log.warning("no device sampling for this run: %s", e)
         argv = list(self.run.get("argv") or [])
         try:
             for attempt in range(_PORT_RETRIES + 1):
@@ -167,6 +170,8 @@ class RunSupervisor:
                     self.status.update(port=port)
                 started = time.monotonic()
                 child = self._start(argv)
+                if sampler is None:
+                    sampler = self._sampler()  # after the start: tensorboard takes ~0.5 s to import
                 rc, req = self._watch(child, sampler)
                 if req is None and rc != 0 and attempt < _PORT_RETRIES and port and time.monotonic() - started < 60:
                     from lab.diagnose import diagnose

@@ -179,3 +179,11 @@ def shell_line(argv: list[str], env: dict[str, str] | None = None, cwd: str | No
         i += 1
     lines.append(" \\\n  ".join(parts))
     return "\n".join(lines)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~$:])")
+
+
+def md_escape(text: str) -> str:
+    """``text`` shown literally inside Streamlit markdown (paths with ``*``, ``_``, ``$``...)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))

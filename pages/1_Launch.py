@@ -123,10 +123,7 @@ with left:
         endpoint = c3.text_input("Rendezvous host:port (node 0)", value=D.rdzv_endpoint, key="launch_endpoint")
         slots["rdzv_endpoint"] = c3.empty()
 
-try:
-    tags = tuple(ui_text.parse_tags(tags_text))
-except ValueError as e:  # pragma: no cover - parse_tags does not raise today
-    tags, _ = (), form_errors.append(ConfigError("tags", str(e)))
+tags = tuple(ui_text.parse_tags(tags_text))
 try:
     extra_env = ui_text.parse_env_lines(env_text)
 except ValueError as e:
@@ -152,20 +149,27 @@ for fld, msgs in by_field.items():
 with right:
     st.subheader("Before launching")
     if found:
-        st.warning(f"{len(found)} problem(s) to fix before this can run — see the messages next to the fields.")
+        # Listed here too: a field inside a closed expander hides its message.
+        st.warning("Fix before launching (also marked next to each field):\n"
+                   + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found))
     else:
         from lab import launcher
 
-        st.markdown("**Pre-flight**")
-        st.markdown("\n".join(f"- {line}" for line in launcher.preflight(cfg, snap)))
         run_dir = paths.runs_dir() / "<run-id>"
-        argv, env = launcher.build_command(cfg, run_dir, 29500)
+        try:
+            checks = launcher.preflight(cfg, snap)
+            argv, env = launcher.build_command(cfg, run_dir, 29500)
+            others = launcher.other_node_commands(cfg, run_dir) if cfg.nnodes > 1 else []
+        except Exception as e:  # the engine names the fix; never a traceback
+            st.error(f"Cannot prepare this run: {e}")
+            st.stop()
+        st.markdown("**Pre-flight**")
+        st.markdown("\n".join(f"- {ui_text.md_escape(line)}" for line in checks))
         st.markdown("**The command that will run** (the port is chosen free at launch)")
         st.code(ui_text.shell_line(argv, ui_text.env_changes(env, dict(os.environ)), cwd=str(paths.REPO_ROOT)), language="bash")
-        if cfg.nnodes > 1:
-            for i, other in enumerate(launcher.other_node_commands(cfg, run_dir), start=1):
-                st.markdown(f"**On node {i}** (same repository, same environment)")
-                st.code(ui_text.shell_line(other, cwd=str(paths.REPO_ROOT)), language="bash")
+        for i, other in enumerate(others, start=1):
+            st.markdown(f"**On node {i}** (same repository, same environment)")
+            st.code(ui_text.shell_line(other, cwd=str(paths.REPO_ROOT)), language="bash")
     st.caption(f"Runs are written to `{paths.runs_dir()}`")
 
     if st.button("Launch", type="primary", key="launch_go"):
@@ -184,4 +188,4 @@ with right:
     last = st.session_state.get("launch_last")
     if last:
         st.success(f"Launched **{last}**")
-        st.page_link("pages/2_Live.py", label="Watch it live", icon="📡", query_params={"run": last})
+        st.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": last})

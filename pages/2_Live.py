@@ -43,7 +43,7 @@ if not records and paths.SAMPLE_RUNS.is_dir():
     source_note = "You have no runs yet: showing the recorded sample runs. Launch one from the Launch page."
 if not records:
     st.info("No runs yet. Launch one from the Launch page.")
-    st.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
+    st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
     st.stop()
 if source_note:
     st.info(source_note)
@@ -56,7 +56,7 @@ if wanted in by_id and st.session_state.get("live_wanted") != wanted:
     st.session_state["live_run"] = wanted
 if st.session_state.get("live_run") not in by_id:
     st.session_state["live_run"] = live.default_run(records)
-run_id = st.selectbox("Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i]))
+run_id = st.selectbox("Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i], state=False))
 if run_id != wanted:
     st.query_params["run"] = run_id
 record = by_id[run_id]
@@ -76,7 +76,7 @@ def live_view(run_id: str, started_active: bool) -> None:
     p = live.progress_of(rec)
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     c1.markdown(f"### {rec.state}")
-    c2.metric("Throughput", ui_text.fmt_rate(p.samples_per_sec))
+    c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == "running" else "–")
     st.progress(p.fraction or 0.0, text=p.label)
@@ -89,9 +89,9 @@ def live_view(run_id: str, started_active: bool) -> None:
         if not lines and box.get("rank") is not None:
             lines = tail(rec.run_dir, lines=30, rank=box["rank"])
         who = f" (rank {box['rank']})" if box.get("rank") is not None else ""
-        st.error(f"**Why it failed{who}:** {box['cause']}\n\n**Fix:** {box['fix']}")
+        st.error(f"**Why it failed{who}:** {ui_text.md_escape(box['cause'])}\n\n**Fix:** {ui_text.md_escape(box['fix'])}")
         if lines:
-            st.code(lines, language=None)
+            st.code(lines, language=None, wrap_lines=True)
 
     reader = _reader(str(rec.run_dir))
     reader.refresh()  # incremental: only bytes written since the last tick
@@ -118,12 +118,12 @@ def live_view(run_id: str, started_active: bool) -> None:
     if len(rank_list) > 1:
         tabs = st.tabs(["all"] + [f"rank {r}" for r in rank_list])
         with tabs[0]:
-            st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300)
+            st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300, wrap_lines=True)
         for tab, r in zip(tabs[1:], rank_list):
             with tab:
-                st.code(tail(rec.run_dir, lines=200, rank=r) or "(empty)", language=None, height=300)
+                st.code(tail(rec.run_dir, lines=200, rank=r) or "(empty)", language=None, height=300, wrap_lines=True)
     else:
-        st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300)
+        st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300, wrap_lines=True)
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:

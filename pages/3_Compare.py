@@ -44,6 +44,7 @@ def _runs(user_root: str, sample_root: str) -> list[compare.CompareRun]:
 
 
 def main() -> None:
+    st.set_page_config(page_title="Compare · Parallel Training Lab", page_icon="⚖️", layout="wide")
     st.title("Compare runs")
     runs = _runs(str(runs_dir()), str(SAMPLE_RUNS))
     if not runs:
@@ -80,16 +81,14 @@ def main() -> None:
     config.update({c: st.column_config.NumberColumn(c, format="%.0f")
                    for c in table.columns if c.startswith(compare.PEAK_PREFIX)})
     st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
-    for r in chosen:
-        st.caption(f"{names[r.key]}: recorded {r.created_at or 'at an unknown time'} on "
-                   f"{r.recorded_on or r.host or 'an unknown machine'}")
+    st.caption("  \n".join(compare.provenance(chosen)))
 
     with st.expander("How to read this"):
         st.markdown(report.HOW_TO_READ)
 
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", CURVE_TAGS, key="cmp_tag")
-    x = col2.radio("Against", list(compare.X_AXES), format_func=lambda k: compare.X_AXES[k],
+    x = col2.radio("Against", list(report.X_AXES), format_func=report.X_AXES.get,
                    horizontal=True, key="cmp_x")
     metric = col3.radio("System", list(SYS_METRICS), format_func=SYS_METRICS.get, horizontal=True, key="cmp_sys")
     st.caption(report.STEP_NOTE)

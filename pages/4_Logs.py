@@ -48,7 +48,8 @@ if not resolved.ok:
 
 reader = _reader(str(resolved.path))
 reader.refresh()  # incremental: only bytes written since the last rerun
-run_names = sorted(reader.run_names())
+groups = browse.group_runs(reader.run_names())  # a run folder's tb/ and sys/ show as one run
+run_names = list(groups)
 if not run_names:
     st.info(f"No runs with scalars under {resolved.path} yet.")
     st.stop()
@@ -66,7 +67,7 @@ if not runs:
     st.info("Pick at least one run.")
     st.stop()
 
-scalars = {r: dict(reader.scalars(r)) for r in runs}
+scalars = {r: browse.merge_parts(reader.scalars(part) for part in groups[r]) for r in runs}
 warnings = list(reader.warnings)
 if warnings:
     with st.expander(f"{len(warnings)} warning(s) while reading"):
@@ -94,6 +95,8 @@ st.download_button(
 )
 cols = st.columns(2)
 for i, spec in enumerate(specs[:MAX_CHARTS]):
-    fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title, x_is_time=spec.x_is_time)
+    # The title goes above the figure: with long run names the legend would cover it.
+    fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, x_is_time=spec.x_is_time)
     with cols[i % 2]:
+        st.markdown(f"**{spec.title}**")
         st.plotly_chart(fig, key=f"logs_chart_{spec.title}", width="stretch")

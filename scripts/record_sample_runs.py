@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--log-every", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
-    ap.add_argument("--max-load", type=float, default=0.7,
+    ap.add_argument("--max-load", type=float, default=1.0,
                     help="start once the 1-minute load average is below this (other work skews throughput)")
     ap.add_argument("--wait-quiet", type=float, default=300.0, help="seconds to wait for that, then start anyway")
     args = ap.parse_args(argv)

@@ -4,6 +4,7 @@ the shipped sample runs, and this machine has no GPU. Pages are reached the
 way a user reaches them: from app.py, then switch_page."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,103 @@ def test_live_falls_back_to_sample_runs(runs_dir):
     assert at.selectbox(key="live_run").value
     assert len(at.get("plotly_chart")) >= 1  # loss curves of a finished sample run
     assert not [b for b in at.button if b.label == "Stop"]  # sample runs are finished
+
+
+def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90):
+    from lab import launcher
+    from lab.registry import get_run
+
+    run_id = launcher.launch(config, runs_dir)
+    deadline = time.monotonic() + timeout_s
+    while get_run(run_id, runs_dir).state not in until:
+        assert time.monotonic() < deadline, f"{run_id} never reached {until}"
+        time.sleep(0.3)
+    return run_id
+
+
+def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
+    from lab.config import RunConfig
+
+    empty = tmp_path / "no-images"
+    empty.mkdir()
+    # A real run that fails: an image folder without images (the trainer exits 2).
+    run_id = _launch_and_wait(runs_dir, RunConfig(dataset=f"imagefolder:{empty}", checkpoint="none"))
+    at = _app("pages/2_Live.py")
+    assert not at.exception
+    assert at.selectbox(key="live_run").value == run_id
+    assert at.markdown and any("### failed" == m.value for m in at.markdown)
+    errors = _texts(at, "error")
+    assert any("Why it failed" in e and "no-images" in e for e in errors), errors
+    assert any("no images" in c.value for c in at.code)  # the log tail holds the trainer's message
+
+
+def test_live_stop_button_stops_a_running_run(runs_dir):
+    from lab.config import RunConfig
+    from lab.registry import get_run
+
+    run_id = _launch_and_wait(runs_dir, RunConfig(epochs=500, checkpoint="none"), until=("running",))
+    at = _app("pages/2_Live.py")
+    assert at.selectbox(key="live_run").value == run_id  # the newest running run is the default
+    at.button(key="live_stop").click()
+    at.run(timeout=30)
+    assert not at.exception
+    assert get_run(run_id, runs_dir).state == "stopped"
+    assert any("### stopped" == m.value for m in at.markdown)
+
+
+def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir):
+    import json
+
+    from lab.registry import list_runs
+    from tests.e2e_helpers import processes_mentioning
+
+    at = _app()
+    at.button(key="home_compare").click()
+    at.run(timeout=60)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Sweep" in s.value for s in at.success)
+    runs = list_runs(runs_dir)
+    assert sorted(r.mode for r in runs) == ["ddp", "dp", "single"]
+    assert len({r.sweep_id for r in runs}) == 1
+    configs = [json.loads((runs_dir / r.run_id / "run.json").read_text())["config"] for r in runs]
+    for key in ("model", "dataset", "seed", "batch_size", "epochs"):
+        assert len({c[key] for c in configs}) == 1, key  # same model, data, seed, global batch
+    at.button(key="home_stop_sweep").click()
+    at.run(timeout=60)
+    assert not at.exception
+    assert {r.state for r in list_runs(runs_dir)} == {"stopped"}
+    deadline = time.monotonic() + 15
+    while processes_mentioning(str(runs_dir)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not processes_mentioning(str(runs_dir))
+
+
+def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
+    # FAKE: NVIDIA GPUs are faked (tests/fake_nvml.py in place of pynvml); nothing else is.
+    import streamlit as st
+
+    from lab import devices
+    from tests.fake_nvml import FakeGpu, FakeNvml
+
+    monkeypatch.setattr(devices, "pynvml", FakeNvml([FakeGpu(uuid="GPU-0", util=87), FakeGpu(uuid="GPU-1", util=12)]))
+    st.cache_data.clear()  # the Launch page caches the device snapshot for a few seconds
+    try:
+        at = _app()
+        labels = [m.value for m in at.markdown]
+        assert "**GPU 0 · NVIDIA H100 80GB HBM3**" in labels and "**GPU 1 · NVIDIA H100 80GB HBM3**" in labels
+        at.switch_page("pages/1_Launch.py")
+        at.run()
+        assert not at.exception
+        assert at.checkbox(key="launch_gpu_0").value and not at.checkbox(key="launch_gpu_1").value
+        at.radio(key="launch_mode").set_value("dp")
+        at.checkbox(key="launch_gpu_1").check()
+        at.number_input(key="launch_batch").set_value(63)
+        at.run()
+        errors = _texts(at, "error")
+        assert any("batch 63 does not split over 2 GPUs: use 62 or 64" in e for e in errors), errors
+        at.number_input(key="launch_batch").set_value(64)
+        at.run()
+        assert not at.error
+        assert "CUDA_VISIBLE_DEVICES=0,1" in at.code[0].value
+    finally:
+        st.cache_data.clear()

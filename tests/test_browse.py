@@ -63,7 +63,8 @@ def test_resolve_logdir_expands_home(tmp_path, logdir, monkeypatch):
 
 def test_filter_tags_regex_and_bad_regex():
     tags = ["train/loss", "val/loss", "train/acc", "sys/cpu_pct"]
-    assert browse.filter_tags(tags, "") == (sorted(tags), None)
+    # loss and accuracy first, as a user looks at them first
+    assert browse.filter_tags(tags, "") == (["train/loss", "val/loss", "train/acc", "sys/cpu_pct"], None)
     assert browse.filter_tags(tags, "loss$")[0] == ["train/loss", "val/loss"]
     assert browse.filter_tags(tags, "^sys/")[0] == ["sys/cpu_pct"]
     got, err = browse.filter_tags(tags, "train/(loss")
@@ -126,3 +127,38 @@ def test_folder_choices(tmp_path):
     assert list(browse.folder_choices(runs, samples).values()) == [samples]  # empty runs folder is not offered
     (runs / "x").mkdir()
     assert list(browse.folder_choices(runs, samples).values()) == [runs, samples]
+
+
+def test_order_tags_puts_loss_and_accuracy_first():
+    tags = ["mem/cpu0/peak_mib", "zeta", "perf/samples_per_sec", "val/acc", "train/lr", "train/loss", "sys/cpu_pct"]
+    assert browse.order_tags(tags) == ["train/loss", "val/acc", "train/lr", "perf/samples_per_sec", "sys/cpu_pct",
+                                       "mem/cpu0/peak_mib", "zeta"]
+
+
+def test_group_runs_joins_tb_and_sys_of_a_run_folder(tmp_path):
+    # the layout of this lab's runs folder: <run>/tb and <run>/sys
+    _write(tmp_path / "r1" / "tb", {"train/loss": [1.0, 0.5]})
+    _write(tmp_path / "r1" / "sys", {"sys/cpu_pct": [50.0, 60.0, 70.0]})
+    _write(tmp_path / "other", {"x": [1.0]})
+    from lab.events import LogdirReader
+
+    reader = LogdirReader(str(tmp_path))
+    reader.refresh()
+    groups = browse.group_runs(reader.run_names())
+    assert groups == {"other": ["other"], "r1": ["r1/sys", "r1/tb"]}
+    merged = browse.merge_parts(reader.scalars(p) for p in groups["r1"])
+    assert set(merged) == {"train/loss", "sys/cpu_pct"} and len(merged["sys/cpu_pct"].value) == 3
+    assert browse.group_runs(["tb", "sys"]) == {".": ["sys", "tb"]}
+
+
+def test_tensorboardx_and_torch_runs_overlay(tmp_path, logdir):
+    from tensorboardX import SummaryWriter as XWriter
+
+    w = XWriter(str(logdir / "tbx"))
+    for i, v in enumerate([4.0, 3.0]):
+        w.add_scalar("train/loss", v, global_step=i * 5, walltime=WALL0 + i)
+    w.close()
+    sc = _scalars(logdir)
+    spec = browse.overlay_charts(sc, sorted(sc), ["train/loss"])[0]
+    assert [t[0] for t in spec.traces] == ["a", "nested/b", "tbx"]
+    np.testing.assert_allclose(spec.traces[2][2], [4.0, 3.0])

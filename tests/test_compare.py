@@ -222,3 +222,15 @@ def test_broken_and_foreign_folders_are_skipped(tmp_path):
     (root / "bad" / "run.json").write_text("{not json")
     assert [r.run_id for r in load_runs(root)] == ["ok"]
     assert load_runs(tmp_path / "missing") == []
+
+
+def test_sample_labels_and_provenance(tmp_path):
+    make_run(tmp_path / "s", "sample-ddp", host="vm", created_at="2026-11-29T07:54:41+00:00")
+    make_run(tmp_path / "s", "other", host="vm", created_at="2026-11-29T07:55:00+00:00")
+    make_run(tmp_path / "u", "mine", host="box", created_at="2026-11-29T09:00:00+00:00")
+    runs = compare.available_runs(tmp_path / "u", tmp_path / "s")
+    assert sorted(compare.labels(runs).values()) == ["mine", "sample-ddp", "sample: other"]
+    assert compare.provenance(runs) == [
+        "Recorded on test, box: mine (2026-11-29 09:00)",
+        "Recorded on test, vm: sample: other (2026-11-29 07:55), sample-ddp (2026-11-29 07:54)",
+    ]

@@ -164,3 +164,19 @@ def test_failure_box_states():
     assert "code 3" in bare["cause"] and bare["fix"]
     lost = live.failure_box(rec(state="lost"))
     assert "supervisor" in lost["cause"]
+
+
+def test_ui_text_formatting():
+    from lab import ui_text
+
+    assert ui_text.fmt_duration(83) == "1:23" and ui_text.fmt_duration(3723) == "1:02:03"
+    assert ui_text.fmt_duration(None) == "–" and ui_text.fmt_duration(float("nan")) == "–"
+    assert ui_text.fmt_mib(3174.4) == "3.1 GiB" and ui_text.fmt_bytes(512) == "512 B"
+    assert ui_text.fmt_rate(812.5) == "812 samples/s" and ui_text.fmt_rate(12.34) == "12.3 samples/s"
+    assert ui_text.md_escape("train/<class>/* a_b $x") == r"train/\<class\>/\* a\_b \$x"
+    assert ui_text.parse_env_lines("# c\nA=1\n\nB = x=y\n") == {"A": "1", "B": "x=y"}
+    with pytest.raises(ValueError, match="line 1"):
+        ui_text.parse_env_lines("1A=2")
+    assert ui_text.parse_tags("a, b  c,a") == ["a", "b", "c"]
+    line = ui_text.shell_line(["py", "-m", "x", "--name", "a b", "--amp"], {"K": "v w"}, cwd="/r")
+    assert line == "cd /r\nK='v w' \\\n  py -m x \\\n  --name 'a b' \\\n  --amp"

@@ -67,7 +67,7 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
     if mode == "ddp":
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        per_rank = split_batch(global_batch, world, "ranks")
+        per_rank = split_batch(global_batch, world, "GPUs" if cuda else "ranks")
         if cuda:
             count = torch.cuda.device_count()
             if local_rank >= count:

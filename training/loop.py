@@ -24,6 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
 
 from training import checkpoint
+from training.cli import BadInput
 from training.data import DataBundle, collate
 from training.distributed import Placement, reduce_across_processes
 from training.metrics import Recorder, gathered_memory_mib
@@ -106,8 +107,6 @@ class Loop:
         self.peak_mem: dict[str, float] = {}
 
     def _restore(self, state: dict[str, Any]) -> None:
-        from training.cli import BadInput
-
         try:
             self.model_without_ddp.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -131,6 +130,7 @@ class Loop:
         zero = lambda: torch.zeros((), device=self.device)  # noqa: E731
         win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
         t_start = t_win = time.perf_counter()
+        paused_at_win = self.paused_s  # validation/checkpoint time inside a window is not step time
         paused_at_steady, t_steady = 0.0, t_start
         for epoch in range(self.start_epoch, self.epochs):
             if self.step >= self.total_steps or out.stopped:
@@ -171,13 +171,13 @@ class Loop:
                 if log_now:
                     self._sync()
                     now = time.perf_counter()
-                    self._log_window(win_loss, win_correct, win_n, win_steps, win_data, now - t_win,
-                                     float(grad_norm), epoch, now - t_start)
+                    self._log_window(win_loss, win_correct, win_n, win_steps, win_data,
+                                     now - t_win - (self.paused_s - paused_at_win), float(grad_norm), epoch,
+                                     now - t_start)
                     win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
-                    t_win = time.perf_counter()
+                    t_win, paused_at_win = time.perf_counter(), self.paused_s
                 if a.val_every and self.step % a.val_every == 0:
                     self._paused(self.validate)
-                    t_win = time.perf_counter()
                 if self.stop():
                     out.stopped = True
                     break
@@ -194,7 +194,6 @@ class Loop:
                 if not a.val_every:
                     self._paused(self.validate)
                 self._paused(lambda: self._save(epoch + 1, 0))
-                t_win = time.perf_counter()
             elif self.step >= self.total_steps:
                 self._paused(lambda: self._save(epoch, batch_in_epoch))
         self._sync()

@@ -60,6 +60,11 @@ def _setup_logging(rank: int, ddp: bool) -> None:
                         format=f"%(asctime)s {prefix}%(levelname)s %(message)s", force=True)
 
 
+def _device_order(name: str) -> tuple[str, int]:
+    kind = name.rstrip("0123456789")
+    return kind, int(name[len(kind):] or 0)  # cuda2 before cuda10
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -95,7 +100,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
         "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
         "effective_mode_reason": placement.effective_mode_reason,
         "world_size": placement.world_size, "backend": placement.backend,
-        "devices": sorted(peak) or placement.device_names,
+        "devices": sorted(peak, key=_device_order) or placement.device_names,
         "global_batch": g, "per_device_batch": placement.per_device_batch,
         "steps": out.steps, "epochs_completed": loop.start_epoch + out.epochs_completed,
         "samples_seen": out.steps * g, "wall_time_s": wall_s,
@@ -175,4 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C by hand: a line, not a traceback
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)

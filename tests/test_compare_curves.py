@@ -1,0 +1,108 @@
+"""lab.report's curve and timeline data, read from real event files through lab.events.
+
+Event files are written with lab.sysevents.ScalarWriter (tensorboard's own
+writer). The sys/gpu<i>/... samples here are written by the test: there is
+no GPU on the test machine, so these stand in for NVML samples.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lab import compare, report
+from lab.events import LogdirReader
+from lab.paths import SAMPLE_RUNS
+from lab.sysevents import ScalarWriter
+from tests.test_compare import make_run
+
+T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00
+
+
+def write(run_dir, sub, points):
+    """points: list of (step, wall_time, {tag: value})."""
+    w = ScalarWriter(run_dir / sub)
+    for step, wall, values in points:
+        w.add(values, step, wall)
+    w.close()
+
+
+def scalars_of(runs):
+    out = {}
+    for r in runs:
+        reader = LogdirReader(r.run_dir)
+        reader.refresh()
+        out[r.key] = compare.merge_scalars({n: reader.scalars(n) for n in reader.run_names()})
+    return out
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    root = tmp_path / "runs"
+    a = make_run(root, "a", created_at="2025-11-29T07:06:40+00:00", batch=64)
+    b = make_run(root, "b", mode="ddp", devices=("cpu0", "cpu1"), created_at="2025-11-29T07:07:00+00:00", batch=64)
+    # a: the trainer started at T0 (summary started_at), first loss 1 s later
+    write(a, "tb", [(10, T0 + 1, {"train/loss": 2.0}), (20, T0 + 2, {"train/loss": 1.0}),
+                    (30, T0 + 3, {"train/loss": 0.5})])
+    # b: no usable started_at -> time counts from its first event
+    s = json.loads((b / "summary.json").read_text())
+    s["started_at"] = None
+    (b / "summary.json").write_text(json.dumps(s))
+    write(b, "tb", [(10, T0 + 100, {"train/loss": 2.1}), (20, T0 + 100.5, {"train/loss": 1.1})])
+    write(a, "sys", [(i, T0 + i, {"sys/gpu0/util_pct": 50.0 + i, "sys/gpu1/util_pct": 10.0 * i})
+                     for i in range(4)])
+    write(b, "sys", [(i, T0 + 50 + 2 * i, {"sys/cpu_pct": 150.0, "sys/rss_mib": 700.0 + i}) for i in range(3)])
+    runs = compare.load_runs(root)[::-1]  # a, b
+    return runs, scalars_of(runs)
+
+
+def test_curves_against_step_samples_and_wall(two_runs):
+    runs, sc = two_runs
+    by = {n: (x, y) for n, x, y in report.curve_traces(runs, sc, x="step")}
+    assert by["a"][0].tolist() == [10, 20, 30] and by["a"][1].tolist() == [2.0, 1.0, 0.5]
+    by = {n: x for n, x, _ in report.curve_traces(runs, sc, x="samples")}
+    assert by["a"].tolist() == [640, 1280, 1920]
+    by = {n: x for n, x, _ in report.curve_traces(runs, sc, x="wall")}
+    assert by["a"] == pytest.approx([1.0, 2.0, 3.0])  # from the trainer's started_at
+    assert by["b"] == pytest.approx([0.0, 0.5])  # from its first event
+    assert report.curve_traces(runs, sc, tag="val/acc") == []
+    with pytest.raises(ValueError, match="x must be one of"):
+        report.curve_traces(runs, sc, x="epoch")
+
+
+def test_system_panels_gpu_and_cpu(two_runs):
+    runs, sc = two_runs
+    sp = report.system_panels(runs, sc, metric="util")
+    (name_a, traces_a), (name_b, traces_b) = sp.panels
+    assert name_a == "a" and [t[0] for t in traces_a] == ["gpu0", "gpu1"]
+    assert traces_a[0][1].tolist() == [0, 1, 2, 3] and traces_a[1][2].tolist() == [0, 10, 20, 30]
+    assert [t[0] for t in traces_b] == ["cpu (process tree)"]
+    assert traces_b[0][1].tolist() == [0, 2, 4]  # seconds since the run's first sample
+    assert sp.y_range is None and "some of" in sp.note and "sys/cpu_pct" in sp.note
+    only_gpu = report.system_panels(runs[:1], sc, metric="util")
+    assert only_gpu.y_range == (0.0, 100.0) and only_gpu.note is None
+    assert only_gpu.y_title == "GPU utilisation (%)"
+    mem = report.system_panels(runs[1:], sc, metric="mem")
+    assert mem.panels[0][1][0][2].tolist() == [700, 701, 702] and "sys/rss_mib" in mem.note
+
+
+def test_no_system_samples_says_so(tmp_path):
+    make_run(tmp_path / "r", "x")
+    runs = compare.load_runs(tmp_path / "r")
+    sp = report.system_panels(runs, scalars_of(runs))
+    assert sp.panels == [("x", [])] and "none of these runs has system samples" in sp.note.lower()
+
+
+@pytest.mark.skipif(not any(SAMPLE_RUNS.glob("*/summary.json")), reason="no recorded sample runs")
+def test_sample_runs_line_up_step_for_step():
+    """The shipped runs share seed and global batch: their losses agree at every logged step."""
+    runs = compare.load_runs(SAMPLE_RUNS, sample=True)
+    assert sorted(compare.run_metrics(r)["mode"] for r in runs) == ["ddp", "dp", "single"]
+    traces = report.curve_traces(runs, scalars_of(runs), x="step")
+    assert len(traces) == 3
+    steps = [t[1] for t in traces]
+    assert all(np.array_equal(steps[0], s) for s in steps) and len(steps[0]) >= 10
+    losses = np.stack([t[2] for t in traces])
+    assert np.max(np.abs(losses - losses[0])) < 1e-3
+    assert losses[0, -1] < losses[0, 0]  # it learned something

@@ -1,0 +1,97 @@
+"""lab/registry.py and lab/logs.py on hand-made run folders (no training needed)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from lab import logs, registry
+from lab.paths import BadRunId, write_json_atomic
+
+
+def _run(root, run_id, status=None, **extra):
+    d = root / run_id
+    d.mkdir()
+    write_json_atomic(d / "run.json", {"run_id": run_id, "name": run_id, "config": {"mode": "ddp"},
+                                       "created_at": extra.pop("created_at", "2026-11-29T07:00:00+00:00"),
+                                       "sweep_id": None})
+    if status is not None:
+        write_json_atomic(d / "status.json", status)
+    for name, data in extra.items():
+        (d / f"{name}.json").write_text(data if isinstance(data, str) else json.dumps(data))
+    return d
+
+
+def test_records_carry_progress_and_summary_and_skip_hidden(runs_dir):
+    _run(runs_dir, "a", {"state": "succeeded", "exit_code": 0}, progress={"step": 5}, summary={"steps": 5},
+         created_at="2026-11-29T07:00:01+00:00")
+    _run(runs_dir, "b", {"state": "failed", "exit_code": 1, "diagnosis": {"key": "cuda_oom"}})
+    (runs_dir / ".sweeps").mkdir()
+    (runs_dir / "not-a-run").mkdir()
+    recs = registry.list_runs()  # default root: LAB_RUNS_DIR
+    assert [r.run_id for r in recs] == ["a", "b"]  # newest first
+    a, b = recs
+    assert (a.state, a.mode, a.progress, a.summary, a.exit_code) == ("succeeded", "ddp", {"step": 5}, {"steps": 5}, 0)
+    assert b.diagnosis == {"key": "cuda_oom"} and b.to_json()["run_id"] == "b"
+
+
+def test_half_written_files_count_as_absent(runs_dir):
+    _run(runs_dir, "torn", {"state": "succeeded"}, progress='{"step": 1', summary="[1, 2]")
+    (runs_dir / "torn2").mkdir()
+    (runs_dir / "torn2" / "status.json").write_text('{"state": "runn')
+    t = time.monotonic()
+    recs = {r.run_id: r for r in registry.list_runs(runs_dir)}
+    assert time.monotonic() - t < 2
+    assert recs["torn"].progress is None and recs["torn"].summary is None
+    assert "torn2" not in recs  # nothing readable yet
+
+
+def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = psutil.Process()
+    _run(runs_dir, "dead", {"state": "running", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    # our own pid with another create time: the pid was reused by an unrelated process
+    _run(runs_dir, "reused", {"state": "starting", "supervisor_pid": me.pid, "supervisor_ct": me.create_time() - 100})
+    _run(runs_dir, "live", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
+    _run(runs_dir, "sweep-queued", {"state": "queued", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    states = {r.run_id: r.state for r in registry.list_runs(runs_dir)}
+    assert states == {"dead": "lost", "reused": "lost", "live": "running", "sweep-queued": "lost"}
+    assert json.loads((runs_dir / "dead" / "status.json").read_text())["state"] == "lost"
+
+
+def test_get_and_delete(runs_dir):
+    me = psutil.Process()
+    _run(runs_dir, "done", {"state": "succeeded"})
+    _run(runs_dir, "live", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
+    with pytest.raises(registry.RunNotFound):
+        registry.get_run("nope", runs_dir)
+    with pytest.raises(BadRunId):
+        registry.delete_run("../etc", runs_dir)
+    with pytest.raises(registry.RunIsLive, match="stop it first"):
+        registry.delete_run("live", runs_dir)
+    registry.delete_run("done", runs_dir)
+    assert not (runs_dir / "done").exists() and (runs_dir / "live").exists()
+
+
+def test_logs_tail_ranks_and_follow(runs_dir):
+    d = _run(runs_dir, "r", {"state": "running"})
+    lines = [f"[default{i % 2}]:line {i}" for i in range(1000)]
+    (d / "stdout.log").write_text("\n".join(lines) + "\n")
+    for rank in (0, 1):
+        rd = d / "logs" / "job_x" / "attempt_0" / str(rank)
+        rd.mkdir(parents=True)
+        (rd / "stdout.log").write_text(f"out {rank}\n")
+        (rd / "stderr.log").write_text(f"err {rank}\n")
+    assert logs.ranks(d) == [0, 1]
+    assert logs.tail(d, 2) == "[default0]:line 998\n[default1]:line 999"
+    assert logs.tail(d, 2, rank=1) == "line 997\nline 999"
+    (d / "stdout.log").write_text("plain\n")  # no prefixed lines: the rank's own files
+    assert logs.tail(d, 5, rank=0) == "out 0\nerr 0"
+    write_json_atomic(d / "status.json", {"state": "succeeded"})
+    assert list(logs.follow(d, start_lines=5)) == ["plain"]
+    assert logs.tail(runs_dir / "missing", 5) == ""

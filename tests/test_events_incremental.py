@@ -1,0 +1,145 @@
+"""lab.events on files that are still being written: offsets, truncation, new files and runs, merging."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from tensorboard.compat.proto import event_pb2, summary_pb2
+
+from lab import events
+from lab.tfrecord import frame
+
+
+def rec(tag: str, step: int, value: float, wall: float | None = None) -> bytes:
+    ev = event_pb2.Event(wall_time=1_700_000_000.0 + step if wall is None else wall, step=step,
+                         summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    return frame(ev.SerializeToString())
+
+
+def header(wall: float = 1_700_000_000.0) -> bytes:
+    return frame(event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString())
+
+
+def append(path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+def points(series):
+    return list(zip(series.step.tolist(), series.wall_time.tolist(), series.value.tolist()))
+
+
+def test_truncated_record_then_its_last_byte(tmp_path):
+    """TensorBoard's own test: record minus its last byte -> nothing, no error; last byte -> the event."""
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(header())
+    r = events.RunReader(tmp_path)
+    assert r.refresh() == 0
+    data = rec("loss", 1, 0.5)
+    append(f, data[:-1])
+    assert r.refresh() == 0 and r.scalars() == {} and r.warnings == []
+    append(f, data[-1:])
+    assert r.refresh() == 1
+    assert points(r.scalars()["loss"]) == [(1, 1_700_000_001.0, 0.5)]
+    assert r.refresh() == 0 and r.warnings == []
+
+
+def test_every_cut_point_of_a_record_resumes_cleanly(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    data = b"".join(rec("t", s, float(s)) for s in range(3))
+    r = events.RunReader(tmp_path)
+    f.write_bytes(b"")
+    assert r.refresh() == 0  # a zero-length file: a warning, once
+    for i in range(len(data)):  # the writer flushes one byte at a time
+        append(f, data[i : i + 1])
+        r.refresh()
+    assert r.scalars()["t"].step.tolist() == [0, 1, 2]
+    assert r.warnings == [f"{f}: empty file (no events written yet)"]
+
+
+def test_refresh_reads_only_new_bytes_and_grows_geometrically(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(header() + b"".join(rec("a", s, s * 0.5) for s in range(1000)))
+    r = events.RunReader(tmp_path)
+    assert r.refresh() == 1000
+    first = r.scalars()["a"]
+    col = r._cols["a"]
+    assert len(col.step) == 1000  # a first load is sized exactly (24 bytes a point)
+    caps = set()
+    for k in range(50):
+        append(f, rec("a", 1000 + k, 1.0))
+        assert r.refresh() == 1
+        caps.add(len(col.step))
+    assert len(caps) <= 3  # 50 appends, at most a couple of reallocations
+    assert r._files[str(f)].offset == os.path.getsize(f)
+    s = r.scalars()["a"]
+    assert len(s) == 1050 and s.step[-1] == 1049
+    assert len(first) == 1000 and first.step[-1] == 999  # an earlier snapshot never changes
+    assert not s.value.flags.writeable and s.step.dtype == np.int64 and s.wall_time.dtype == np.float64
+
+
+def test_new_file_in_existing_run_and_new_run_folder(tmp_path):
+    run_a = tmp_path / "a"
+    run_a.mkdir()
+    (run_a / "events.out.tfevents.1.host").write_bytes(header() + rec("x", 1, 1.0))
+    r = events.LogdirReader(tmp_path)
+    assert r.refresh() == 1 and r.run_names() == ["a"]
+    (run_a / "events.out.tfevents.2.host").write_bytes(header() + rec("x", 2, 2.0))  # a restart
+    (tmp_path / "b" / "deep").mkdir(parents=True)
+    (tmp_path / "b" / "deep" / "events.out.tfevents.3.host").write_bytes(rec("y", 5, 5.0))
+    (tmp_path / "events.out.tfevents.4.host").write_bytes(rec("z", 6, 6.0))
+    assert r.refresh() == 3
+    assert r.run_names() == [".", "a", "b/deep"]
+    assert r.scalars("a")["x"].step.tolist() == [1, 2]
+    assert r.scalars("b/deep")["y"].value.tolist() == [5.0]
+    assert r.scalars("nope") == {} and r.warnings == []
+    assert events.discover(tmp_path) == [".", "a", "b/deep"]
+    assert events.discover(tmp_path / "missing") == []
+
+
+def test_two_files_merge_by_wall_time_then_step(tmp_path):
+    """One file per rank, appended concurrently: the series interleaves them in time order."""
+    f0 = tmp_path / "events.out.tfevents.1.host.rank0"
+    f1 = tmp_path / "events.out.tfevents.1.host.rank1"
+    f0.write_bytes(b"".join(rec("m", s, 0.0, wall=10.0 + 2 * s) for s in range(5)))  # walls 10,12,..18
+    f1.write_bytes(b"".join(rec("m", s, 1.0, wall=11.0 + 2 * s) for s in range(3)))  # 11,13,15
+    r = events.RunReader(tmp_path)
+    assert r.refresh() == 8
+    s = r.scalars()["m"]
+    assert s.wall_time.tolist() == [10, 11, 12, 13, 14, 15, 16, 18]
+    append(f1, rec("m", 3, 1.0, wall=17.0) + rec("m", 7, 1.0, wall=18.0) + rec("m", 2, 1.0, wall=18.0))
+    assert r.refresh() == 3
+    s2 = r.scalars()["m"]
+    assert list(zip(s2.wall_time.tolist(), s2.step.tolist()))[-5:] == [(16, 3), (17, 3), (18, 2), (18, 4), (18, 7)]
+    assert s.wall_time.tolist() == [10, 11, 12, 13, 14, 15, 16, 18]  # the old snapshot is untouched
+    assert np.all(np.diff(s2.wall_time) >= 0)
+
+
+def test_tags_and_to_frame_on_a_run_reader(tmp_path):
+    (tmp_path / "events.out.tfevents.1.h").write_bytes(rec("b", 1, 1.0) + rec("a", 1, 2.0) + rec("a", 2, 3.0))
+    r = events.RunReader(tmp_path)
+    r.refresh()
+    assert r.tags() == ["a", "b"]
+    df = events.to_frame(r, run_name="mine")
+    assert df.to_dict("list") == {"run": ["mine"] * 3, "tag": ["a", "a", "b"], "step": [1, 2, 1],
+                                  "wall_time": [1_700_000_001.0, 1_700_000_002.0, 1_700_000_001.0],
+                                  "value": [2.0, 3.0, 1.0]}
+    assert len(events.to_frame(r, tags=["zzz"])) == 0
+    assert list(events.to_frame({}).columns) == ["run", "tag", "step", "wall_time", "value"]
+
+
+def test_protobuf_fallback_gives_the_same_points(tmp_path, monkeypatch):
+    """If the column walker ever fails, the file is still read (through event_pb2), not stalled."""
+    data = header() + b"".join(rec(t, s, s / 3) for s in range(200) for t in ("a", "bb"))
+    (tmp_path / "events.out.tfevents.1.h").write_bytes(data)
+    fast = events.RunReader(tmp_path)
+    fast.refresh()
+
+    def broken(*args, **kwargs):
+        raise IndexError("simulated walker bug")
+
+    monkeypatch.setattr(events.event_decode, "decode", broken)
+    slow = events.RunReader(tmp_path)
+    assert slow.refresh() == 400
+    for tag in ("a", "bb"):
+        assert points(slow.scalars()[tag]) == points(fast.scalars()[tag])
