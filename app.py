@@ -60,7 +60,9 @@ if not records:
     )
 for r in active:
     p = live.progress_of(r)
-    st.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
+    c1, c2 = st.columns([5, 1])
+    c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
+    c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
 if finished:
     st.dataframe(
         [

@@ -86,8 +86,8 @@ def line_figure(
 ) -> go.Figure:
     """Overlaid lines, each trace reduced to at most ``max_points`` points.
 
-    ``x_is_time`` makes x a date axis; x is then given in epoch seconds
-    (TensorBoard's wall time). ``distinct_dashes`` gives each trace its own
+    ``x_is_time`` makes x a date axis; x is then given in milliseconds since
+    the epoch (plotly's own convention; TensorBoard wall time x 1000). ``distinct_dashes`` gives each trace its own
     dash pattern, so lines that coincide (runs that compute the same steps)
     stay visible under each other.
     """
@@ -95,7 +95,7 @@ def line_figure(
     for i, (name, x, y) in enumerate(traces):
         rx, ry = reduce_trace(x, y, max_points)
         if x_is_time:
-            rx = (rx * 1000.0).astype("datetime64[ms]")
+            rx = rx.astype("datetime64[ms]")
         line = dict(dash=_DASHES[i % len(_DASHES)], width=2.5 if i == 0 else 2) if distinct_dashes else None
         fig.add_trace(go.Scatter(x=rx, y=ry, name=name, mode="lines", line=line))
     fig.update_xaxes(title_text=x_title, type="date" if x_is_time else None)

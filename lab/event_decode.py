@@ -301,9 +301,6 @@ class _SlowPath:
     """Per-record decoding with TensorBoard's protobufs, for the unusual cases."""
 
     def __init__(self, buf: bytes, plugins: dict[str, str]) -> None:
-        from lab import tensor_scalar  # imports protobuf classes only when needed
-
-        self._ts = tensor_scalar
         self.buf = buf
         self.plugins = plugins
         self.rec: list[int] = []
@@ -312,6 +309,12 @@ class _SlowPath:
         self.wall: list[float] = []
         self.value: list[float] = []
         self.undecodable = 0
+
+    @property
+    def _ts(self):
+        from lab import tensor_scalar  # protobuf classes, imported only when a file needs them
+
+        return tensor_scalar
 
     def _add(self, rec: int, tag: str, step: int, wall: float, value: float) -> None:
         self.rec.append(rec)

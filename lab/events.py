@@ -3,9 +3,8 @@
 Owns discovery (every folder below a root that directly holds
 ``*tfevents*`` files is a run), incremental reading (each file's offset is
 kept; a refresh reads only the bytes written since, and picks up new files
-and new run folders) and the per-tag columns ``step`` (int64),
-``wall_time`` (float64) and ``value`` (float64), grown geometrically and
-handed out as read-only views. Files still being written, corrupt, deleted or
+and new run folders) and merging every file of a run into per-tag columns
+(``lab.columns``). Files still being written, corrupt, deleted or
 unreadable never raise: what can be trusted is kept and a line is added to
 ``.warnings``. Framing and CRCs live in ``lab.tfrecord``, protobuf decoding
 in ``lab.event_decode``.
@@ -16,13 +15,13 @@ import logging
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
 
 from lab import event_decode, tfrecord
+from lab.columns import Column, Series
 
 log = logging.getLogger(__name__)
 
@@ -34,89 +33,6 @@ MAX_WARNINGS = 200
 
 def is_event_file(name: str) -> bool:
     return "tfevents" in name
-
-
-@dataclass(frozen=True)
-class Series:
-    """One tag of one run: equal-length read-only arrays, by wall time then step."""
-
-    step: np.ndarray
-    wall_time: np.ndarray
-    value: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.step)
-
-
-class _Column:
-    """Growable columns for one tag; appends are amortised O(batch)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.step = np.empty(0, dtype=np.int64)
-        self.wall = np.empty(0, dtype=np.float64)
-        self.value = np.empty(0, dtype=np.float64)
-
-    def extend(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
-        if len(step) == 0:
-            return
-        if len(step) > 1 and not _is_sorted(wall, step):
-            o = np.lexsort((step, wall))
-            step, wall, value = step[o], wall[o], value[o]
-        n = self.n
-        if n and (wall[0], step[0]) < (self.wall[n - 1], self.step[n - 1]):
-            self._merge(step, wall, value)
-            return
-        need = n + len(step)
-        if need > len(self.step):
-            # The first batch gets exactly its size (a full load costs 24 B a
-            # point); later growth is geometric so live appends stay cheap.
-            self._realloc(need if n == 0 else max(need, int(len(self.step) * 1.5)))
-        self.step[n:need] = step
-        self.wall[n:need] = wall
-        self.value[n:need] = value
-        self.n = need
-
-    def _realloc(self, cap: int) -> None:
-        # New buffers, never in place: views already handed out stay valid.
-        for name in ("step", "wall", "value"):
-            old = getattr(self, name)
-            new = np.empty(cap, dtype=old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
-    def _merge(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
-        """Points older than the last one (another rank's file): re-sort the tail only."""
-        n = self.n
-        cut = int(np.searchsorted(self.wall[:n], wall[0], side="left"))
-        s = np.concatenate([self.step[cut:n], step])
-        w = np.concatenate([self.wall[cut:n], wall])
-        v = np.concatenate([self.value[cut:n], value])
-        o = np.lexsort((s, w))
-        need = cut + len(s)
-        keep = self.n
-        self.n = cut
-        self._realloc(max(need, int(len(self.step) * 1.5), keep))
-        self.step[cut:need], self.wall[cut:need], self.value[cut:need] = s[o], w[o], v[o]
-        self.n = need
-
-    def series(self) -> Series:
-        arrays = []
-        for a in (self.step, self.wall, self.value):
-            view = a[: self.n]
-            view.flags.writeable = False
-            arrays.append(view)
-        return Series(*arrays)
-
-    def nbytes(self) -> int:
-        return self.step.nbytes + self.wall.nbytes + self.value.nbytes
-
-
-def _is_sorted(wall: np.ndarray, step: np.ndarray) -> bool:
-    dw = np.diff(wall)
-    if (dw >= 0).all():
-        return bool(((dw > 0) | (np.diff(step) >= 0)).all())
-    return False
 
 
 class _File:
@@ -134,9 +50,10 @@ class RunReader:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = str(path)
         self.gone = False
+        self._listed = False
         self.warnings: list[str] = []
         self._files: dict[str, _File] = {}
-        self._cols: dict[str, _Column] = {}
+        self._cols: dict[str, Column] = {}
         self._plugins: dict[str, str] = {}
         self._lock = threading.RLock()
 
@@ -161,12 +78,17 @@ class RunReader:
         try:
             names = sorted(e.name for e in os.scandir(self.path) if is_event_file(e.name) and e.is_file())
         except FileNotFoundError:
-            self.gone = True
+            if not self._listed:  # never there yet: it may still be created
+                if not self.warnings or "no such folder" not in self.warnings[-1]:
+                    self._warn(f"{self.path}: no such folder yet")
+                return 0
+            self.gone = True  # deleted: final
             self._warn(f"{self.path}: folder deleted; showing what was read before")
             return 0
         except OSError as exc:
             self._warn(f"{self.path}: cannot list folder ({exc.strerror}); will retry")
             return 0
+        self._listed = True
         for name in names:
             p = os.path.join(self.path, name)
             if p not in self._files:
@@ -185,7 +107,7 @@ class RunReader:
             return self._read_chunks(f, pending)
         finally:
             for tag, parts in pending.items():
-                col = self._cols.get(tag) or self._cols.setdefault(tag, _Column())
+                col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
                 col.extend(*(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts)))
 
     def _read_chunks(self, f: _File, pending: dict) -> int:
@@ -213,6 +135,9 @@ class RunReader:
                     if f.offset == 0 and not f.warned_empty:
                         f.warned_empty = True
                         self._warn(f"{f.path}: empty file (no events written yet)")
+                    elif f.offset and os.fstat(fh.fileno()).st_size < f.offset and not f.warned_empty:
+                        f.warned_empty = True  # rewritten from scratch: our offset means nothing now
+                        self._warn(f"{f.path}: file shrank below the {f.offset} bytes already read; not re-read")
                     return added
                 sc = tfrecord.scan(data)
                 if len(sc.starts):

@@ -25,7 +25,7 @@ from lab.paths import REPO_ROOT, read_json, write_json_atomic
 
 log = logging.getLogger("lab.supervisor")
 
-_TICK_S = 0.1
+_TICK_S = 0.2  # how fast a stop request is noticed; each wake-up costs the trainer a little CPU
 _PORT_RETRIES = 2
 
 

@@ -82,6 +82,7 @@ def main() -> None:
                    for c in table.columns if c.startswith(compare.PEAK_PREFIX)})
     st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
     st.caption("  \n".join(compare.provenance(chosen)))
+    downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
 
     with st.expander("How to read this"):
         st.markdown(report.HOW_TO_READ)
@@ -100,7 +101,7 @@ def main() -> None:
             st.info(note)
         st.plotly_chart(fig, key=f"cmp_fig_{i}")
 
-    d1, d2 = st.columns(2)
+    d1, d2 = downloads.columns(2)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{stamp}.csv",
                        mime="text/csv", on_click="ignore", key="cmp_csv")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab import browse, charts, paths
+from lab import browse, charts, paths, ui_text
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 st.title("Logs")
 st.caption("Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally.")
 
 MAX_CHARTS = 24
+REFRESH_S = 5
 TYPED = "a folder I type"
 
 
@@ -61,42 +62,52 @@ with c2:
     pattern = st.text_input("Tag filter (regex)", key="logs_tag_re", placeholder="e.g. loss|acc  or  ^sys/")
 with c3:
     axis = st.radio("x axis", browse.X_AXES, horizontal=True, key="logs_axis", format_func=browse.X_TITLES.get)
-weight = st.slider("Smoothing (TensorBoard's debiased EMA)", 0.0, 0.99, 0.6, 0.01, key="logs_smooth")
+c1, c2 = st.columns([5, 2])
+weight = c1.slider("Smoothing (TensorBoard's debiased EMA)", 0.0, 0.99, 0.6, 0.01, key="logs_smooth")
+auto = c2.toggle(f"Auto-refresh every {REFRESH_S} s", key="logs_auto", help="For a folder a trainer is still writing to.")
 
 if not runs:
     st.info("Pick at least one run.")
     st.stop()
 
-scalars = {r: browse.merge_parts(reader.scalars(part) for part in groups[r]) for r in runs}
-warnings = list(reader.warnings)
-if warnings:
-    with st.expander(f"{len(warnings)} warning(s) while reading"):
-        for w in warnings[-50:]:
-            st.text(w)
 
-tags, err = browse.filter_tags(browse.all_tags(scalars), pattern)
-if err:
-    st.error(err)
-    st.stop()
-if not tags:
-    st.info("No scalar tag matches the filter in the chosen runs.")
-    st.stop()
+@st.fragment(run_every=REFRESH_S if auto else None)
+def show(runs: list[str], pattern: str, axis: str, weight: float) -> None:
+    reader.refresh()  # incremental: only bytes written since the last look
+    scalars = {r: browse.merge_parts(reader.scalars(part) for part in groups.get(r, [r])) for r in runs}
+    warnings = list(reader.warnings)
+    if warnings:
+        with st.expander(f"{len(warnings)} warning(s) while reading"):
+            for w in warnings[-50:]:
+                st.text(w)
 
-specs = browse.overlay_charts(scalars, runs, tags, axis=axis, weight=weight)
-st.caption(f"{len(runs)} run(s), {len(tags)} tag(s)" + (f"; showing the first {MAX_CHARTS} charts" if len(specs) > MAX_CHARTS else ""))
-st.download_button(
-    "Download the selected scalars (CSV)",
-    # A callable: the CSV of every point is built only when the user clicks.
-    data=lambda: browse.scalars_csv(scalars, runs, tags, weight=weight),
-    file_name="scalars.csv",
-    mime="text/csv",
-    key="logs_csv",
-    on_click="ignore",
-)
-cols = st.columns(2)
-for i, spec in enumerate(specs[:MAX_CHARTS]):
-    # The title goes above the figure: with long run names the legend would cover it.
-    fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, x_is_time=spec.x_is_time)
-    with cols[i % 2]:
-        st.markdown(f"**{spec.title}**")
-        st.plotly_chart(fig, key=f"logs_chart_{spec.title}", width="stretch")
+    tags, err = browse.filter_tags(browse.all_tags(scalars), pattern)
+    if err:
+        st.error(err)
+        return
+    if not tags:
+        st.info("No scalar tag matches the filter in the chosen runs.")
+        return
+
+    specs = browse.overlay_charts(scalars, runs, tags, axis=axis, weight=weight)
+    more = f"; showing the first {MAX_CHARTS} charts, narrow the tag filter to see others" if len(specs) > MAX_CHARTS else ""
+    st.caption(f"{len(runs)} run(s), {len(tags)} tag(s){more}")
+    st.download_button(
+        "Download the selected scalars (CSV)",
+        # A callable: the CSV of every point is built only when the user clicks.
+        data=lambda: browse.scalars_csv(scalars, runs, tags, weight=weight),
+        file_name="scalars.csv",
+        mime="text/csv",
+        key="logs_csv",
+        on_click="ignore",
+    )
+    cols = st.columns(2)
+    for i, spec in enumerate(specs[:MAX_CHARTS]):
+        # The title goes above the figure: with long run names the legend would cover it.
+        fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, x_is_time=spec.x_is_time)
+        with cols[i % 2]:
+            st.markdown(f"**{ui_text.md_escape(spec.title)}**")
+            st.plotly_chart(fig, key=f"logs_chart_{spec.title}", width="stretch")
+
+
+show(runs, pattern, axis, weight)

@@ -36,6 +36,7 @@ class Server:
     url: str
     proc: subprocess.Popen
     log: Path
+    runs_dir: Path
 
 
 def free_port() -> int:
@@ -115,7 +116,7 @@ def streamlit_server(runs_dir: Path, log_dir: Path):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc, log)
-        yield Server(url, proc, log)
+        yield Server(url, proc, log, runs_dir)
     finally:
         stop_group(proc)
         left = group_members(proc.pid)

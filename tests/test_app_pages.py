@@ -222,3 +222,19 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
         assert "CUDA_VISIBLE_DEVICES=0,1" in at.code[0].value
     finally:
         st.cache_data.clear()
+
+
+def test_launch_two_nodes_shows_the_other_nodes_command(runs_dir):
+    at = _app("pages/1_Launch.py")
+    at.radio(key="launch_mode").set_value("ddp")
+    at.number_input(key="launch_nnodes").set_value(2)
+    at.run()
+    assert any("needs a rendezvous endpoint" in e for e in _texts(at, "error"))
+    at.text_input(key="launch_endpoint").set_value("127.0.0.1:29400")
+    at.run()
+    assert not at.error and not at.exception
+    codes = [c.value for c in at.code]
+    assert len(codes) == 2  # this node, then node 1
+    assert "--node-rank 0" in codes[0] and "--node-rank 1" in codes[1]
+    assert all("--rdzv-endpoint 127.0.0.1:29400" in c for c in codes)
+    assert not list(runs_dir.iterdir())

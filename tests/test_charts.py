@@ -38,7 +38,7 @@ def test_short_traces_are_drawn_whole():
 
 
 def test_line_figure_options():
-    fig = charts.line_figure([("a", [1.7e9, 1.7e9 + 1], [1.0, 2.0])], x_title="t", y_title="v",
+    fig = charts.line_figure([("a", [1.7e12, 1.7e12 + 1000], [1.0, 2.0])], x_title="t", y_title="v",
                              x_is_time=True, log_y=True, y_range=(0, 1))
     assert fig.layout.xaxis.type == "date" and fig.layout.yaxis.type == "log"
     assert str(fig.data[0].x[0]).startswith("2023-11-14")

@@ -19,10 +19,14 @@ import pytest
 
 from tests.e2e_helpers import REPO, chromium_page, processes_mentioning, streamlit_server, wait_ready
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-
 ARTIFACTS = REPO / "test-artifacts"
 SAMPLES = REPO / "sample_data" / "runs"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(not SAMPLES.is_dir(), reason="sample_data/runs is not recorded yet (scripts/record_sample_runs.py)"),
+]
 
 
 def _open(page, url: str, artifacts, name: str | None = None) -> None:
@@ -52,66 +56,76 @@ def _wait_gone(runs_dir, timeout_s: float = 20) -> list:
     return left
 
 
-def test_launch_watch_compare_browse(tmp_path):
-    from playwright.sync_api import expect
-
-    if not SAMPLES.is_dir():
-        pytest.skip("sample_data/runs is not recorded yet (scripts/record_sample_runs.py)")
+@pytest.fixture
+def server(tmp_path):
+    """The app with an empty private runs folder; ended (SIGTERM, then SIGKILL) and checked at teardown."""
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server(runs_dir, ARTIFACTS) as server, chromium_page(1400, 1000) as page:
-        # Home: the device strip (CPU here) and the empty runs folder.
-        _open(page, server.url, ARTIFACTS, "home")
-        expect(page.get_by_text("Parallel Training Lab").first).to_be_visible()
-        expect(page.get_by_text("No runs yet")).to_be_visible()
-        _no_exception(page)
+    with streamlit_server(runs_dir, ARTIFACTS) as s:
+        yield s
+    assert "Traceback" not in s.log.read_text()
+    assert not _wait_gone(runs_dir), "processes of a run were left behind"
 
-        # Compare on the sample runs: the table and the charts.
-        page.set_viewport_size({"width": 1400, "height": 1700})
-        _open(page, f"{server.url}/Compare", ARTIFACTS)
-        expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=30_000)
-        _charts_drawn(page, at_least=2)
-        _no_exception(page)
-        page.screenshot(path=str(ARTIFACTS / "compare.png"))
-        shutil.copyfile(ARTIFACTS / "compare.png", REPO / "docs" / "compare.png")
-        page.set_viewport_size({"width": 1400, "height": 1000})
 
-        # Logs on sample_data/runs: several runs overlaid, one chart per tag.
-        _open(page, f"{server.url}/Logs", ARTIFACTS)
-        page.locator('[data-testid="stRadio"] label', has_text="sample runs").click()
-        expect(page.get_by_text(re.compile(r"Reading `?.*sample_data/runs"))).to_be_visible()
-        _charts_drawn(page, at_least=2)
-        _no_exception(page)
-        page.screenshot(path=str(ARTIFACTS / "logs.png"), full_page=True)
+@pytest.fixture
+def browser_page():
+    with chromium_page(1400, 1000) as page:
+        yield page
 
-        # Launch a tiny 2-rank DDP run.
-        _open(page, f"{server.url}/Launch", ARTIFACTS)
-        page.locator('[data-testid="stRadio"] label', has_text="ddp —").click()
-        code = page.locator('[data-testid="stCode"]').first
-        expect(code).to_contain_text("torch.distributed.run", timeout=20_000)
-        expect(code).to_contain_text("--nproc-per-node 2")
-        epochs = page.get_by_label("Epochs", exact=True)
-        epochs.fill("2")
-        epochs.press("Enter")
-        expect(code).to_contain_text("--epochs 2", timeout=20_000)
-        wait_ready(page)
-        page.get_by_role("button", name="Launch", exact=True).click()
-        expect(page.get_by_text("Launched")).to_be_visible(timeout=30_000)
-        page.screenshot(path=str(ARTIFACTS / "launch.png"), full_page=True)
-        run_ids = [p.name for p in runs_dir.iterdir()]
-        assert len(run_ids) == 1
 
-        # Live: the run reaches succeeded and its loss chart is drawn.
-        page.get_by_text("Watch it live").click()
-        expect(page).to_have_url(re.compile(rf"/Live\?run={re.escape(run_ids[0])}"), timeout=20_000)
-        expect(page.get_by_role("heading", name="succeeded")).to_be_visible(timeout=150_000)
-        loss = page.locator('[data-testid="stPlotlyChart"]', has_text="Loss")
-        expect(loss.locator(".main-svg").first).to_be_attached(timeout=20_000)
-        expect(page.get_by_text("rank 1", exact=True)).to_be_visible()  # per-rank log tabs of DDP
-        _no_exception(page)
-        wait_ready(page)
-        page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)
+def test_launch_watch_compare_browse(server, browser_page):
+    from playwright.sync_api import expect
 
-    assert "Traceback" not in server.log.read_text()
-    assert not _wait_gone(runs_dir), "processes of the run were left behind"
+    page, runs_dir = browser_page, server.runs_dir
+    # Home: the device strip (CPU here) and the empty runs folder.
+    _open(page, server.url, ARTIFACTS, "home")
+    expect(page.get_by_text("Parallel Training Lab").first).to_be_visible()
+    expect(page.get_by_text("No runs yet")).to_be_visible()
+    _no_exception(page)
+
+    # Compare on the sample runs: the table and the charts.
+    page.set_viewport_size({"width": 1400, "height": 1700})
+    _open(page, f"{server.url}/Compare", ARTIFACTS)
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=30_000)
+    _charts_drawn(page, at_least=2)
+    _no_exception(page)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"))
+    shutil.copyfile(ARTIFACTS / "compare.png", REPO / "docs" / "compare.png")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+    # Logs on sample_data/runs: several runs overlaid, one chart per tag.
+    _open(page, f"{server.url}/Logs", ARTIFACTS)
+    page.locator('[data-testid="stRadio"] label', has_text="sample runs").click()
+    expect(page.get_by_text(re.compile(r"Reading `?.*sample_data/runs"))).to_be_visible()
+    _charts_drawn(page, at_least=2)
+    _no_exception(page)
+    page.screenshot(path=str(ARTIFACTS / "logs.png"), full_page=True)
+
+    # Launch a tiny 2-rank DDP run.
+    _open(page, f"{server.url}/Launch", ARTIFACTS)
+    page.locator('[data-testid="stRadio"] label', has_text="ddp —").click()
+    code = page.locator('[data-testid="stCode"]').first
+    expect(code).to_contain_text("torch.distributed.run", timeout=20_000)
+    expect(code).to_contain_text("--nproc-per-node 2")
+    epochs = page.get_by_label("Epochs", exact=True)
+    epochs.fill("2")
+    epochs.press("Enter")
+    expect(code).to_contain_text("--epochs 2", timeout=20_000)
+    wait_ready(page)
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page.get_by_text("Launched")).to_be_visible(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "launch.png"), full_page=True)
+    run_ids = [p.name for p in runs_dir.iterdir() if not p.name.startswith(".")]
+    assert len(run_ids) == 1
+
+    # Live: the run reaches succeeded and its loss chart is drawn.
+    page.get_by_text("Watch it live").click()
+    expect(page).to_have_url(re.compile(rf"/Live\?run={re.escape(run_ids[0])}"), timeout=20_000)
+    expect(page.get_by_role("heading", name="succeeded")).to_be_visible(timeout=150_000)
+    loss = page.locator('[data-testid="stPlotlyChart"]', has_text="Loss")
+    expect(loss.locator(".main-svg").first).to_be_attached(timeout=20_000)
+    expect(page.get_by_text("rank 1", exact=True)).to_be_visible()  # per-rank log tabs of DDP
+    _no_exception(page)
+    wait_ready(page)
+    page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)

@@ -166,6 +166,17 @@ def test_stop_twenty_times_without_a_leak(runs_dir):
     assert leaks == []
 
 
+def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
+    rid = cheap_run(runs_dir, STUBBORN)
+    d = runs_dir / rid
+    wait_for(lambda: (d / "stdout.log").exists() and (d / "stdout.log").read_text().startswith("up"), 10,
+             "the grandchild")
+    os.kill(read_json(d / "status.json")["supervisor_pid"], signal.SIGTERM)
+    wait_for(lambda: state(rid, runs_dir) == "stopped", 10, "the run to stop")  # 5 s grace for the grandchild
+    wait_for(lambda: alive_of(d) == [], 5, "no process of the run")
+    assert len(read_json(d / "status.json")["tree"]) == 2
+
+
 def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid

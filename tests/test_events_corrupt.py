@@ -151,3 +151,22 @@ def test_missing_root_is_not_an_error(tmp_path):
     (tmp_path / "later" / "events.out.tfevents.1.h").write_bytes(rec("t", 3, 3.0))
     assert r.refresh() == 1 and r.run_names() == ["."]
     assert len(r.warnings) == 1 and "no such folder" in r.warnings[0]
+
+
+def test_run_reader_on_a_folder_that_appears_later(tmp_path):
+    r = events.RunReader(tmp_path / "later")
+    assert r.refresh() == 0 and r.refresh() == 0 and not r.gone
+    assert r.warnings == [f"{tmp_path / 'later'}: no such folder yet"]
+    (tmp_path / "later").mkdir()
+    (tmp_path / "later" / "events.out.tfevents.1.h").write_bytes(rec("t", 4, 4.0))
+    assert r.refresh() == 1 and steps(r) == [4]
+
+
+def test_file_rewritten_shorter_is_reported_not_misread(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.h"
+    f.write_bytes(rec("t", 1, 1.0) + rec("t", 2, 2.0))
+    r = events.RunReader(tmp_path)
+    r.refresh()
+    f.write_bytes(rec("t", 9, 9.0))
+    assert r.refresh() == 0 and steps(r) == [1, 2]
+    assert "shrank" in r.warnings[-1]

@@ -7,7 +7,7 @@ the same order, for any mix of shapes a writer could produce.
 from __future__ import annotations
 
 import numpy as np
-from tensorboard.compat.proto import event_pb2, graph_pb2, summary_pb2
+from tensorboard.compat.proto import event_pb2, graph_pb2
 from tensorboard.util import tensor_util
 
 from lab import event_decode, tfrecord
