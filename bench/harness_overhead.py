@@ -1,50 +1,48 @@
-"""What the trainer's harness costs: its steady samples/s against a bare PyTorch loop.
+"""What the trainer's harness costs: its samples/s against a bare PyTorch loop, side by side.
 
 Both sides train ``tinycnn`` on the digits sample set (the same decoded
-tensors, via ``training.data``), same global batch, same number of steps, same
-thread count, each in a fresh process so they pay the same start-up and
-share the machine the same way. The trainer side is a real
-``python -m training.train --mode single`` run; its figure is
-``steady_throughput_samples_per_sec`` from summary.json (the first
-``min(5, steps // 5)`` steps excluded; validation and checkpoint time are not
-in it, since the bare loop does neither). The bare side is the ~20-line loop
-in ``bare_loop`` timed the same way. Repeats alternate (trainer, bare,
-trainer, bare, ...) so drift in machine load hits both. Prints both medians
-and the ratio trainer / bare (target >= 0.97).
+tensors, via ``training.data``), same global batch, same steps, same seed,
+same thread count, in this one process, alternating (trainer, bare, trainer,
+bare, ...) so drift in machine load hits both. The trainer side is the real
+``training.loop.Loop`` in ``--mode single`` with its Recorder writing events
+and progress.json into a temp run folder every ``--log-every`` steps; the
+validation set is left empty and checkpoints off, since the bare loop does
+neither (they are work, not overhead). The bare side is the ~20-line loop in
+``bare_loop``. A warm-up pair runs first and is not counted. Each side is
+timed by the wall clock and by this process's CPU time; on a shared machine
+the CPU-time ratio is the steadier one (other processes' load does not enter
+it). Prints medians of both and the ratio trainer / bare (target >= 0.97).
 
-    python bench/harness_overhead.py [--repeats 3] [--steps 300] [--batch 64] [--threads 1]
+    python bench/harness_overhead.py [--repeats 3] [--steps 200] [--batch 64] [--image-size 32] [--threads 1]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 
-def bare_loop(steps: int, batch: int, image_size: int, seed: int) -> float:
-    """Steady samples/s of a plain loop: shuffle, index, forward, backward, step."""
+def bare_loop(bundle, steps: int, batch: int, seed: int) -> None:
+    """Shuffle, index, forward, backward, step: nothing else."""
     import torch
     from torch import nn
 
-    sys.path.insert(0, str(REPO))
-    from training import data, models
+    from training import models
 
-    train = data.load("digits", image_size).train
-    images, labels = train.images, train.labels
+    images, labels = bundle.train.images, bundle.train.labels
     torch.manual_seed(seed)
-    model = models.build("tinycnn", 1, 10)
+    model = models.build("tinycnn", bundle.channels, bundle.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(seed)
-    excluded, step, t0 = min(5, steps // 5), 0, time.perf_counter()
+    step = 0
     while step < steps:
         perm = torch.randperm(len(labels), generator=gen)
         for i in range(0, len(perm) - batch + 1, batch):
@@ -54,53 +52,77 @@ def bare_loop(steps: int, batch: int, image_size: int, seed: int) -> float:
             loss.backward()
             opt.step()
             step += 1
-            if step == excluded:
-                t0 = time.perf_counter()
             if step == steps:
                 break
-    return (steps - excluded) * batch / (time.perf_counter() - t0)
 
 
-def run_trainer(steps: int, batch: int, image_size: int, env: dict[str, str]) -> float:
+def trainer_loop(bundle, steps: int, batch: int, seed: int, log_every: int) -> None:
+    """The trainer's own loop and recorder, as ``python -m training.train --mode single`` runs them."""
+    import torch
+
+    from training import models
+    from training.cli import build_parser
+    from training.distributed import place
+    from training.loop import Loop
+    from training.metrics import Recorder
+
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
-        cmd = [sys.executable, "-m", "training.train", "--mode", "single", "--device", "cpu", "--log-dir", tmp,
-               "--max-steps", str(steps), "--epochs", "1000", "--batch-size", str(batch),
-               "--image-size", str(image_size), "--checkpoint", "none"]
-        subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True)
-        return json.loads((Path(tmp) / "summary.json").read_text())["steady_throughput_samples_per_sec"]
+        args = build_parser().parse_args([
+            "--log-dir", tmp, "--device", "cpu", "--epochs", "1000", "--max-steps", str(steps), "--batch-size",
+            str(batch), "--seed", str(seed), "--log-every", str(log_every), "--checkpoint", "none",
+        ])
+        torch.manual_seed(seed)
+        model = models.build("tinycnn", bundle.channels, bundle.num_classes)
+        recorder = Recorder(Path(tmp), enabled=True)
+        recorder.open()
+        Loop(args, place("single", "cpu", batch), bundle, model, recorder, None, stop=lambda: False).run()
+        recorder.close()
 
 
-def run_bare(steps: int, batch: int, image_size: int, env: dict[str, str]) -> float:
-    cmd = [sys.executable, __file__, "--bare-once", "--steps", str(steps), "--batch", str(batch),
-           "--image-size", str(image_size)]
-    out = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1])
+def timed(fn, *a) -> tuple[float, float]:
+    w, c = time.perf_counter(), time.process_time()
+    fn(*a)
+    return time.perf_counter() - w, time.process_time() - c
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="trainer vs bare-loop samples/s")
+    p = argparse.ArgumentParser(description="trainer vs bare-loop samples/s, interleaved in one process")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--bare-once", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--log-every", type=int, default=10)
     a = p.parse_args()
-    if a.bare_once:
-        import torch
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    import torch
 
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        print(bare_loop(a.steps, a.batch, a.image_size, seed=0))
-        return
-    env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads)}
-    trainer, bare = [], []
+    from training import data
+
+    torch.set_num_threads(a.threads)
+    bundle = data.load("digits", a.image_size)
+    bundle.val = data.TensorImages(bundle.train.images[:0], bundle.train.labels[:0])
+    sides = {
+        "trainer": lambda: trainer_loop(bundle, a.steps, a.batch, 0, a.log_every),
+        "bare": lambda: bare_loop(bundle, a.steps, a.batch, 0),
+    }
+    for fn in sides.values():  # warm-up: first-call costs (allocator, autograd, imports) not counted
+        fn()
+    wall: dict[str, list[float]] = {k: [] for k in sides}
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
+    samples = a.steps * a.batch
     for i in range(a.repeats):
-        trainer.append(run_trainer(a.steps, a.batch, a.image_size, env))
-        bare.append(run_bare(a.steps, a.batch, a.image_size, env))
-        print(f"repeat {i + 1}: trainer {trainer[-1]:.0f} samples/s, bare loop {bare[-1]:.0f} samples/s", flush=True)
-    mt, mb = statistics.median(trainer), statistics.median(bare)
-    print(f"tinycnn, digits {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} steps, {a.threads} thread(s)")
-    print(f"trainer median {mt:.0f} samples/s | bare loop median {mb:.0f} samples/s | ratio {mt / mb:.3f} (target >= 0.97)")
+        for name, fn in sides.items():
+            w, c = timed(fn)
+            wall[name].append(samples / w)
+            cpu[name].append(samples / c)
+        print(f"repeat {i + 1}: trainer {wall['trainer'][-1]:.0f} / bare {wall['bare'][-1]:.0f} samples/s (wall); "
+              f"trainer {cpu['trainer'][-1]:.0f} / bare {cpu['bare'][-1]:.0f} samples per CPU-s", flush=True)
+    print(f"tinycnn, digits {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} steps x {a.repeats} repeats, "
+          f"{a.threads} thread(s), log every {a.log_every}")
+    for label, d in (("wall clock", wall), ("CPU time", cpu)):
+        mt, mb = statistics.median(d["trainer"]), statistics.median(d["bare"])
+        print(f"{label}: trainer median {mt:.0f} | bare loop median {mb:.0f} samples/s | ratio {mt / mb:.3f} (target >= 0.97)")
 
 
 if __name__ == "__main__":

@@ -157,9 +157,15 @@ def preflight(config: RunConfig, snapshot) -> list[str]:
 # ---- starting -------------------------------------------------------------
 
 def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str) -> str:
-    run_id = new_run_id(config)
-    run_dir = root / run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
+    root.mkdir(parents=True, exist_ok=True)
+    for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
+        run_id = new_run_id(config)
+        run_dir = root / run_id
+        try:
+            run_dir.mkdir()
+            break
+        except FileExistsError:
+            continue
     port = procs.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
     argv, _ = build_command(config, run_dir, port, base_env={})
     write_json_atomic(run_dir / "run.json", {
@@ -192,18 +198,31 @@ def _wait_up(p: subprocess.Popen, status_path: Path, log_path: Path) -> None:
         return st.get("state") not in (None, "queued") or bool(st.get("supervisor_pid")) or p.poll() is not None
     procs.wait_until(up, _UP_TIMEOUT_S)
     st = read_json(status_path) or {}
+    why = None
     if p.poll() is not None and st.get("state") in (None, "queued"):
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-        raise LaunchError(f"the supervisor exited before starting the run ({' '.join(tail) or 'no output'}): see {log_path}")
-    if not (st.get("state") not in (None, "queued") or st.get("supervisor_pid")):
-        raise LaunchError(f"the supervisor did not start within {_UP_TIMEOUT_S:.0f} s: see {log_path}")
+        why = f"the supervisor exited before starting the run ({' '.join(tail) or 'no output'}): see {log_path}"
+    elif not (st.get("state") not in (None, "queued") or st.get("supervisor_pid")):
+        why = f"the supervisor did not start within {_UP_TIMEOUT_S:.0f} s: see {log_path}"
+        p.kill()
+    if why:  # recorded too, so the run does not sit in "queued" until it is declared lost
+        write_json_atomic(status_path, dict(st, state="failed", ended_at=now_iso(), updated_at=now_iso(), diagnosis={
+            "key": "supervisor", "cause": why, "fix": "read the supervisor log, fix what it names, launch again",
+            "rank": None, "exit_code": p.poll(), "excerpt": ""}))
+        raise LaunchError(why)
 
 
 def _machine() -> tuple[int, str]:
+    """(GPU count, run.json's ``recorded_on``), without the process matching a full snapshot does."""
     from lab import devices
 
-    snap = devices.snapshot()
-    return len(snap.gpus), devices.describe_machine(snap)
+    gpus = devices.read_gpus(with_processes=False)
+    host = socket.gethostname()
+    cores = os.cpu_count() or 1
+    if gpus:
+        names = ", ".join(sorted({g.name for g in gpus}))
+        return len(gpus), f"{len(gpus)}x {names} (nccl), {host}, {cores} cores"
+    return 0, f"CPU (gloo), {host}, {cores} cores"
 
 
 def launch(config: RunConfig, runs_dir: Path | None = None) -> str:

@@ -329,3 +329,29 @@ def failure_box(record: Any) -> dict[str, Any] | None:
         d["cause"] = f"The training command exited with code {code}." if code is not None else "The run failed."
     d.setdefault("fix", "Read the last lines of the log below for the error.")
     return d
+
+
+def fallback_note(record: Any) -> str | None:
+    """One line when a run ran in another mode than asked (e.g. DP on one device), else None.
+
+    The silent fall back to one device is a trap the seeds warn about; the
+    trainer records it in summary.json (``effective_mode``, ``effective_mode_reason``).
+    """
+    summ = getattr(record, "summary", None) or {}
+    asked = summ.get("mode") or getattr(record, "mode", None)
+    ran = summ.get("effective_mode")
+    if not ran or not asked or ran == asked:
+        return None
+    why = summ.get("effective_mode_reason")
+    return f"Asked for {asked}, ran as {ran}" + (f": {why}." if why else ".")
+
+
+def config_lines(record: Any) -> list[str]:
+    """What the run was asked to do, as short ``name: value`` lines (non-default extras included)."""
+    cfg = dict(getattr(record, "config", None) or {})
+    keys = ("mode", "gpus", "nproc", "nnodes", "model", "dataset", "batch_size", "epochs", "max_steps",
+            "lr", "amp", "seed", "workers", "image_size")
+    out = [f"{k}: {cfg[k]}" for k in keys if k in cfg]
+    if cfg.get("extra_env"):
+        out.append("extra_env: " + ", ".join(f"{k}={v}" for k, v in sorted(cfg["extra_env"].items())))
+    return out

@@ -87,24 +87,29 @@ def _reconcile(run_dir: Path, st: dict) -> dict:
 def _record(run_dir: Path) -> RunRecord | None:
     run = read_json(run_dir / "run.json")
     st = read_json(run_dir / "status.json")
-    if run is None and st is None:
+    summary = read_json(run_dir / "summary.json")
+    if run is None and st is None and summary is None:
         return None
     run = run or {}
-    st = _reconcile(run_dir, st or {"state": "lost" if run else "unknown"})
-    cfg = run.get("config") if isinstance(run.get("config"), dict) else {}
+    if st is None and run:  # the launcher writes run.json a moment before status.json
+        st = {"state": "queued", "updated_at": run.get("created_at")}
+    elif st is None:  # a trainer run made by hand (python -m training.train): only its summary
+        st = {"state": "succeeded" if summary and summary.get("completed") else "unknown"}
+    st = _reconcile(run_dir, st)
+    cfg = run.get("config") if isinstance(run.get("config"), dict) else (summary or {}).get("config") or {}
     return RunRecord(
         run_id=run_dir.name,
         run_dir=str(run_dir),
         state=str(st.get("state", "unknown")),
-        mode=cfg.get("mode"),
+        mode=cfg.get("mode") or (summary or {}).get("mode"),
         name=str(run.get("name") or ""),
-        created_at=run.get("created_at"),
+        created_at=run.get("created_at") or (summary or {}).get("started_at"),
         exit_code=st.get("exit_code"),
         diagnosis=st.get("diagnosis"),
         config=cfg,
         sweep_id=run.get("sweep_id"),
         progress=read_json(run_dir / "progress.json"),
-        summary=read_json(run_dir / "summary.json"),
+        summary=summary,
     )
 
 

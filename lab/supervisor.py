@@ -61,13 +61,15 @@ def _stop_request(run_dir: Path) -> dict | None:
     return None
 
 
-def _fresh_port(argv: list[str]) -> tuple[list[str], int | None]:
+def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | None]:
     """argv with ``--master-port`` set to a port free right now (the recorded one may be taken since)."""
     if "--master-port" not in argv:
         return argv, None
     i = argv.index("--master-port") + 1
     port = int(argv[i])
     try:
+        if force:
+            raise OSError("a new port was asked for")
         import socket
 
         with socket.socket() as s:
@@ -136,10 +138,11 @@ class RunSupervisor:
 
     def _stop(self, child: subprocess.Popen, known: list[list[float]], grace_s: float) -> int:
         log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
-        now = procs.identities(procs.tree(child.pid))
-        members = sorted({tuple(m) for m in known + now} | {(child.pid, self.status.data.get("pid_ct"))})
-        self.status.update(stopping=True, tree=[list(m) for m in members])
-        procs.end_tree([list(m) for m in members], [child.pid], grace_s)
+        by_pid = {int(p): ct for p, ct in known + procs.identities(procs.tree(child.pid))}
+        by_pid.setdefault(child.pid, self.status.data.get("pid_ct"))
+        members = [[p, ct] for p, ct in sorted(by_pid.items())]
+        self.status.update(stopping=True, tree=members)
+        procs.end_tree(members, [child.pid], grace_s)
         try:
             return child.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -165,7 +168,7 @@ class RunSupervisor:
         argv = list(self.run.get("argv") or [])
         try:
             for attempt in range(_PORT_RETRIES + 1):
-                argv, port = _fresh_port(argv)
+                argv, port = _fresh_port(argv, force=attempt > 0)
                 if port:
                     self.status.update(port=port)
                 started = time.monotonic()

@@ -55,11 +55,14 @@ with left:
         gpus = ()
     slots["gpus"] = st.empty()
 
-    nproc = st.number_input(
-        "Processes per node (ddp)", value=max(2, len(gpus)) if not gpus else len(gpus), step=1,
-        key="launch_nproc", disabled=mode != "ddp",
-        help="DDP runs one process per GPU; on the CPU each process is one gloo rank.",
-    )
+    if mode == "ddp" and gpus:
+        nproc = len(gpus)  # one process per chosen GPU: nothing to choose
+        st.caption(f"DDP: {nproc} process(es), one per chosen GPU.")
+    else:
+        nproc = st.number_input(
+            "Processes per node (ddp)", value=2, step=1, key="launch_nproc", disabled=mode != "ddp",
+            help="DDP runs one process per GPU; on the CPU each process is one gloo rank.",
+        )
     slots["nproc"] = st.empty()
 
     c1, c2 = st.columns(2)

@@ -57,8 +57,10 @@ if wanted in by_id and st.session_state.get("live_wanted") != wanted:
 if st.session_state.get("live_run") not in by_id:
     st.session_state["live_run"] = live.default_run(records)
 run_id = st.selectbox("Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i], state=False))
-if run_id != wanted:
-    st.query_params["run"] = run_id
+# The URL names the run shown, so it can be shared or reloaded; remembering it
+# keeps the next rerun from taking it for a new link.
+st.session_state["live_wanted"] = run_id
+st.query_params["run"] = run_id
 record = by_id[run_id]
 
 
@@ -80,6 +82,11 @@ def live_view(run_id: str, started_active: bool) -> None:
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == "running" else "–")
     st.progress(p.fraction or 0.0, text=p.label)
+    note = live.fallback_note(rec)
+    if note:
+        st.warning(note)
+    with st.expander("What was asked"):
+        st.code("\n".join(live.config_lines(rec)) or "(no run.json)", language=None)
 
     box = live.failure_box(rec)
     if box:

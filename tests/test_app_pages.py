@@ -122,6 +122,11 @@ def test_live_falls_back_to_sample_runs(runs_dir):
     assert at.selectbox(key="live_run").value
     assert len(at.get("plotly_chart")) >= 1  # loss curves of a finished sample run
     assert not [b for b in at.button if b.label == "Stop"]  # sample runs are finished
+    dp = [o for o in at.selectbox(key="live_run").options if "-dp-" in o]
+    if dp:  # the DP sample ran on the CPU, so it fell back to one device: the page says so
+        at.selectbox(key="live_run").set_value(dp[0]).run()
+        assert not at.exception
+        assert any("ran as single" in w.value for w in at.warning)
 
 
 def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90):
@@ -220,6 +225,10 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
         at.run()
         assert not at.error
         assert "CUDA_VISIBLE_DEVICES=0,1" in at.code[0].value
+        at.radio(key="launch_mode").set_value("ddp")
+        at.run()
+        assert not at.error
+        assert "--nproc-per-node 2" in at.code[0].value  # one process per chosen GPU
     finally:
         st.cache_data.clear()
 

@@ -95,3 +95,18 @@ def test_logs_tail_ranks_and_follow(runs_dir):
     write_json_atomic(d / "status.json", {"state": "succeeded"})
     assert list(logs.follow(d, start_lines=5)) == ["plain"]
     assert logs.tail(runs_dir / "missing", 5) == ""
+
+
+def test_folder_states_without_a_status_file(runs_dir):
+    _run(runs_dir, "just-created", None, created_at=launcher_now())
+    _run(runs_dir, "abandoned", None, created_at="2026-11-29T07:00:00+00:00")
+    (runs_dir / "by-hand").mkdir()  # python -m training.train --log-dir by-hand: only the trainer's files
+    (runs_dir / "by-hand" / "summary.json").write_text(json.dumps({"completed": True, "mode": "dp", "config": {"mode": "dp"}}))
+    states = {r.run_id: (r.state, r.mode) for r in registry.list_runs(runs_dir)}
+    assert states == {"just-created": ("queued", "ddp"), "abandoned": ("lost", "ddp"), "by-hand": ("succeeded", "dp")}
+
+
+def launcher_now() -> str:
+    from lab.launcher import now_iso
+
+    return now_iso()

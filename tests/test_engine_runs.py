@@ -74,13 +74,13 @@ def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
     return wait_for(ranks, timeout_s, f"{n} training ranks")
 
 
-def cheap_run(root: Path, code: str) -> str:
+def cheap_run(root: Path, code: str, args: tuple[str, ...] = ()) -> str:
     """A run folder whose command is a tiny Python child instead of the trainer (fast stop tests)."""
     run_id = f"cheap-{os.urandom(3).hex()}"
     d = root / run_id
     d.mkdir()
     write_json_atomic(d / "run.json", {"run_id": run_id, "name": "", "config": {"mode": "single", "gpus": []},
-                                       "argv": [sys.executable, "-c", code], "env": {}, "sweep_id": None,
+                                       "argv": [sys.executable, "-c", code, *args], "env": {}, "sweep_id": None,
                                        "created_at": launcher.now_iso()})
     write_json_atomic(d / "status.json", {"state": "queued", "updated_at": launcher.now_iso()})
     p = launcher._spawn_supervisor([str(d)], d / "supervisor.log")
@@ -164,6 +164,37 @@ def test_stop_twenty_times_without_a_leak(runs_dir):
         if left:
             leaks.append((i, left))
     assert leaks == []
+
+
+def test_a_taken_port_is_replaced_before_the_start(runs_dir):
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    try:  # the port recorded at launch has been taken since: the supervisor picks another
+        rid = cheap_run(runs_dir, "import sys; print(sys.argv[-1])", ("--master-port", str(taken)))
+        assert launcher.wait(rid, runs_dir, 20) == "succeeded"
+        used = int((runs_dir / rid / "stdout.log").read_text().strip())
+        assert used != taken and read_json(runs_dir / rid / "status.json")["port"] == used
+    finally:
+        held.close()
+
+
+def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
+    port = str(procs.free_port())
+    # the child fails like torchrun's store on a taken port, but only on the first port it is given
+    code = (f"import sys\nif sys.argv[-1] == {port!r}:\n"
+            "    print('RuntimeError: The server socket has failed to listen on any local network address. '\n"
+            "          'port: ' + sys.argv[-1] + ', useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use')\n"
+            "    sys.exit(1)\nprint('trained on', sys.argv[-1])\n")
+    rid = cheap_run(runs_dir, code, ("--master-port", port))
+    d = runs_dir / rid
+    assert launcher.wait(rid, runs_dir, 20) == "succeeded", (d / "supervisor.log").read_text()
+    assert "EADDRINUSE" in (d / "stdout.log.port-retry-0").read_text()
+    assert (d / "stdout.log").read_text().startswith("trained on")
+    assert str(read_json(d / "status.json")["port"]) != port
 
 
 def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):

@@ -180,3 +180,16 @@ def test_ui_text_formatting():
     assert ui_text.parse_tags("a, b  c,a") == ["a", "b", "c"]
     line = ui_text.shell_line(["py", "-m", "x", "--name", "a b", "--amp"], {"K": "v w"}, cwd="/r")
     assert line == "cd /r\nK='v w' \\\n  py -m x \\\n  --name 'a b' \\\n  --amp"
+
+
+def test_fallback_note_when_dp_ran_on_one_device():
+    summ = {"mode": "dp", "effective_mode": "single", "effective_mode_reason": "DataParallel needs at least two GPUs; 0 visible"}
+    assert live.fallback_note(rec(state="succeeded", mode="dp", summary=summ)) == (
+        "Asked for dp, ran as single: DataParallel needs at least two GPUs; 0 visible.")
+    assert live.fallback_note(rec(state="succeeded", summary={"mode": "ddp", "effective_mode": "ddp"})) is None
+    assert live.fallback_note(rec(state="running")) is None
+
+
+def test_config_lines():
+    r = rec(config={"mode": "ddp", "nproc": 2, "batch_size": 64, "extra_env": {"B": "2", "A": "1"}, "name": "x"})
+    assert live.config_lines(r) == ["mode: ddp", "nproc: 2", "batch_size: 64", "extra_env: A=1, B=2"]

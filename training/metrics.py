@@ -28,6 +28,7 @@ from training.distributed import Placement, gather_objects
 
 log = logging.getLogger(__name__)
 MIB = 2**20
+FLUSH_EVERY_S = 2.0  # event-file flushes at most this often: a flush waits for the writer thread
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -74,6 +75,7 @@ class Recorder:
     def __init__(self, log_dir: Path, enabled: bool) -> None:
         self.log_dir, self.enabled = log_dir, enabled
         self._writer = None
+        self._flushed_at = 0.0
 
     def _w(self):
         if self._writer is None:
@@ -103,8 +105,9 @@ class Recorder:
     def progress(self, **fields: Any) -> None:
         if not self.enabled:
             return
-        if self._writer is not None:
-            self._writer.flush()  # so a live reader sees the window this progress describes
+        if self._writer is not None and time.monotonic() - self._flushed_at > FLUSH_EVERY_S:
+            self._writer.flush()  # so a live reader sees the events of (nearly) this window
+            self._flushed_at = time.monotonic()
         write_json_atomic(self.log_dir / "progress.json", {**fields, "updated_at": time.time()})
 
     def summary(self, data: dict[str, Any]) -> None:
@@ -115,3 +118,4 @@ class Recorder:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self._flushed_at = 0.0
