@@ -230,7 +230,7 @@ def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     gpu_count, recorded_on = _machine()
     validate(config, gpu_count)
     config = normalized(config)
-    root = Path(runs_dir) if runs_dir else default_runs_dir()
+    root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
     run_id = _new_run(config, root, None, recorded_on)
     run_dir = root / run_id
     p = _spawn_supervisor([str(run_dir)], run_dir / "supervisor.log")
@@ -248,7 +248,7 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tupl
         if found:
             e = found[0]
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
-    root = Path(runs_dir) if runs_dir else default_runs_dir()
+    root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
     sweep_id = check_run_id(f"sweep-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}")
     run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on) for c in configs]
     sweeps = root / ".sweeps"
@@ -272,7 +272,7 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     """
     from lab import registry
 
-    root = Path(runs_dir) if runs_dir else default_runs_dir()
+    root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
     rec = registry.get_run(run_id, root)
     run_dir = Path(rec.run_dir)
     if rec.state in ("succeeded", "failed", "stopped"):
@@ -295,7 +295,7 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
 
 def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:
     """Stop the running member of a sweep and cancel the rest; return run_id -> final state."""
-    root = Path(runs_dir) if runs_dir else default_runs_dir()
+    root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
     sweep = read_json(root / ".sweeps" / f"{check_run_id(sweep_id)}.json")
     if not sweep:
         raise KeyError(f"no sweep {sweep_id!r} in {root}")

@@ -45,13 +45,44 @@ def alive(pid: int | None, ct: float | None = None) -> bool:
         return False
 
 
+def _kids(pid: int) -> list[int] | None:
+    """Children of ``pid`` from /proc/<pid>/task/*/children (Linux); None where that file is missing.
+
+    The supervisor walks its run's tree every second; psutil's ``children()``
+    reads every process on the machine to find them, this reads only the tree.
+    """
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                out += [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        if os.path.isdir(f"/proc/{pid}/task"):
+            return None  # the kernel lacks CONFIG_PROC_CHILDREN (a thread ending is too rare to matter)
+        return out  # the process ended meanwhile
+    except (OSError, ValueError):
+        return None
+    return out
+
+
 def tree(pid: int | None, ct: float | None = None) -> list[psutil.Process]:
     """``pid`` and all its descendants (empty when ``pid`` is gone or reused)."""
     if not alive(pid, ct):
         return []
     try:
         root = psutil.Process(int(pid))  # type: ignore[arg-type]
-        return [root] + root.children(recursive=True)
+        out, todo = [root], [root.pid]
+        while todo:
+            kids = _kids(todo.pop())
+            if kids is None:
+                return [root] + root.children(recursive=True)
+            for k in kids:
+                try:
+                    out.append(psutil.Process(k))
+                    todo.append(k)
+                except psutil.Error:  # ended between the two reads: normal
+                    pass
+        return out
     except psutil.Error:
         return []
 

@@ -115,7 +115,7 @@ def _record(run_dir: Path) -> RunRecord | None:
 
 def list_runs(root: Path | None = None) -> list[RunRecord]:
     """Every run under ``root`` (default: the runs folder), newest first."""
-    root = Path(root) if root else runs_dir()
+    root = Path(root).resolve() if root else runs_dir()
     try:
         entries = [e for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir()]
     except OSError:
@@ -135,7 +135,7 @@ def list_runs(root: Path | None = None) -> list[RunRecord]:
 
 def get_run(run_id: str, root: Path | None = None) -> RunRecord:
     """One run, reconciled; ``RunNotFound`` when there is none."""
-    root = Path(root) if root else runs_dir()
+    root = Path(root).resolve() if root else runs_dir()
     run_dir = root / check_run_id(run_id)
     rec = _record(run_dir) if run_dir.is_dir() else None
     if rec is None:

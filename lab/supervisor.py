@@ -212,6 +212,22 @@ class RunSupervisor:
         return state
 
 
+def supervise(run_dir: Path, interval_s: float, on_tick=None) -> str:
+    """Run one run to its end; a supervisor error is recorded as the run's failure, never left "running"."""
+    sup = RunSupervisor(run_dir, interval_s, on_tick)
+    try:
+        return sup.run_to_end()
+    except Exception as e:
+        log.exception("supervisor failed")
+        procs.end_recorded(sup.status.data, 2.0)
+        log_path = run_dir / "supervisor.log"
+        sup.status.update(state="failed", ended_at=_now(), diagnosis={
+            "key": "supervisor", "cause": f"the supervisor failed: {e}",
+            "fix": f"see {log_path if log_path.exists() else 'the sweep log under .sweeps/'}",
+            "rank": None, "exit_code": None, "excerpt": ""})
+        return "error"
+
+
 def _mark(run_dir: Path, **kw) -> None:
     Status(run_dir).update(**kw)
 
@@ -226,8 +242,7 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
 
     def cancel_requested() -> None:
         for d in run_dirs:
-            st = read_json(d / "status.json") or {}
-            if st.get("state") == "queued" and (d / "stop.request").exists():
+            if (d / "stop.request").exists() and (read_json(d / "status.json") or {}).get("state") == "queued":
                 _mark(d, state="stopped", ended_at=_now())
 
     for d in run_dirs:
@@ -236,7 +251,7 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
         if _Flags.stop_all:
             _mark(d, state="stopped", ended_at=_now())
             continue
-        RunSupervisor(d, interval_s, on_tick=cancel_requested).run_to_end()
+        supervise(d, interval_s, on_tick=cancel_requested)
 
 
 def _on_sigterm(signum, frame) -> None:
@@ -258,18 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.run_dir:
         ap.error("give RUN_DIR or --sweep FILE")
-    run_dir = Path(args.run_dir)
-    sup = RunSupervisor(run_dir, args.interval)
-    try:
-        sup.run_to_end()
-    except Exception as e:  # record it: a supervisor crash must not leave a run "running"
-        log.exception("supervisor failed")
-        procs.end_recorded(sup.status.data, 2.0)
-        sup.status.update(state="failed", ended_at=_now(), diagnosis={
-            "key": "supervisor", "cause": f"the supervisor failed: {e}", "fix": f"see {run_dir / 'supervisor.log'}",
-            "rank": None, "exit_code": None, "excerpt": ""})
-        return 1
-    return 0
+    return 0 if supervise(Path(args.run_dir), args.interval) != "error" else 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +42,15 @@ def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     run = tmp_path_factory.mktemp("ddp") / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            "-m", "training.train", "--mode", "ddp", "--log-dir", str(run), *SAME]
-    return run, subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=180)
+    # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans them).
+    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    return run, subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @pytest.fixture(scope="module")

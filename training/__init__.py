@@ -1,0 +1,8 @@
+"""What runs on the devices: ``python -m training.train`` and its parts.
+
+``cli`` (options and one-line refusals), ``data`` (digits, synthetic, image
+folders), ``models`` (tinycnn, resnet18), ``distributed`` (devices and the
+process group), ``loop`` (the steps), ``metrics`` (run-folder outputs),
+``checkpoint`` (last.pt). Never imports ``lab``: the two sides meet only in
+the run folder (docs/contracts.md).
+"""

@@ -8,7 +8,8 @@ and ``PATH/val/<class>``, or ``PATH/<class>`` with every fifth image of each
 class held out. Small sets (the digits) are decoded and resized once into
 memory and served a whole batch at a time through ``__getitems__``, so the
 data loader costs next to nothing per step; large ones are decoded lazily.
-``synthetic`` is deterministic random tensors with a learnable class signal.
+``synthetic`` is deterministic random tensors with a learnable class signal
+(made per index when too big to hold in memory, e.g. at 224x224).
 Every failure is a ``BadInput`` naming the folder.
 """
 from __future__ import annotations
@@ -95,6 +96,8 @@ def _decode(path: Path, size: int, mode: str) -> torch.Tensor:
 def _class_files(root: Path, classes: list[str]) -> list[tuple[Path, int]]:
     files = []
     for label, name in enumerate(classes):
+        if not (root / name).is_dir():  # a class with no images in this split
+            continue
         for f in sorted((root / name).iterdir()):
             if f.is_file() and f.suffix.lower() in IMAGE_EXTS:
                 files.append((f, label))
@@ -159,16 +162,34 @@ def _hold_out(files: list[tuple[Path, int]]) -> tuple[list, list]:
     return train, val
 
 
+class SyntheticImages(Dataset):
+    """Random images made on demand from the index (for sizes too big to hold in memory)."""
+
+    def __init__(self, labels: torch.Tensor, templates: torch.Tensor, offset: int) -> None:
+        self.labels, self.templates, self.offset = labels, templates, offset
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        gen = torch.Generator().manual_seed(self.offset + i)
+        label = self.labels[i]
+        return torch.randn(self.templates.shape[1:], generator=gen) + 0.5 * self.templates[label], label
+
+
 def synthetic(size: int) -> DataBundle:
     """Deterministic random images (the same for every seed) with a class template added."""
     gen = torch.Generator().manual_seed(1234)
     templates = torch.randn(SYNTHETIC_CLASSES, 3, size, size, generator=gen)
+    lazy = (SYNTHETIC_TRAIN + SYNTHETIC_VAL) * 3 * size * size * 4 > PRELOAD_LIMIT_BYTES
 
-    def make(n: int) -> TensorImages:
+    def make(n: int, offset: int) -> Dataset:
         labels = torch.randint(0, SYNTHETIC_CLASSES, (n,), generator=gen)
+        if lazy:  # e.g. --image-size 224: 2,560 images would be 1.5 GB as one tensor
+            return SyntheticImages(labels, templates, offset)
         return TensorImages(torch.randn(n, 3, size, size, generator=gen) + 0.5 * templates[labels], labels)
 
-    return DataBundle(make(SYNTHETIC_TRAIN), make(SYNTHETIC_VAL), SYNTHETIC_CLASSES, 3, "synthetic")
+    return DataBundle(make(SYNTHETIC_TRAIN, 10**6), make(SYNTHETIC_VAL, 2 * 10**6), SYNTHETIC_CLASSES, 3, "synthetic")
 
 
 def load(spec: str, size: int) -> DataBundle:

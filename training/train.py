@@ -174,7 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     recorder.close()
     if placement.rank == 0:
         sps = summary["steady_throughput_samples_per_sec"] or summary["throughput_samples_per_sec"] or 0.0
-        log.info("done: %d steps, %.0f samples/s steady, val acc %s", out.steps, sps, out.final.get("val_acc"))
+        val_acc = out.final.get("val_acc")
+        log.info("done: %d steps, %.0f samples/s steady, val acc %s", out.steps, sps,
+                 "n/a" if val_acc is None else f"{val_acc:.3f}")
     barrier_then_destroy()
     return 0
 
