@@ -10,7 +10,6 @@ falls back to ending the recorded process tree itself when it is gone.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 import socket
@@ -21,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lab import procs
-from lab.config import RunConfig, compare_modes_configs, normalized, problems, validate  # noqa: F401
+from lab.config import RunConfig, compare_modes_configs, normalized, problems, validate  # noqa: F401 (re-exported)
 from lab.paths import REPO_ROOT, check_run_id, read_json, runs_dir as default_runs_dir, write_json_atomic
 
 FINAL = ("succeeded", "failed", "stopped", "lost")

@@ -197,6 +197,19 @@ def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     assert str(read_json(d / "status.json")["port"]) != port
 
 
+def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
+    rid = "cannot-start"
+    d = runs_dir / rid
+    d.mkdir()
+    write_json_atomic(d / "run.json", {"run_id": rid, "config": {"mode": "single"}, "env": {},
+                                       "argv": ["/nonexistent/python", "-m", "training.train"]})
+    write_json_atomic(d / "status.json", {"state": "queued", "updated_at": launcher.now_iso()})
+    launcher._spawn_supervisor([str(d)], d / "supervisor.log")
+    assert launcher.wait(rid, runs_dir, 20) == "failed"
+    diag = registry.get_run(rid, runs_dir).diagnosis
+    assert diag["key"] == "supervisor" and "/nonexistent/python" in diag["cause"]
+
+
 def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
