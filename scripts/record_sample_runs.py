@@ -78,7 +78,7 @@ def _cell(v) -> str:
 
 
 def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
-            loads: tuple[float, float]) -> str:
+            loads: tuple[float, float], cfg: RunConfig) -> str:
     runs = [r for r in (compare.load_run(out / rid, sample=True) for rid in run_ids) if r]
     table = compare.compare_table(runs)
     cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", "speedup", "efficiency",
@@ -100,8 +100,8 @@ was written by hand.
 - **When:** started {started}, {took_s:.0f} s for the whole sweep; 1-minute load
   average {loads[0]:.2f} before, {loads[1]:.2f} after
 - **Command:** `python {' '.join(argv)}`
-- **What:** tinycnn on the digits set (sample_data/digits), same seed and
-  global batch, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
+- **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
+  global batch {cfg.batch_size}, seed {cfg.seed} for all three, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
   processes, run one after another (never side by side).
 
 On a machine without GPUs DataParallel has nothing to split over, so the
@@ -120,7 +120,8 @@ Warnings:
 {_consistency(table)}
 
 Re-record with `python scripts/record_sample_runs.py` (about a minute on 2
-cores); the previous runs are replaced only when all new runs succeed.
+cores, more while it waits for a quiet machine or re-records a noisy sweep);
+the previous runs are replaced only when all new runs succeed.
 """
 
 
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {rid}: recorded on {_label(out / rid, torch_version)}")
         rel_argv = ["scripts/record_sample_runs.py", *(argv if argv is not None else sys.argv[1:])]
         readme = _readme(out, best["run_ids"], best["sweep_id"], rel_argv, best["started"], best["took"],
-                         best["loads"])
+                         best["loads"], base)
         (out / "README.md").write_text(readme)
         print(next((line for line in readme.splitlines() if line.startswith("Noise check")), ""))
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
