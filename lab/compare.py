@@ -12,7 +12,10 @@ browser. Definitions (also shown on the page):
 - speedup = steady throughput / the baseline's steady throughput;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
   speedup / number of devices when the baseline is a one-device run;
-- memory imbalance = (max - min) / mean of the per-device peak memory.
+- memory imbalance = (max - min) / mean of the per-device peak memory;
+- loss matches baseline to step = the last logged step up to which the run's
+  ``train/loss`` stays within 0.1% (relative) of the baseline's at every
+  common step: "is our DDP really DDP", made a number.
 """
 from __future__ import annotations
 
@@ -36,7 +39,10 @@ COLUMNS_BEFORE_DEVICES = [
     "per-device batch", "throughput (samples/s)", "speedup", "efficiency",
     "epoch time (s)",
 ]
-COLUMNS_AFTER_DEVICES = ["memory imbalance", "final train loss", "final val loss", "final val acc"]
+COLUMNS_AFTER_DEVICES = [
+    "memory imbalance", "loss matches baseline to step", "final train loss", "final val loss", "final val acc",
+]
+AGREEMENT_RTOL = 1e-3
 PEAK_PREFIX = "peak MiB "
 
 
@@ -241,6 +247,32 @@ def imbalance(peaks: Mapping[str, float]) -> float | None:
     return (max(vals) - min(vals)) / float(np.mean(vals))
 
 
+def loss_agreement(
+    series: Any, baseline_series: Any, rtol: float = AGREEMENT_RTOL
+) -> int | None:
+    """The last common step up to which ``series`` agrees with ``baseline_series`` within ``rtol``.
+
+    Both are scalar series (``.step``, ``.value``); only the steps both logged
+    are compared. None when they share no step or already differ at the first.
+    Runs of different modes with the same seed and global batch compute the
+    same steps, so they agree to float rounding at first; rounding differences
+    between reduction orders then grow as training goes on.
+    """
+    if series is None or baseline_series is None:
+        return None
+    steps, ia, ib = np.intersect1d(np.asarray(series.step), np.asarray(baseline_series.step),
+                                   assume_unique=False, return_indices=True)
+    if len(steps) == 0:
+        return None
+    a = np.asarray(series.value, dtype=float)[ia]
+    b = np.asarray(baseline_series.value, dtype=float)[ib]
+    rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
+    bad = np.flatnonzero(~(rel <= rtol))  # NaN counts as disagreement
+    if len(bad) == 0:
+        return int(steps[-1])
+    return None if bad[0] == 0 else int(steps[bad[0] - 1])
+
+
 def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
     """The default baseline key: a run asked and run as ``single``, else the one with fewest devices."""
     if not runs:
@@ -259,8 +291,8 @@ def compare_table(
 ) -> pd.DataFrame:
     """One row per run with the columns listed at the top of this module.
 
-    ``scalars`` maps a run key to its event series, used only for runs
-    without a summary.json. The baseline defaults to ``choose_baseline``.
+    ``scalars`` maps a run key to its event series: the source of the figures
+    of runs without a summary.json, and of the loss agreement column. The baseline defaults to ``choose_baseline``.
     """
     if not runs:
         return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES)
@@ -290,6 +322,9 @@ def compare_table(
         for d in all_devices:
             row[PEAK_PREFIX + d] = m["peaks"].get(d)
         row["memory imbalance"] = imbalance(m["peaks"])
+        row["loss matches baseline to step"] = None if r.key == baseline_key else loss_agreement(
+            (scalars or {}).get(r.key, {}).get("train/loss"),
+            (scalars or {}).get(baseline_key, {}).get("train/loss"))
         for c in ("final train loss", "final val loss", "final val acc"):
             row[c] = None if m[c] is None else float(m[c])
         rows.append(row)
@@ -367,6 +402,12 @@ def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
     differ("host", "host", {r.key: r.host for r in runs if r.host},
            "different machines make throughput incomparable.")
     return out
+
+
+def run_scalars(reader: Any) -> dict[str, Any]:
+    """Refresh a run folder's ``lab.events.LogdirReader`` and merge its tb/ and sys/ series."""
+    reader.refresh()
+    return merge_scalars({n: reader.scalars(n) for n in reader.run_names()})
 
 
 def merge_scalars(by_subrun: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -31,9 +31,7 @@ def _reader(path: str):
 
 
 def _scalars(run: compare.CompareRun) -> dict:
-    reader = _reader(str(run.run_dir))
-    reader.refresh()
-    return compare.merge_scalars({n: reader.scalars(n) for n in reader.run_names()})
+    return compare.run_scalars(_reader(str(run.run_dir)))
 
 
 @st.cache_data(ttl=5, max_entries=4, show_spinner=False)
@@ -80,6 +78,9 @@ def main() -> None:
     config = {c: st.column_config.NumberColumn(c, format=f) for c, f in FLOAT_COLUMNS.items()}
     config.update({c: st.column_config.NumberColumn(c, format="%.0f")
                    for c in table.columns if c.startswith(compare.PEAK_PREFIX)})
+    config["loss matches baseline to step"] = st.column_config.NumberColumn(
+        "loss matches baseline to step", format="%d",
+        help="Last step up to which train/loss stays within 0.1% of the baseline's.")
     st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
     st.caption("  \n".join(compare.provenance(chosen)))
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table

@@ -15,6 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab import compare
+from lab.events import LogdirReader
 from lab.paths import REPO_ROOT, SAMPLE_RUNS
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
@@ -33,7 +34,8 @@ def _expected(user_root) -> pd.DataFrame:
     runs = compare.available_runs(user_root, SAMPLE_RUNS)
     keys = compare.default_selection(runs)
     chosen = [r for k in keys for r in runs if r.key == k]
-    return compare.compare_table(chosen, baseline_key=compare.choose_baseline(chosen))
+    scalars = {r.key: compare.run_scalars(LogdirReader(r.run_dir)) for r in chosen}
+    return compare.compare_table(chosen, baseline_key=compare.choose_baseline(chosen), scalars=scalars)
 
 
 def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):

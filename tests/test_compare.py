@@ -234,3 +234,21 @@ def test_sample_labels_and_provenance(tmp_path):
         "Recorded on test, box: mine (2026-11-29 09:00)",
         "Recorded on test, vm: sample: other (2026-11-29 07:55), sample-ddp (2026-11-29 07:54)",
     ]
+
+
+class _S:
+    def __init__(self, step, value):
+        self.step, self.value = step, value
+
+
+def test_loss_agreement_finds_where_curves_part():
+    base = _S([0, 10, 20, 30, 40], [2.0, 1.5, 1.0, 0.8, 0.6])
+    same_then_apart = _S([0, 10, 20, 30, 40], [2.0, 1.5 * (1 + 5e-4), 1.0, 0.8 * 1.01, 0.6])
+    assert compare.loss_agreement(same_then_apart, base) == 20  # parts at 30, even if 40 agrees again
+    assert compare.loss_agreement(base, base) == 40
+    assert compare.loss_agreement(_S([0, 10], [3.0, 1.5]), base) is None  # differs at the first step
+    assert compare.loss_agreement(_S([5, 15], [1.0, 1.0]), base) is None  # no common step
+    only_some = _S([10, 20, 25], [1.5, 1.0, 9.0])  # compared on common steps only
+    assert compare.loss_agreement(only_some, base) == 20
+    assert compare.loss_agreement(_S([0, 10], [2.0, float("nan")]), base) == 0
+    assert compare.loss_agreement(None, base) is None

@@ -29,12 +29,7 @@ def write(run_dir, sub, points):
 
 
 def scalars_of(runs):
-    out = {}
-    for r in runs:
-        reader = LogdirReader(r.run_dir)
-        reader.refresh()
-        out[r.key] = compare.merge_scalars({n: reader.scalars(n) for n in reader.run_names()})
-    return out
+    return {r.key: compare.run_scalars(LogdirReader(r.run_dir)) for r in runs}
 
 
 @pytest.fixture
@@ -96,7 +91,12 @@ def test_no_system_samples_says_so(tmp_path):
 
 @pytest.mark.skipif(not any(SAMPLE_RUNS.glob("*/summary.json")), reason="no recorded sample runs")
 def test_sample_runs_line_up_step_for_step():
-    """The shipped runs share seed and global batch: their losses agree at every logged step."""
+    """The shipped runs share seed and global batch: their losses agree step for step at first.
+
+    Later, float rounding differences between reduction orders grow with
+    training (measured: ~1e-7 relative at first, percent-level after ~150
+    steps of 20 epochs), so only the first logged points are held to 1e-4.
+    """
     runs = compare.load_runs(SAMPLE_RUNS, sample=True)
     assert sorted(compare.run_metrics(r)["mode"] for r in runs) == ["ddp", "dp", "single"]
     traces = report.curve_traces(runs, scalars_of(runs), x="step")
@@ -104,5 +104,11 @@ def test_sample_runs_line_up_step_for_step():
     steps = [t[1] for t in traces]
     assert all(np.array_equal(steps[0], s) for s in steps) and len(steps[0]) >= 10
     losses = np.stack([t[2] for t in traces])
-    assert np.max(np.abs(losses - losses[0])) < 1e-3
+    first = losses[:, :10]
+    assert np.max(np.abs(first - first[0]) / first[0]) < 1e-4
     assert losses[0, -1] < losses[0, 0]  # it learned something
+    sc = scalars_of(runs)
+    base = compare.choose_baseline(runs)
+    table = compare.compare_table(runs, baseline_key=base, scalars=sc)
+    agree = table.set_index("mode")["loss matches baseline to step"]
+    assert np.isnan(agree["single"]) and agree["dp"] >= steps[0][9] and agree["ddp"] >= steps[0][9]
