@@ -44,41 +44,47 @@ root = paths.runs_dir()
 st.subheader("Runs")
 st.caption(f"Runs live in `{root}` (set `LAB_RUNS_DIR` to use another folder).")
 
-try:
-    from lab.registry import list_runs
 
-    records = list_runs(root)
-except Exception as e:  # a broken runs folder must not take the home page down
-    st.error(f"Cannot list the runs in {root}: {e}")
-    records = []
+@st.fragment(run_every=3)
+def runs_at_a_glance() -> None:
+    # Live like the device strip: progress of running runs moves without a page rerun.
+    try:
+        from lab.registry import list_runs
 
-active, finished = live.glance(records)
-if not records:
-    st.info(
-        "No runs yet. Launch one from the Launch page, or press **Compare modes** below; "
-        "the Compare and Logs pages show the recorded sample runs meanwhile."
-    )
-for r in active:
-    p = live.progress_of(r)
-    c1, c2 = st.columns([5, 1])
-    c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
-    c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
-if finished:
-    st.dataframe(
-        [
-            {
-                "run": r.run_id,
-                "mode": r.mode,
-                "state": r.state,
-                "created": ui_text.fmt_ago(r.created_at),
-                "throughput": ui_text.fmt_rate(live.progress_of(r).samples_per_sec),
-                "took": ui_text.fmt_duration(live.progress_of(r).elapsed_s),
-            }
-            for r in finished
-        ],
-        hide_index=True,
-        key="home_finished",
-    )
+        records = list_runs(root)
+    except Exception as e:  # a broken runs folder must not take the home page down
+        st.error(f"Cannot list the runs in {root}: {e}")
+        records = []
+    active, finished = live.glance(records)
+    if not records:
+        st.info(
+            "No runs yet. Launch one from the Launch page, or press **Compare modes** below; "
+            "the Compare and Logs pages show the recorded sample runs meanwhile."
+        )
+    for r in active:
+        p = live.progress_of(r)
+        c1, c2 = st.columns([5, 1])
+        c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
+        c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
+    if finished:
+        st.dataframe(
+            [
+                {
+                    "run": r.run_id,
+                    "mode": r.mode,
+                    "state": r.state,
+                    "created": ui_text.fmt_ago(r.created_at),
+                    "throughput": ui_text.fmt_rate(live.progress_of(r).samples_per_sec),
+                    "took": ui_text.fmt_duration(live.progress_of(r).elapsed_s),
+                }
+                for r in finished
+            ],
+            hide_index=True,
+            key="home_finished",
+        )
+
+
+runs_at_a_glance()
 
 st.subheader("Compare modes")
 st.markdown(

@@ -4,7 +4,7 @@ Thin argparse wrappers over ``lab.launcher``, ``lab.registry``, ``lab.logs``
 and ``lab.devices``; the ``scalars`` subcommand comes from
 ``lab.scalars_cli`` when it is present. Runs live in ./runs unless
 ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and exit
-code 2, never a traceback. The JSON keys are documented in docs/cli.md.
+code 2, never a traceback. The JSON keys are documented in the README.
 """
 from __future__ import annotations
 
