@@ -1,0 +1,35 @@
+"""The project frame keeps its promises: loopback-only server, pinned torch, a two-command Quick start."""
+from __future__ import annotations
+
+import re
+import tomllib
+
+from lab.paths import REPO_ROOT
+
+
+def test_streamlit_listens_on_loopback_only():
+    conf = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text())
+    server = conf["server"]
+    assert server["address"] == "127.0.0.1"
+    assert set(server["allowedHosts"]) <= {"localhost", "127.0.0.1", "::1"}
+    assert server["fileWatcherType"] == "none"
+    assert conf["browser"]["gatherUsageStats"] is False
+
+
+def test_torch_pair_is_pinned():
+    req = (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    assert "torch==2.14.1" in req and "torchvision==0.29.1" in req
+    # every runtime requirement is pinned, so a fresh clone installs what was tested
+    pkgs = [line for line in req if line.strip() and not line.startswith("#")]
+    assert all("==" in line for line in pkgs), pkgs
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_second():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [c for c in block.splitlines() if c.strip()]
+    assert len(commands) == 2
+    assert commands[0].endswith("streamlit run app.py")
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert commands[1] in ci
