@@ -44,10 +44,13 @@ def bare_loop(bundle, steps: int, batch: int, seed: int) -> tuple[float, float]:
     model = models.build("tinycnn", bundle.channels, bundle.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(seed)
-    step, clock = 0, Clock()
+    step, epoch, clock = 0, 0, Clock()
     while step < steps:
+        # The trainer's sample order (DistributedSampler's permutation for seed + epoch), so both
+        # sides compute on the same batches and only the harness differs.
+        gen = torch.Generator().manual_seed(seed + epoch)
         perm = torch.randperm(len(labels), generator=gen)
+        epoch += 1
         for i in range(0, len(perm) - batch + 1, batch):
             idx = perm[i:i + batch]
             loss = criterion(model(images[idx]), labels[idx])
