@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.paths import read_json
+
 log = logging.getLogger(__name__)
 
 # Fixed columns of the table, in order; one "peak MiB <device>" column per
@@ -72,27 +74,15 @@ class FairnessWarning:
     message: str
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        # A half-written or foreign file: the run is shown without it.
-        log.warning("cannot read %s: %s", path, exc)
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
     """A run folder as a ``CompareRun``, or None when it has neither run.json nor summary.json."""
     run_dir = Path(run_dir)
-    meta = _read_json(run_dir / "run.json")
-    summary = _read_json(run_dir / "summary.json")
+    meta = read_json(run_dir / "run.json")
+    summary = read_json(run_dir / "summary.json")
     if meta is None and summary is None:
         return None
     meta = meta or {}
-    status = _read_json(run_dir / "status.json") or {}
+    status = read_json(run_dir / "status.json") or {}
     run_id = str(meta.get("run_id") or run_dir.name)
     config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
     if not config and summary and isinstance(summary.get("config"), dict):

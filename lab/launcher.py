@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab import procs
 from lab.config import RunConfig, compare_modes_configs, normalized, problems, validate  # noqa: F401 (re-exported)
-from lab.paths import REPO_ROOT, check_run_id, read_json, runs_dir as default_runs_dir, write_json_atomic
+from lab.paths import REPO_ROOT, check_run_id, now_iso, read_json, runs_dir as default_runs_dir, write_json_atomic  # noqa: F401 (now_iso re-exported)
 
 FINAL = ("succeeded", "failed", "stopped", "lost")
 _UP_TIMEOUT_S = 30.0
@@ -30,10 +30,6 @@ _children: list[subprocess.Popen] = []  # supervisors we started: polled so they
 
 class LaunchError(RuntimeError):
     """The supervisor could not be started; the message says why and what to do."""
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def new_run_id(config: RunConfig) -> str:

@@ -44,6 +44,13 @@ def run_path(run_id: str, root: Path | None = None) -> Path:
     return (root or runs_dir()) / check_run_id(run_id)
 
 
+def now_iso() -> str:
+    """Now, UTC, ISO 8601 to the second: the timestamps of run.json and status.json."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def read_json(path: Path) -> dict | None:
     """The JSON object in ``path``, or None when it is missing, half-written or not an object.
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from lab import procs
-from lab.paths import REPO_ROOT, read_json, write_json_atomic
+from lab.paths import REPO_ROOT, now_iso, read_json, write_json_atomic
 
 log = logging.getLogger("lab.supervisor")
 
@@ -33,12 +33,6 @@ class _Flags:
     stop_all = False  # set by SIGTERM: stop the current run and cancel the rest
 
 
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 class Status:
     """status.json of one run: merge-and-rewrite atomically on every change."""
 
@@ -48,7 +42,7 @@ class Status:
 
     def update(self, **kw) -> None:
         self.data.update(kw)
-        self.data["updated_at"] = _now()
+        self.data["updated_at"] = now_iso()
         write_json_atomic(self.path, self.data)
 
 
@@ -161,9 +155,9 @@ class RunSupervisor:
 
     def run_to_end(self) -> str:
         if _stop_request(self.run_dir) is not None:
-            self.status.update(state="stopped", ended_at=_now(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
+            self.status.update(state="stopped", ended_at=now_iso(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
             return "stopped"
-        self.status.update(state="starting", supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=_now())
+        self.status.update(state="starting", supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso())
         sampler = None
         argv = list(self.run.get("argv") or [])
         try:
@@ -191,7 +185,7 @@ class RunSupervisor:
                 sampler.close()
 
     def _finish(self, rc: int, req: dict | None) -> str:
-        fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=_now(), stopping=False)
+        fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=now_iso(), stopping=False)
         if req is not None:
             state, diag = "stopped", None
         elif rc == 0:
@@ -221,7 +215,7 @@ def supervise(run_dir: Path, interval_s: float, on_tick=None) -> str:
         log.exception("supervisor failed")
         procs.end_recorded(sup.status.data, 2.0)
         log_path = run_dir / "supervisor.log"
-        sup.status.update(state="failed", ended_at=_now(), diagnosis={
+        sup.status.update(state="failed", ended_at=now_iso(), diagnosis={
             "key": "supervisor", "cause": f"the supervisor failed: {e}",
             "fix": f"see {log_path if log_path.exists() else 'the sweep log under .sweeps/'}",
             "rank": None, "exit_code": None, "excerpt": ""})
@@ -243,13 +237,13 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
     def cancel_requested() -> None:
         for d in run_dirs:
             if (d / "stop.request").exists() and (read_json(d / "status.json") or {}).get("state") == "queued":
-                _mark(d, state="stopped", ended_at=_now())
+                _mark(d, state="stopped", ended_at=now_iso())
 
     for d in run_dirs:
         if (read_json(d / "status.json") or {}).get("state") != "queued":
             continue
         if _Flags.stop_all:
-            _mark(d, state="stopped", ended_at=_now())
+            _mark(d, state="stopped", ended_at=now_iso())
             continue
         supervise(d, interval_s, on_tick=cancel_requested)
 
