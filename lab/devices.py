@@ -116,6 +116,12 @@ def gpu_count() -> int:
     return int(_query("nvmlDeviceGetCount", default=0) or 0)
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver version NVML reports (None without a driver)."""
+    v = _query("nvmlSystemGetDriverVersion")
+    return None if v is None else _text(v)
+
+
 def _run_pids(runs_root: Path | None) -> dict[int, str]:
     """pid -> run_id for every pid recorded by a live-looking run."""
     from lab.paths import read_json, runs_dir

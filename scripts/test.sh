@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: installs what the tests need, then
-# runs pytest. Chromium (Debian's package) is needed by the e2e tests; it is
-# installed with apt-get when we are root and it is missing. Elsewhere the e2e
-# tests are skipped with a reason, except under CI where a missing browser
-# is an error.
+# The whole test suite, from a fresh clone, inside the repo's own .venv built
+# from requirements.txt and requirements-test.txt alone (scripts/venv.sh), so
+# nothing installed by hand on the machine can make it pass. Chromium
+# (Debian's package) is needed by the e2e tests; it is installed with apt-get
+# when we are root and it is missing. Elsewhere the e2e tests are skipped
+# with a reason, except under CI where a missing browser is an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -r requirements.txt -r requirements-test.txt
+source scripts/venv.sh requirements.txt requirements-test.txt
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
@@ -15,4 +16,4 @@ if [ ! -x /usr/bin/chromium ]; then
     exit 1
   fi
 fi
-exec python -m pytest "$@"
+exec "$PY" -m pytest "$@"

@@ -38,6 +38,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_e2e)
 
 
+def _worktree_state() -> str | None:
+    """What ``git status`` and ``git diff`` say of the checkout (None outside git)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=30, check=True).stdout + \
+            subprocess.run(["git", "diff", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def pytest_sessionstart(session):
+    session.config._lab_git_before = _worktree_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Tests never write into the checkout: the suite fails if ``git status`` changed under it."""
+    before = getattr(session.config, "_lab_git_before", None)
+    after = _worktree_state()
+    if before is not None and after is not None and after != before:
+        changed = sorted(set(after.splitlines()) - set(before.splitlines()))[:10]
+        session.config.get_terminal_writer().line(
+            "the test run changed the checkout (tests must write only to temp folders): " + "; ".join(changed), red=True)
+        session.exitstatus = 1
+
+
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch) -> Path:
     """A private runs folder for one test, also exported as LAB_RUNS_DIR."""

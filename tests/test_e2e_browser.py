@@ -5,13 +5,13 @@ Scenario: the home page; Compare on the shipped sample runs (table and
 charts); Logs on sample_data/runs; a 2-rank DDP run launched from the Launch
 page and watched on the Live page until it has ``succeeded`` with its loss
 chart drawn. Screenshots of each page go to test-artifacts/ (gitignored);
-the Compare one is also copied to docs/compare.png for the README. Nothing
-of the server or the run may be left running afterwards.
+no tracked file is written (the README's pictures are refreshed by hand with
+scripts/refresh_screenshots.py). Nothing of the server or the run may be
+left running afterwards.
 """
 from __future__ import annotations
 
 import re
-import shutil
 import time
 
 import psutil
@@ -91,7 +91,6 @@ def test_launch_watch_compare_browse(server, browser_page):
     _charts_drawn(page, at_least=2)
     _no_exception(page)
     page.screenshot(path=str(ARTIFACTS / "compare.png"))
-    shutil.copyfile(ARTIFACTS / "compare.png", REPO / "docs" / "compare.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
     # Logs on sample_data/runs: several runs overlaid, one chart per tag.

@@ -29,7 +29,19 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
     section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     commands = [c for c in block.splitlines() if c.strip()]
-    assert len(commands) == 2
-    assert commands[0].endswith("streamlit run app.py")
+    assert commands == ["bash scripts/start.sh", "bash scripts/test.sh"]
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert commands[1] in ci
+
+
+def test_both_commands_use_the_repos_own_isolated_venv():
+    """start.sh ends in `streamlit run app.py` from .venv; neither script installs into the system Python."""
+    start = (REPO_ROOT / "scripts" / "start.sh").read_text()
+    test = (REPO_ROOT / "scripts" / "test.sh").read_text()
+    venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
+    assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
+    assert test.rstrip().splitlines()[-1] == 'exec "$PY" -m pytest "$@"'
+    for script in (start, test):
+        assert "source scripts/venv.sh" in script and "pip install" not in script
+    assert "--system-site-packages" not in venv.replace("(--system-site-packages)", "")
+    assert 'PY="$VENV/bin/python"' in venv

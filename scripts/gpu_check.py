@@ -1,0 +1,145 @@
+"""The GPU check: one prepared command for a machine with NVIDIA GPUs (``bash scripts/gpu_check.sh``).
+
+In this order, within about 8 minutes on one or a few GPUs:
+
+1. refuse at once, with one line and exit 1, where there is no usable GPU
+   (no NVML driver, or a torch that cannot see CUDA): this check never skips;
+2. run the ``gpu``-marked tests (``pytest -m gpu``);
+3. record, one after another with the lab's own launcher, resnet18 on
+   synthetic data with ``--amp``: single (GPU 0), DataParallel over every
+   visible GPU and DDP with one process per GPU, into
+   ``sample_data/runs-gpu/<label>/`` where the label names the GPU, the
+   count, the driver and torch versions (also written to each run's
+   ``recorded_on`` and to a README there);
+4. stop a running DDP run from outside and check it ends ``stopped`` with
+   ``summary.json`` written and none of its processes left;
+5. print one line per run: samples/s, peak memory per GPU, effective mode.
+
+Exit 0 only when every step passed.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from lab import devices, launcher, procs  # noqa: E402
+from lab.config import RunConfig  # noqa: E402
+from lab.paths import read_json, write_json_atomic  # noqa: E402
+
+OUT_ROOT = REPO / "sample_data" / "runs-gpu"
+
+
+def gpu_or_exit() -> tuple[int, str, str]:
+    """(count, name, driver) of the visible GPUs, or one line on stderr and exit 1."""
+    import torch
+
+    n = devices.gpu_count()
+    if n == 0:
+        snap = devices.snapshot()
+        sys.exit(print(f"gpu_check: no NVIDIA GPU found ({snap.reason or 'NVML reports 0 devices'}): "
+                       "run this on a machine with NVIDIA GPUs", file=sys.stderr) or 1)
+    if not torch.cuda.is_available():
+        sys.exit(print(f"gpu_check: NVML sees {n} GPU(s) but torch {torch.__version__} cannot use CUDA: "
+                       "install the CUDA build of torch", file=sys.stderr) or 1)
+    gpus = devices.read_gpus(with_processes=False)
+    return n, gpus[0].name if gpus else "unknown", devices.driver_version() or "unknown"
+
+
+def label_for(n: int, name: str, driver: str, torch_version: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name.replace("NVIDIA ", "")).strip("-").lower()
+    return f"{n}x-{slug}-driver{driver}-torch{torch_version.split('+')[0]}"
+
+
+def run_gpu_tests() -> bool:
+    print("== gpu tests: pytest -m gpu", flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests"], cwd=REPO) == 0
+
+
+def configs(n: int, steps: int) -> list[RunConfig]:
+    base = dict(model="resnet18", dataset="synthetic", batch_size=64 * n, amp=True, max_steps=steps, epochs=100,
+                log_every=10, image_size=64, checkpoint="none", workers=2)
+    all_gpus = tuple(range(n))
+    return [RunConfig(mode="single", gpus=(0,), name="gpu-single", **base),
+            RunConfig(mode="dp", gpus=all_gpus, name="gpu-dp", **base),
+            RunConfig(mode="ddp", gpus=all_gpus, nproc=n, name="gpu-ddp", **base)]
+
+
+def record(out: Path, label: str, n: int, steps: int) -> list[str]:
+    print(f"== recording into {out}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    sweep_id, run_ids = launcher.launch_sweep(configs(n, steps), runs_dir=out)
+    for rid in run_ids:
+        state = launcher.wait(rid, out, timeout_s=240)
+        meta = read_json(out / rid / "run.json") or {}
+        meta["recorded_on"] = label
+        write_json_atomic(out / rid / "run.json", meta)
+        print(f"   {rid}: {state}", flush=True)
+    (out / "README.md").write_text(
+        f"# GPU runs: {label}\n\nRecorded by `bash scripts/gpu_check.sh` (sweep `{sweep_id}`): resnet18 on "
+        f"synthetic data, `--amp`, {steps} steps each, global batch {64 * n}; single on GPU 0, DataParallel over "
+        f"{n} GPU(s), DDP with {n} process(es). Nothing here was written by hand.\n")
+    return run_ids
+
+
+def summary_line(run_dir: Path) -> str:
+    s = read_json(run_dir / "summary.json") or {}
+    st = read_json(run_dir / "status.json") or {}
+    peaks = s.get("peak_mem_mib") or {}
+    mem = ", ".join(f"{d} {v:.0f} MiB" for d, v in sorted(peaks.items())) or "n/a"
+    tput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
+    return (f"{run_dir.name}: state {st.get('state')}, effective mode {s.get('effective_mode', '?')}, "
+            f"{tput:.1f} samples/s, peak memory {mem}" if tput else f"{run_dir.name}: state {st.get('state')}, no summary")
+
+
+def stop_check(tmp: Path, n: int) -> bool:
+    """A long DDP run stopped from outside ends ``stopped`` with its summary, and nothing is left."""
+    print("== stop of a running DDP run", flush=True)
+    cfg = RunConfig(mode="ddp", gpus=tuple(range(n)), nproc=n, model="resnet18", dataset="synthetic",
+                    batch_size=64 * n, epochs=100, image_size=64, checkpoint="none", name="gpu-stop")
+    rid = launcher.launch(cfg, tmp)
+    procs.wait_until(lambda: ((read_json(tmp / rid / "progress.json") or {}).get("step") or 0) >= 20, 180)
+    st = read_json(tmp / rid / "status.json") or {}
+    state = launcher.stop(rid, tmp, grace_s=20)
+    time.sleep(1)
+    left = [p for p in (st.get("pid"), st.get("supervisor_pid")) if p and procs.alive(p, None)]
+    has_summary = (tmp / rid / "summary.json").exists()
+    print(f"   {rid}: {state}, summary.json {'written' if has_summary else 'MISSING'}, "
+          f"{len(left)} process(es) left", flush=True)
+    return state == "stopped" and has_summary and not left
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=150, help="optimizer steps per recorded run")
+    ap.add_argument("--skip-tests", action="store_true", help="record only")
+    args = ap.parse_args(argv)
+    n, name, driver = gpu_or_exit()
+    label = label_for(n, name, driver, torch.__version__)
+    print(f"gpu_check: {n}x {name}, driver {driver}, torch {torch.__version__}", flush=True)
+    ok = {"gpu tests": args.skip_tests or run_gpu_tests()}
+    out = OUT_ROOT / label
+    run_ids = record(out, f"{n}x {name}, driver {driver}, torch {torch.__version__} (nccl)", n, args.steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        ok["stop"] = stop_check(Path(tmp), n)
+    print("== summary", flush=True)
+    for rid in run_ids:
+        print("  " + summary_line(out / rid))
+        ok[rid] = (read_json(out / rid / "status.json") or {}).get("state") == "succeeded"
+    failed = [k for k, v in ok.items() if not v]
+    print("gpu_check: " + ("all passed" if not failed else "FAILED: " + ", ".join(failed)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
