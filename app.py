@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab import live, paths, ui_text
+from lab.views import live, text as ui_text
+from lab import runfolder as paths
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 st.title("Parallel Training Lab")
@@ -19,7 +20,7 @@ st.markdown(
 
 @st.fragment(run_every=2)
 def device_strip() -> None:
-    from lab.devices import holders, snapshot
+    from lab.engine.devices import holders, snapshot
 
     snap = snapshot(paths.runs_dir())
     rows = live.device_rows(snap)
@@ -49,7 +50,7 @@ st.caption(f"Runs live in `{root}` (set `LAB_RUNS_DIR` to use another folder).")
 def runs_at_a_glance() -> None:
     # Live like the device strip: progress of running runs moves without a page rerun.
     try:
-        from lab.registry import list_runs
+        from lab.engine.registry import list_runs
 
         records = list_runs(root)
     except Exception as e:  # a broken runs folder must not take the home page down
@@ -93,9 +94,9 @@ st.markdown(
 )
 if st.button("Compare modes", type="primary", key="home_compare"):
     try:
-        from lab.config import RunConfig, compare_modes_configs
-        from lab.devices import gpu_count
-        from lab.launcher import launch_sweep
+        from lab.engine.config import RunConfig, compare_modes_configs
+        from lab.engine.devices import gpu_count
+        from lab.engine.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
         sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()), root)
@@ -106,7 +107,7 @@ sweep = st.session_state.get("home_sweep")
 if sweep:
     st.success(f"Sweep {sweep[0]} started: {', '.join(sweep[1])}")
     if st.button("Stop the comparison", key="home_stop_sweep"):
-        from lab.launcher import stop_sweep
+        from lab.engine.launcher import stop_sweep
 
         try:
             final = stop_sweep(sweep[0], root)

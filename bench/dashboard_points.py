@@ -5,8 +5,8 @@ Builds N run folders of real TensorBoard event files in a temp folder (each
 ``sys/gpu0/util_pct`` under ``sys/``), reads them with ``lab.events`` the way
 the pages do (one ``LogdirReader`` per run folder), then times, in one run:
 
-- page path: ``lab.charts.line_figure`` (every trace reduced by
-  ``lab.downsample.minmax`` to at most ``--max-points``) + ``fig.to_json()``;
+- page path: ``lab.views.charts.line_figure`` (every trace reduced by
+  ``lab.views.downsample.minmax`` to at most ``--max-points``) + ``fig.to_json()``;
 - all points: the same figure with every point + ``fig.to_json()``;
 - a page rerun: ``refresh()`` of the cached readers (no new data) + the page path.
 
@@ -34,8 +34,8 @@ import plotly.graph_objects as go
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab import charts  # noqa: E402
-from lab.compare import merge_scalars  # noqa: E402
-from lab.tfrecord import frame  # noqa: E402
+from lab.views.compare import merge_scalars  # noqa: E402
+from lab.events.tfrecord import frame  # noqa: E402
 
 
 def write_events(path: Path, tag: str, steps: np.ndarray, values: np.ndarray, t0: float, dt: float) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab import events  # noqa: E402
-from lab.tfrecord import frame  # noqa: E402
+from lab.events.tfrecord import frame  # noqa: E402
 
 CACHE = Path("/tmp/lab_bench_events")
 TAGS = ["train/loss", "train/acc", "train/lr", "train/grad_norm", "perf/samples_per_sec",

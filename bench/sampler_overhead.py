@@ -2,7 +2,7 @@
 
 Runs the same short training (single mode, CPU) alternately plain (the
 trainer started directly, no supervisor) and under the supervisor (launched
-with ``lab.launcher.launch``, sampling every second), N times each, in one
+with ``lab.engine.launcher.launch``, sampling every second), N times each, in one
 process, and prints the trainer's steady throughput (summary.json) for both
 and their ratio. It also reads the supervisor's own CPU time while the run
 goes on, the direct cost of sampling. Usage:
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil  # noqa: E402
 
 from lab import launcher  # noqa: E402
-from lab.config import RunConfig  # noqa: E402
-from lab.paths import read_json  # noqa: E402
+from lab.engine.config import RunConfig  # noqa: E402
+from lab.runfolder import read_json  # noqa: E402
 
 
 def plain(cfg: RunConfig, run_dir: Path) -> float:

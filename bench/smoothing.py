@@ -1,4 +1,4 @@
-"""Smoothing without scipy: ``lab.smoothing.ema_debiased`` against TensorBoard's JS loop transcribed to Python.
+"""Smoothing without scipy: ``lab.views.smoothing.ema_debiased`` against TensorBoard's JS loop transcribed to Python.
 
 Both compute TensorBoard's debiased EMA bit for bit over the same 200,000-point
 series (weight 0.6); they are timed interleaved, 7 rounds, and the ratio of
@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.smoothing import ema_debiased  # noqa: E402
+from lab.views.smoothing import ema_debiased  # noqa: E402
 
 
 def tensorboard_js(data: list[float], weight: float) -> list[float]:
@@ -49,7 +49,7 @@ def main() -> None:
         t = time.perf_counter(); tensorboard_js(v.tolist(), 0.6); js.append(time.perf_counter() - t)
     mo, mj = statistics.median(ours), statistics.median(js)
     print(f"{a.points} points, {a.rounds} interleaved rounds, identical results")
-    print(f"lab.smoothing: median {mo * 1e3:.1f} ms (min {min(ours) * 1e3:.1f}, max {max(ours) * 1e3:.1f})")
+    print(f"lab.views.smoothing: median {mo * 1e3:.1f} ms (min {min(ours) * 1e3:.1f}, max {max(ours) * 1e3:.1f})")
     print(f"TensorBoard JS loop in Python: median {mj * 1e3:.1f} ms (min {min(js) * 1e3:.1f}, max {max(js) * 1e3:.1f})")
     print(f"ratio js/lab: {mj / mo:.2f}x")
 

@@ -1,8 +1,8 @@
 """The command line: ``python -m lab launch|sweep|status|stop|logs|gpus|rm|scalars``.
 
-Thin argparse wrappers over ``lab.launcher``, ``lab.registry``, ``lab.logs``
-and ``lab.devices``; the ``scalars`` subcommand comes from
-``lab.scalars_cli`` when it is present. Runs live in ./runs unless
+Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``, ``lab.engine.logs``
+and ``lab.engine.devices``; the ``scalars`` subcommand comes from
+``lab.events.export`` when it is present. Runs live in ./runs unless
 ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and exit
 code 2, never a traceback. The JSON keys are documented in the README.
 """
@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.config import RunConfig, compare_modes_configs
-
-_FINAL = ("succeeded", "failed", "stopped", "lost")
+from lab.engine.config import RunConfig, compare_modes_configs
+from lab.runfolder import ENDED_STATES
 
 
 class UserError(Exception):
@@ -87,7 +86,7 @@ def _config(a: argparse.Namespace, mode: str, gpu_count: int) -> RunConfig:
 
 
 def _root() -> Path:
-    from lab.paths import runs_dir
+    from lab.runfolder import runs_dir
 
     return runs_dir()
 
@@ -97,7 +96,7 @@ def _print(obj: Any) -> None:
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    from lab import devices, launcher, registry
+    from lab.engine import devices, launcher, registry
 
     cfg = _config(a, a.mode, devices.gpu_count())
     run_id = launcher.launch(cfg, _root())
@@ -110,7 +109,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from lab import devices, launcher
+    from lab.engine import devices, launcher
 
     n = devices.gpu_count()
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
@@ -143,7 +142,7 @@ def _status_line(r) -> str:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    from lab import registry
+    from lab.engine import registry
 
     if a.run:
         rec = registry.get_run(a.run, _root())
@@ -161,7 +160,7 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def cmd_stop(a: argparse.Namespace) -> int:
-    from lab import launcher, registry
+    from lab.engine import launcher, registry
 
     if a.run.startswith("sweep-"):
         states = launcher.stop_sweep(a.run, _root(), a.grace)
@@ -169,7 +168,7 @@ def cmd_stop(a: argparse.Namespace) -> int:
             print(f"{rid} {st}")
         return 0
     before = registry.get_run(a.run, _root()).state
-    if before in ("succeeded", "failed", "stopped"):
+    if before in ENDED_STATES:
         print(f"run {a.run} already {before}: nothing to stop")
         return 0
     print(f"{a.run} {launcher.stop(a.run, _root(), a.grace)}")
@@ -177,7 +176,7 @@ def cmd_stop(a: argparse.Namespace) -> int:
 
 
 def cmd_logs(a: argparse.Namespace) -> int:
-    from lab import logs, registry
+    from lab.engine import logs, registry
 
     rec = registry.get_run(a.run, _root())
     if a.rank is not None and a.rank not in logs.ranks(rec.run_dir):
@@ -196,7 +195,7 @@ def cmd_logs(a: argparse.Namespace) -> int:
 def cmd_gpus(a: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from lab import devices
+    from lab.engine import devices
 
     snap = devices.snapshot(_root())
     if a.json:
@@ -216,7 +215,7 @@ def cmd_gpus(a: argparse.Namespace) -> int:
 
 
 def cmd_rm(a: argparse.Namespace) -> int:
-    from lab import registry
+    from lab.engine import registry
 
     registry.delete_run(a.run, _root())
     print(f"removed {a.run}")
@@ -254,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.set_defaults(func=cmd_rm)
     try:  # written by the event-reader engineer; the CLI works without it
-        from lab import scalars_cli
+        from lab.events import export as scalars_cli
 
         scalars_cli.add_parser(sub)
         if "scalars" in sub.choices:
@@ -265,10 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab.config import ConfigError
-    from lab.launcher import LaunchError
-    from lab.paths import BadRunId
-    from lab.registry import RunIsLive, RunNotFound
+    from lab.engine.config import ConfigError
+    from lab.engine.launcher import LaunchError
+    from lab.runfolder import BadRunId
+    from lab.engine.registry import RunIsLive, RunNotFound
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)

@@ -2,7 +2,7 @@
 words, the exact command and environment that will run (copyable, and one
 per other node), then the launch itself. A refused config shows its message
 next to the field and starts nothing. Layout only: the checks, the command
-and the launch are ``lab.config`` and ``lab.launcher``.
+and the launch are ``lab.engine.config`` and ``lab.engine.launcher``.
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import os
 
 import streamlit as st
 
-from lab import paths, ui_text
-from lab.config import CHECKPOINTS, MODELS, MODES, ConfigError, RunConfig, problems
+from lab import runfolder as paths
+from lab.views import text as ui_text
+from lab.engine.config import CHECKPOINTS, MODELS, MODES, ConfigError, RunConfig, problems
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
 st.title("Launch a run")
@@ -26,7 +27,7 @@ MODE_HELP = {
 
 @st.cache_data(ttl=5, show_spinner=False)
 def _snapshot():
-    from lab.devices import snapshot
+    from lab.engine.devices import snapshot
 
     return snapshot()
 
@@ -156,7 +157,7 @@ with right:
         st.warning("Fix before launching (also marked next to each field):\n"
                    + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found))
     else:
-        from lab import launcher
+        from lab.engine import launcher
 
         run_dir = paths.runs_dir() / "<run-id>"
         try:
@@ -179,7 +180,7 @@ with right:
         if found:
             st.error("Not launched: fix the fields marked in red first.")
         else:
-            from lab import launcher
+            from lab.engine import launcher
 
             try:
                 st.session_state["launch_last"] = launcher.launch(cfg)

@@ -2,13 +2,14 @@
 per-device utilisation and memory over time, loss and accuracy curves, the
 log tail (per rank for DDP), a Stop button, and on failure the diagnosis.
 The live part refreshes every 2 s inside a fragment, reading the run's event
-files incrementally through one cached reader. Layout only: see ``lab.live``.
+files incrementally through one cached reader. Layout only: see ``lab.views.live``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from lab import charts, live, paths, ui_text
+from lab.views import charts, live, text as ui_text
+from lab import runfolder as paths
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
 st.title("Live")
@@ -25,7 +26,7 @@ def _reader(run_dir: str):
 
 
 def _records(root):
-    from lab.registry import list_runs
+    from lab.engine.registry import list_runs
 
     return list_runs(root)
 
@@ -66,7 +67,7 @@ record = by_id[run_id]
 
 @st.fragment(run_every=REFRESH_S if live.is_active(record.state) else None)
 def live_view(run_id: str, started_active: bool) -> None:
-    from lab.registry import get_run
+    from lab.engine.registry import get_run
 
     try:
         rec = get_run(run_id, root)
@@ -90,7 +91,7 @@ def live_view(run_id: str, started_active: bool) -> None:
 
     box = live.failure_box(rec)
     if box:
-        from lab.logs import tail
+        from lab.engine.logs import tail
 
         lines = box.get("excerpt") or ""
         if not lines and box.get("rank") is not None:
@@ -118,7 +119,7 @@ def live_view(run_id: str, started_active: bool) -> None:
     if sys_note:
         st.caption(sys_note)
 
-    from lab.logs import ranks, tail
+    from lab.engine.logs import ranks, tail
 
     st.markdown("**Log**")
     rank_list = ranks(rec.run_dir)
@@ -135,7 +136,7 @@ def live_view(run_id: str, started_active: bool) -> None:
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
     if st.button("Stop", type="secondary", key="live_stop", help="SIGTERM to the run's processes, SIGKILL after 5 s"):
-        from lab.launcher import stop
+        from lab.engine.launcher import stop
 
         try:
             final = stop(run_id, root)

@@ -1,7 +1,7 @@
 """Compare page: finished runs side by side — table, fairness warnings, charts, exports.
 
-Thin by design: it reads the widgets, asks ``lab.compare`` for the runs, the
-table and the warnings and ``lab.report`` for the figures and the HTML export,
+Thin by design: it reads the widgets, asks ``lab.views.compare`` for the runs, the
+table and the warnings and ``lab.views.report`` for the figures and the HTML export,
 and draws them. Session keys carry the ``cmp_`` prefix.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 
 import streamlit as st
 
-from lab import compare, report
-from lab.paths import SAMPLE_RUNS, runs_dir
+from lab.views import compare, report
+from lab.runfolder import SAMPLE_RUNS, runs_dir
 
 CURVE_TAGS = ["train/loss", "val/loss", "train/acc", "val/acc"]
 SYS_METRICS = {"util": "utilisation", "mem": "memory"}

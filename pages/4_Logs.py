@@ -1,13 +1,14 @@
 """Logs: browse any folder of TensorBoard event files — our runs, the sample
 runs, or a path the user types — with a tag filter, smoothing, a choice of
 x axis, several runs overlaid, and a CSV of the selected scalars. Layout
-only; the logic is ``lab.browse`` and the reading ``lab.events``.
+only; the logic is ``lab.views.browse`` and the reading ``lab.events``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from lab import browse, charts, paths, ui_text
+from lab.views import browse, charts, text as ui_text
+from lab import runfolder as paths
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 st.title("Logs")

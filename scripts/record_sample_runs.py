@@ -1,9 +1,9 @@
 """Record the sample runs shipped in sample_data/runs with this project's own launcher.
 
 Three runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP,
-same seed and global batch, on the CPU with gloo (``lab.config.compare_modes_configs``
+same seed and global batch, on the CPU with gloo (``lab.engine.config.compare_modes_configs``
 on a machine seen as GPU-less) — are started as one sweep with
-``lab.launcher.launch_sweep`` (one after another, never side by side, so the
+``lab.engine.launcher.launch_sweep`` (one after another, never side by side, so the
 throughputs are not disturbed by each other), waited for, labelled in run.json
 ``recorded_on`` (machine, cores, torch version), and described in
 ``sample_data/runs/README.md``. Nothing in those folders is written by hand:
@@ -28,9 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab import compare, launcher  # noqa: E402
-from lab.config import RunConfig, compare_modes_configs  # noqa: E402
-from lab.paths import SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
+from lab.views import compare
+from lab import launcher  # noqa: E402
+from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
+from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
 
 MAX_BYTES = 2_000_000
 
@@ -92,7 +93,7 @@ def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], start
     return f"""# Sample runs
 
 Three real runs recorded by `scripts/record_sample_runs.py` with this
-project's own launcher (`lab.launcher.launch_sweep`, sweep `{sweep_id}`), so
+project's own launcher (`lab.engine.launcher.launch_sweep`, sweep `{sweep_id}`), so
 that the Compare page has something to show on a fresh clone. Nothing here
 was written by hand.
 
@@ -140,7 +141,7 @@ def _record(out: Path, configs: list[RunConfig], timeout_s: float) -> tuple[str,
         return sweep_id, run_ids
     except BaseException:
         for rid in run_ids:  # failed or interrupted: leave nothing running behind us
-            if launcher.wait(rid, out, timeout_s=0) not in launcher.FINAL:
+            if launcher.wait(rid, out, timeout_s=0) not in FINAL_STATES:
                 launcher.stop(rid, out)
         raise
 

@@ -1,4 +1,4 @@
-"""A fake ``pynvml`` module for the GPU path of lab/devices.py (this machine has no GPU).
+"""A fake ``pynvml`` module for the GPU path of lab/engine/devices.py (this machine has no GPU).
 
 FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus)`` exposes
 the handful of NVML functions devices.py calls, with the same error classes

@@ -1,7 +1,7 @@
 """The Compare page under AppTest, on the real recorded sample runs (sample_data/runs).
 
 LAB_RUNS_DIR points at an empty private folder ("fresh clone"), so the page
-falls back to the sample runs; its table must hold exactly what lab.compare
+falls back to the sample runs; its table must hold exactly what lab.views.compare
 computes for them. A user run copied from a sample run with another seed makes
 the fairness warning appear.
 """
@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lab import compare
+from lab.views import compare
 from lab.events import LogdirReader
-from lab.paths import REPO_ROOT, SAMPLE_RUNS
+from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 

@@ -130,8 +130,8 @@ def test_live_falls_back_to_sample_runs(runs_dir):
 
 
 def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90):
-    from lab import launcher
-    from lab.registry import get_run
+    from lab.engine import launcher
+    from lab.engine.registry import get_run
 
     run_id = launcher.launch(config, runs_dir)
     deadline = time.monotonic() + timeout_s
@@ -142,7 +142,7 @@ def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", 
 
 
 def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
-    from lab.config import RunConfig
+    from lab.engine.config import RunConfig
 
     empty = tmp_path / "no-images"
     empty.mkdir()
@@ -158,8 +158,8 @@ def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
 
 
 def test_live_stop_button_stops_a_running_run(runs_dir):
-    from lab.config import RunConfig
-    from lab.registry import get_run
+    from lab.engine.config import RunConfig
+    from lab.engine.registry import get_run
 
     run_id = _launch_and_wait(runs_dir, RunConfig(epochs=500, checkpoint="none"), until=("running",))
     at = _app("pages/2_Live.py")
@@ -174,7 +174,7 @@ def test_live_stop_button_stops_a_running_run(runs_dir):
 def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir):
     import json
 
-    from lab.registry import list_runs
+    from lab.engine.registry import list_runs
     from tests.e2e_helpers import processes_mentioning
 
     at = _app()
@@ -202,7 +202,7 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
     # FAKE: NVIDIA GPUs are faked (tests/fake_nvml.py in place of pynvml); nothing else is.
     import streamlit as st
 
-    from lab import devices
+    from lab.engine import devices
     from tests.fake_nvml import FakeGpu, FakeNvml
 
     monkeypatch.setattr(devices, "pynvml", FakeNvml([FakeGpu(uuid="GPU-0", util=87), FakeGpu(uuid="GPU-1", util=12)]))

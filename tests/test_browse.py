@@ -1,4 +1,4 @@
-"""lab.browse on real event files written by torch's SummaryWriter: folder
+"""lab.views.browse on real event files written by torch's SummaryWriter: folder
 resolution and its messages, the tag regex, x axes, smoothing, overlay charts
 and the CSV."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab import browse
+from lab.views import browse
 
 WALL0 = 1_700_000_000.0
 

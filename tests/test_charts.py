@@ -1,10 +1,10 @@
-"""lab.charts: the point cap per trace, minima and maxima kept, timelines, bars."""
+"""lab.views.charts: the point cap per trace, minima and maxima kept, timelines, bars."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab import charts
+from lab.views import charts
 
 
 def spiky(n: int = 200_000, seed: int = 0):

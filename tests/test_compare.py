@@ -1,4 +1,4 @@
-"""lab.compare: the table's figures (exact), the baseline, the default selection, fairness warnings, CSV.
+"""lab.views.compare: the table's figures (exact), the baseline, the default selection, fairness warnings, CSV.
 
 Run folders here are written by the test (run.json + summary.json in the
 contract's shape) so that every expected number is known exactly.
@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab import compare
-from lab.compare import compare_table, fairness_warnings, load_runs
+from lab.views import compare
+from lab.views.compare import compare_table, fairness_warnings, load_runs
 
 
 def make_run(

@@ -1,6 +1,6 @@
-"""lab.report's curve and timeline data, read from real event files through lab.events.
+"""lab.views.report's curve and timeline data, read from real event files through lab.events.
 
-Event files are written with lab.sysevents.ScalarWriter (tensorboard's own
+Event files are written with lab.engine.sampler.ScalarWriter (tensorboard's own
 writer). The sys/gpu<i>/... samples here are written by the test: there is
 no GPU on the test machine, so these stand in for NVML samples.
 """
@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from lab import compare, report
+from lab.views import compare, report
 from lab.events import LogdirReader
-from lab.paths import SAMPLE_RUNS
-from lab.sysevents import ScalarWriter
+from lab.runfolder import SAMPLE_RUNS
+from lab.engine.sampler import ScalarWriter
 from tests.test_compare import make_run
 
 T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00

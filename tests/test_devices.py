@@ -1,7 +1,7 @@
-"""lab/devices.py and the supervisor's sampler: the real GPU-less path, and a fake NVML.
+"""lab/engine/devices.py and the supervisor's sampler: the real GPU-less path, and a fake NVML.
 
 FAKE: the GPU tests inject tests/fake_nvml.py in place of the ``pynvml``
-module that lab/devices.py imports (this machine has no NVIDIA GPU). The CPU
+module that lab/engine/devices.py imports (this machine has no NVIDIA GPU). The CPU
 view, psutil, processes and event files are all real.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import time
 import psutil
 import pytest
 
-from lab import devices
-from lab.config import RunConfig, problems
-from lab.paths import write_json_atomic
+from lab.engine import devices
+from lab.engine.config import RunConfig, problems
+from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
 
 
@@ -108,7 +108,7 @@ def test_gpu_count_from_fake_drives_validation(fake):
 
 
 def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
-    from lab.sysevents import SysSampler
+    from lab.engine.sampler import SysSampler
 
     fake([FakeGpu(util=10), FakeGpu(util=77, unsupported={"power"})])
     child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(30)"])

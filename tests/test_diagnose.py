@@ -1,4 +1,4 @@
-"""lab/diagnose.py against real failures where this machine can produce them.
+"""lab/engine/diagnose.py against real failures where this machine can produce them.
 
 Real (triggered here, all at once to save time): a port clash (torchrun on a
 port we hold), an exception raised in rank 1 of a tiny torchrun job, and a
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.diagnose import diagnose
-from lab.paths import REPO_ROOT
+from lab.engine.diagnose import diagnose
+from lab.runfolder import REPO_ROOT
 
 RAISE_IN_RANK1 = """
 import torch.distributed as dist

@@ -1,10 +1,10 @@
-"""lab.downsample.minmax: at most max_points, every bucket's min and max kept, in order."""
+"""lab.views.downsample.minmax: at most max_points, every bucket's min and max kept, in order."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lab.downsample import minmax
+from lab.views.downsample import minmax
 
 
 def reference(x, y, max_points):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lab.paths import REPO_ROOT
+from lab.runfolder import REPO_ROOT
 
 
 def lab(runs_dir, *args, timeout=120):

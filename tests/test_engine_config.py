@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.config import ConfigError, RunConfig, compare_modes_configs, problems, validate
-from lab.launcher import build_command, other_node_commands, preflight
-from lab.paths import REPO_ROOT
+from lab.engine.config import ConfigError, RunConfig, compare_modes_configs, problems, validate
+from lab.engine.launcher import build_command, other_node_commands, preflight
+from lab.runfolder import REPO_ROOT
 
 RUN = Path("/runs/r1")
 TRAIN = ["-m", "training.train"]

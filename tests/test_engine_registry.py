@@ -1,4 +1,4 @@
-"""lab/registry.py and lab/logs.py on hand-made run folders (no training needed)."""
+"""lab/engine/registry.py and lab/engine/logs.py on hand-made run folders (no training needed)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from lab import logs, registry
-from lab.paths import BadRunId, write_json_atomic
+from lab.engine import logs, registry
+from lab.runfolder import BadRunId, write_json_atomic
 
 
 def _run(root, run_id, status=None, **extra):
@@ -107,6 +107,6 @@ def test_folder_states_without_a_status_file(runs_dir):
 
 
 def launcher_now() -> str:
-    from lab.launcher import now_iso
+    from lab.engine.launcher import now_iso
 
     return now_iso()

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab import launcher, procs, registry
-from lab.config import ConfigError, RunConfig
-from lab.paths import read_json, write_json_atomic
+from lab.engine import launcher, procs, registry
+from lab.engine.config import ConfigError, RunConfig
+from lab.runfolder import read_json, write_json_atomic
 
 pytestmark = pytest.mark.slow
 FINAL = ("succeeded", "failed", "stopped", "lost")

@@ -12,7 +12,7 @@ import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from lab import events
-from lab.tfrecord import frame
+from lab.events.tfrecord import frame
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +74,7 @@ def test_json_equals_library_with_tag_filter(logdir):
 
 
 def test_standalone_module_and_errors(logdir, tmp_path):
-    p = cli(str(logdir / "r2"), "--format", "json", module=("-m", "lab.scalars_cli"))
+    p = cli(str(logdir / "r2"), "--format", "json", module=("-m", "lab.events.export"))
     assert p.returncode == 0 and len(json.loads(p.stdout)) == 2
     missing = cli("scalars", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stdout == ""

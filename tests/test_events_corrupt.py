@@ -11,8 +11,9 @@ import shutil
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-from lab import events, tfrecord
-from lab.tfrecord import frame
+from lab import events
+from lab.events import tfrecord
+from lab.events.tfrecord import frame
 
 
 def rec(tag: str, step: int, value: float) -> bytes:

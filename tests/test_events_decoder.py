@@ -10,7 +10,7 @@ import numpy as np
 from tensorboard.compat.proto import event_pb2, graph_pb2
 from tensorboard.util import tensor_util
 
-from lab import event_decode, tfrecord
+from lab.events import decode as event_decode, tfrecord
 
 
 def random_event(rng: np.random.Generator) -> event_pb2.Event:

@@ -7,7 +7,7 @@ import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from lab import events
-from lab.tfrecord import frame
+from lab.events.tfrecord import frame
 
 
 def rec(tag: str, step: int, value: float, wall: float | None = None) -> bytes:

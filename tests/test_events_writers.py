@@ -17,7 +17,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 from tensorboard.util import tensor_util
 
 from lab import events
-from lab.tfrecord import frame
+from lab.events.tfrecord import frame
 
 
 def ea_points(run_dir) -> dict[str, list[tuple[int, float, float]]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-from lab.paths import REPO_ROOT
+from lab.runfolder import REPO_ROOT
 
 
 def test_streamlit_listens_on_loopback_only():

@@ -1,4 +1,4 @@
-"""lab.live: progress/ETA, the default run, the glance lists, the device rows,
+"""lab.views.live: progress/ETA, the default run, the glance lists, the device rows,
 and chart data built from real event files written by torch's SummaryWriter
 and read back through lab.events."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lab import live
+from lab.views import live
 
 
 def rec(run_id="r", state="running", progress=None, summary=None, created_at="2026-11-29T07:00:00+00:00", **kw):
@@ -73,7 +73,7 @@ def test_glance_splits_active_and_latest_finished():
 
 
 def test_device_rows_cpu_view_from_the_real_snapshot():
-    from lab.devices import snapshot
+    from lab.engine.devices import snapshot
 
     snap = snapshot()
     if snap.gpus:
@@ -85,7 +85,7 @@ def test_device_rows_cpu_view_from_the_real_snapshot():
 
 def test_device_rows_one_per_gpu_with_fractions():
     # GPUs are faked here (no NVIDIA GPU on this machine): plain GpuRecords.
-    from lab.devices import CpuRecord, DeviceSnapshot, GpuProcess, GpuRecord
+    from lab.engine.devices import CpuRecord, DeviceSnapshot, GpuProcess, GpuRecord
 
     g0 = GpuRecord(0, "H100", "u0", 50.0, 1024.0, 4096.0, 300.0, 61.0, (GpuProcess(1, 1000.0, "run-x"),))
     g1 = GpuRecord(1, "H100", "u1", None, None, 4096.0, None, None)
@@ -167,7 +167,7 @@ def test_failure_box_states():
 
 
 def test_ui_text_formatting():
-    from lab import ui_text
+    from lab.views import text as ui_text
 
     assert ui_text.fmt_duration(83) == "1:23" and ui_text.fmt_duration(3723) == "1:02:03"
     assert ui_text.fmt_duration(None) == "–" and ui_text.fmt_duration(float("nan")) == "–"

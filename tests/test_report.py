@@ -1,4 +1,4 @@
-"""lab.report: the standalone HTML holds the data, the warnings and plotly.js inline, and loads nothing."""
+"""lab.views.report: the standalone HTML holds the data, the warnings and plotly.js inline, and loads nothing."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from lab import compare, report
+from lab.views import compare, report
 from tests.test_compare import make_run
 
 

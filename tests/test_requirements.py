@@ -7,7 +7,7 @@ imported inside functions), and checks that each non-stdlib, non-project
 module comes from a distribution pinned in a requirement file. What the app,
 its pages, ``lab/`` and ``training/`` import must be in ``requirements.txt``
 alone; scripts and benchmarks may also use ``requirements-test.txt``.
-It caught ``scipy`` (imported by lab/smoothing.py, pinned nowhere).
+It caught ``scipy`` (imported by lab/views/smoothing.py, pinned nowhere).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.paths import REPO_ROOT
+from lab.runfolder import REPO_ROOT
 
 RUNTIME = ["app.py", "pages", "lab", "training"]
 TOOLING = ["scripts", "bench", "examples"]

@@ -1,4 +1,4 @@
-"""lab.smoothing.ema_debiased against a line-by-line port of TensorBoard's JavaScript."""
+"""lab.views.smoothing.ema_debiased against a line-by-line port of TensorBoard's JavaScript."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from lab.smoothing import ema_debiased
+from lab.views.smoothing import ema_debiased
 
 
 def tensorboard_reference(data: list[float], weight: float) -> list[float]:

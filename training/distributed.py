@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +143,31 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
+_ran_distributed = False
+
+
 def barrier_then_destroy() -> None:
     """End the process group; the barrier first keeps gloo from aborting a rank at exit."""
+    global _ran_distributed
     if is_dist():
+        _ran_distributed = True
         dist.barrier()
         dist.destroy_process_group()
+
+
+def exit_process(code: int) -> None:
+    """Exit with ``code``; a rank that ran a process group skips the interpreter's teardown.
+
+    With gloo (torch 2.14), a rank sometimes aborts in the C++ teardown after
+    ``destroy_process_group`` ("terminate called without an active
+    exception", SIGABRT), and torchrun then fails the whole job although
+    training finished: seen here even with the barrier first. Everything of
+    ours is written and closed by then, so after flushing the output the rank
+    leaves with ``os._exit``, which runs no destructors.
+    """
+    if not _ran_distributed:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -182,8 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from training.distributed import exit_process
+
     try:
-        sys.exit(main())
+        exit_process(main())
     except KeyboardInterrupt:  # Ctrl-C by hand: a line, not a traceback
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)

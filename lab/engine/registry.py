@@ -13,16 +13,14 @@ import logging
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lab import procs
-from lab.paths import check_run_id, read_json, runs_dir, write_json_atomic
+from lab.engine import procs
+from lab.runfolder import LIVE_STATES, age_s, check_run_id, now_iso, read_json, runs_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
-LIVE = ("queued", "starting", "running")
 # the launcher writes "queued" before its supervisor records a pid; only after
 # this long without one is the run considered lost
 _QUEUED_GRACE_S = 60.0
@@ -55,27 +53,20 @@ class RunRecord:
         return asdict(self)
 
 
-def _age_s(iso: str | None) -> float:
-    try:
-        return (datetime.now(timezone.utc) - datetime.fromisoformat(str(iso))).total_seconds()
-    except ValueError:
-        return 0.0
-
-
 def _supervisor_gone(st: dict) -> bool:
     pid = st.get("supervisor_pid")
     if not pid:
-        return st.get("state") == "queued" and _age_s(st.get("updated_at")) > _QUEUED_GRACE_S
+        return st.get("state") == "queued" and (age_s(st.get("updated_at")) or 0.0) > _QUEUED_GRACE_S
     return not procs.alive(pid, st.get("supervisor_ct"))
 
 
 def _reconcile(run_dir: Path, st: dict) -> dict:
-    if st.get("state") not in LIVE or not _supervisor_gone(st):
+    if st.get("state") not in LIVE_STATES or not _supervisor_gone(st):
         return st
     fresh = read_json(run_dir / "status.json") or st  # it may have finished between our reads
-    if fresh.get("state") not in LIVE or not _supervisor_gone(fresh):
+    if fresh.get("state") not in LIVE_STATES or not _supervisor_gone(fresh):
         return fresh
-    fresh = dict(fresh, state="lost", updated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    fresh = dict(fresh, state="lost", updated_at=now_iso(),
                  lost_reason="its supervisor process is gone (killed, or the machine restarted)")
     try:
         write_json_atomic(run_dir / "status.json", fresh)
@@ -146,7 +137,7 @@ def get_run(run_id: str, root: Path | None = None) -> RunRecord:
 def delete_run(run_id: str, root: Path | None = None) -> None:
     """Remove a finished run's folder; refuse a live one."""
     rec = get_run(check_run_id(run_id), root)
-    if rec.state in LIVE:
+    if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
     st = read_json(Path(rec.run_dir) / "status.json") or {}
     if rec.state == "lost" and procs.alive(st.get("pid"), st.get("pid_ct")):

@@ -1,6 +1,6 @@
 """The background supervisor of one run (or of a sweep of runs, one after another).
 
-``python -m lab.supervisor RUN_DIR`` or ``python -m lab.supervisor --sweep FILE``,
+``python -m lab.engine.supervisor RUN_DIR`` or ``python -m lab.engine.supervisor --sweep FILE``,
 started detached by the launcher so a run outlives the dashboard. It starts
 the training command from run.json as its child in a new session (stdout and
 stderr to RUN_DIR/stdout.log), keeps status.json up to date (atomically, at
@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from lab import procs
-from lab.paths import REPO_ROOT, now_iso, read_json, write_json_atomic
+from lab.engine import procs
+from lab.runfolder import REPO_ROOT, now_iso, read_json, write_json_atomic
 
-log = logging.getLogger("lab.supervisor")
+log = logging.getLogger("lab.engine.supervisor")
 
 _TICK_S = 0.2  # how fast a stop request is noticed; each wake-up costs the trainer a little CPU
 _PORT_RETRIES = 2
@@ -146,7 +146,7 @@ class RunSupervisor:
     def _sampler(self):
         gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
         try:
-            from lab.sysevents import SysSampler
+            from lab.engine.sampler import SysSampler
 
             return SysSampler(self.run_dir, gpus)
         except Exception as e:  # the run goes on without sys/ events rather than not at all
@@ -171,7 +171,7 @@ class RunSupervisor:
                     sampler = self._sampler()  # after the start: tensorboard takes ~0.5 s to import
                 rc, req = self._watch(child, sampler)
                 if req is None and rc != 0 and attempt < _PORT_RETRIES and port and time.monotonic() - started < 60:
-                    from lab.diagnose import diagnose
+                    from lab.engine.diagnose import diagnose
 
                     d = diagnose(self.run_dir, rc)
                     if d is not None and d.key == "port_in_use":
@@ -191,7 +191,7 @@ class RunSupervisor:
         elif rc == 0:
             state, diag = "succeeded", None
         else:
-            from lab.diagnose import diagnose
+            from lab.engine.diagnose import diagnose
 
             state = "failed"
             try:
@@ -253,7 +253,7 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.supervisor", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.engine.supervisor", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", nargs="?", help="the run folder to supervise")
     ap.add_argument("--sweep", help="a sweep file (runs/.sweeps/<id>.json): run its runs one after another")
     ap.add_argument("--interval", type=float, default=float(os.environ.get("LAB_SAMPLE_INTERVAL_S", "1.0")),

@@ -1,6 +1,6 @@
 """Scalar points out of a batch of Event records, decoded column-wise with numpy.
 
-Owns the step from verified record payloads (``lab.tfrecord.scan``) to
+Owns the step from verified record payloads (``lab.events.tfrecord.scan``) to
 columns ``tag, step, wall_time, value``. The common shapes
 (``Event{wall_time, step, summary{value{tag, simple_value}}}`` from
 SummaryWriter/tensorboardX) are decoded for all records at once by a minimal

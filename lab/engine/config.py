@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.paths import DIGITS
+from lab.runfolder import DIGITS
 
 MODES = ("single", "dp", "ddp")
 MODELS = ("tinycnn", "resnet18")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.ui_text import ChartSpec
+from lab.views.text import ChartSpec
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +157,11 @@ def x_values(series: Any, axis: str) -> np.ndarray:
 
 
 def smooth(values: np.ndarray, weight: float) -> np.ndarray:
-    """TensorBoard's debiased EMA (``lab.smoothing.ema_debiased``); weight 0 = raw."""
+    """TensorBoard's debiased EMA (``lab.views.smoothing.ema_debiased``); weight 0 = raw."""
     v = np.asarray(values, dtype=float)
     if weight <= 0 or len(v) == 0:
         return v
-    from lab.smoothing import ema_debiased
+    from lab.views.smoothing import ema_debiased
 
     return np.asarray(ema_debiased(v, weight), dtype=float)
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.paths import read_json
+from lab.runfolder import read_json
 
 log = logging.getLogger(__name__)
 

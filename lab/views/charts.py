@@ -1,7 +1,7 @@
 """Plotly figures for every page: lines, per-run timelines, bars, grouped bars.
 
 This module owns how our charts look and, above all, how many points they
-carry: every line trace is reduced with ``lab.downsample.minmax`` (which keeps
+carry: every line trace is reduced with ``lab.views.downsample.minmax`` (which keeps
 each bucket's minimum and maximum, so spikes and dips survive) before it is
 drawn, so a page never ships 200k points to the browser. Pages and the HTML
 export call these functions and only render the result.
@@ -11,7 +11,7 @@ Public API (stable; other pages build on it):
 - ``Trace``: a ``(name, x, y)`` tuple, x and y 1-D array-likes of equal length.
 - ``line_figure(traces, *, x_title, y_title, title=None, max_points=2000,
   log_y=False, x_is_time=False, y_range=None, distinct_dashes=False) -> go.Figure``:
-  one line per trace, overlaid (fits ``lab.ui_text.ChartSpec``: pass its fields).
+  one line per trace, overlaid (fits ``lab.views.text.ChartSpec``: pass its fields).
 - ``timeline_figure(panels, *, y_title, x_title="time (s)", title=None,
   max_points=2000, y_range=None, cols=3) -> go.Figure``: one subplot per panel
   (e.g. per run), each panel a ``(panel_title, [Trace, ...])``, side by side
@@ -49,8 +49,8 @@ def reduce_trace(x, y, max_points: int = DEFAULT_MAX_POINTS) -> tuple[np.ndarray
         raise ValueError(f"x and y must be 1-D and of equal length, got {xa.shape} and {ya.shape}")
     if max_points <= 0 or len(xa) <= max_points:
         return xa, ya
-    # Imported where needed: the reduction itself belongs to lab.downsample.
-    from lab.downsample import minmax
+    # Imported where needed: the reduction itself belongs to lab.views.downsample.
+    from lab.views.downsample import minmax
 
     rx, ry = minmax(xa, ya, max_points)
     return np.asarray(rx, dtype=float), np.asarray(ry, dtype=float)

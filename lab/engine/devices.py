@@ -124,7 +124,7 @@ def driver_version() -> str | None:
 
 def _run_pids(runs_root: Path | None) -> dict[int, str]:
     """pid -> run_id for every pid recorded by a live-looking run."""
-    from lab.paths import read_json, runs_dir
+    from lab.runfolder import HAS_PROCESSES, read_json, runs_dir
 
     root = Path(runs_root) if runs_root else runs_dir()
     out: dict[int, str] = {}
@@ -136,7 +136,7 @@ def _run_pids(runs_root: Path | None) -> dict[int, str]:
         if e.name.startswith(".") or not e.is_dir():
             continue
         st = read_json(Path(e.path) / "status.json")
-        if not st or st.get("state") not in ("starting", "running"):
+        if not st or st.get("state") not in HAS_PROCESSES:
             continue
         for key in ("supervisor_pid", "pid"):
             if st.get(key):

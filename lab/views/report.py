@@ -3,7 +3,7 @@
 This module owns what the Compare page and the export draw: the curves of
 each run against step, samples seen or wall time (``curve_traces``), the
 per-run system timelines from ``sys/`` events (``system_panels``), the
-figures built from them and from ``lab.compare``'s table with ``lab.charts``
+figures built from them and from ``lab.views.compare``'s table with ``lab.views.charts``
 (``comparison_figures``), and the export a user can attach to a report
 (``build_html``): the table, the fairness warnings, the charts
 (plotly figures with plotly.js embedded inline, once, so the file opens with
@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from lab import charts
-from lab.compare import PEAK_PREFIX, CompareRun, FairnessWarning, device_order, labels, run_metrics
+from lab.runfolder import parse_time
+from lab.views import charts
+from lab.views.compare import PEAK_PREFIX, CompareRun, FairnessWarning, device_order, labels, run_metrics
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,8 @@ X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall tim
 
 
 def _parse_time(text: Any) -> float | None:
-    try:
-        return datetime.fromisoformat(str(text)).timestamp()
-    except (TypeError, ValueError):
-        return None
+    dt = parse_time(text)
+    return None if dt is None else dt.timestamp()
 
 
 def curve_traces(

@@ -5,7 +5,7 @@ runs at a glance; the device strip rows; and the chart data of a run, from
 its ``tb/`` scalars (loss, accuracy, throughput against step) and its
 ``sys/`` scalars (per-GPU utilisation and memory over time, or the CPU and
 RSS of the run's processes when it ran on CPU). Inputs are duck-typed: a
-record is anything with ``lab.registry.RunRecord``'s attributes, a series
+record is anything with ``lab.engine.registry.RunRecord``'s attributes, a series
 anything with numpy ``step``, ``wall_time``, ``value`` (``lab.events.Series``).
 """
 from __future__ import annotations
@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from lab.ui_text import ChartSpec, fmt_duration, fmt_mib, fmt_rate, parse_time
+from lab.runfolder import FINAL_STATES, LIVE_STATES, QUEUED, STARTING, parse_time
+from lab.views.text import ChartSpec, fmt_duration, fmt_mib, fmt_rate
 
 log = logging.getLogger(__name__)
 
-ACTIVE_STATES = ("queued", "starting", "running")
-FINISHED_STATES = ("succeeded", "failed", "stopped", "lost")
 # A running run whose progress.json has not moved for this long is probably
 # stuck (a rank waiting in a collective) or between epochs doing validation.
 STALE_AFTER_S = 60.0
@@ -48,7 +47,7 @@ class Progress:
 
 
 def is_active(state: str | None) -> bool:
-    return state in ACTIVE_STATES
+    return state in LIVE_STATES
 
 
 def _num(d: Mapping[str, Any] | None, key: str) -> float | None:
@@ -74,7 +73,7 @@ def progress_of(record: Any, now: float | None = None) -> Progress:
     total = _num(prog, "total_steps")
     elapsed = _num(prog, "elapsed_s")
     rate = _num(prog, "samples_per_sec")
-    if state in FINISHED_STATES and summ:
+    if state in FINAL_STATES and summ:
         step = _num(summ, "steps") if _num(summ, "steps") is not None else step
         elapsed = _num(summ, "wall_time_s") or elapsed
         rate = _num(summ, "steady_throughput_samples_per_sec") or _num(summ, "throughput_samples_per_sec") or rate
@@ -109,7 +108,7 @@ def progress_of(record: Any, now: float | None = None) -> Progress:
 
 
 def _label(state, step, total, eta, rate, elapsed, stale) -> str:
-    if state in ("queued", "starting") and step is None:
+    if state in (QUEUED, STARTING) and step is None:
         return "waiting for its turn" if state == "queued" else "starting (loading torch and data)"
     parts = []
     if step is not None:

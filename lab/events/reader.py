@@ -4,10 +4,10 @@ Owns discovery (every folder below a root that directly holds
 ``*tfevents*`` files is a run), incremental reading (each file's offset is
 kept; a refresh reads only the bytes written since, and picks up new files
 and new run folders) and merging every file of a run into per-tag columns
-(``lab.columns``). Files still being written, corrupt, deleted or
+(``lab.events.columns``). Files still being written, corrupt, deleted or
 unreadable never raise: what can be trusted is kept and a line is added to
-``.warnings``. Framing and CRCs live in ``lab.tfrecord``, protobuf decoding
-in ``lab.event_decode``.
+``.warnings``. Framing and CRCs live in ``lab.events.tfrecord``, protobuf decoding
+in ``lab.events.decode``.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from lab import event_decode, tfrecord
-from lab.columns import Column, Series
+from lab.events import decode as event_decode, tfrecord
+from lab.events.columns import Column, Series
 
 log = logging.getLogger(__name__)
 

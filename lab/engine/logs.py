@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from lab.paths import read_json
+from lab.runfolder import FINAL_STATES, read_json
 
-_FINAL = ("succeeded", "failed", "stopped", "lost")
 _PREFIX = re.compile(r"^\[default(\d+)\]:")
 
 
@@ -83,7 +82,7 @@ def follow(run_dir: Path | str, rank: int | None = None, poll_s: float = 0.5,
     buf = b""
     wanted = None if rank is None else f"[default{int(rank)}]:"
     while True:
-        done = (read_json(run_dir / "status.json") or {}).get("state") in _FINAL
+        done = (read_json(run_dir / "status.json") or {}).get("state") in FINAL_STATES
         try:
             with open(path, "rb") as f:
                 f.seek(pos)

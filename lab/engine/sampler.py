@@ -1,7 +1,7 @@
 """The supervisor's device sampler: ``sys/`` scalars as TensorBoard events.
 
 Once per interval the supervisor calls ``SysSampler.sample(procs)``: the run's
-GPUs are read through ``lab.devices`` and the run's whole process tree through
+GPUs are read through ``lab.engine.devices`` and the run's whole process tree through
 psutil (CPU percent summed over processes, RSS summed), and each value is
 written as a scalar event under ``RUN_DIR/sys``. The events are written with
 tensorboard's own ``EventFileWriter`` and protos, never torch (importing torch
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from lab import devices
+from lab.engine import devices
 
 log = logging.getLogger(__name__)
 _MIB = 1024 * 1024

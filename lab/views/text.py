@@ -1,8 +1,8 @@
 """Small shared pieces of the dashboard's text in and out: formatting numbers
 for people (bytes, MiB, durations, rates, "3 min ago"), parsing what a user
 types into a form (GPU lists, tags, ``KEY=VALUE`` lines), and ``ChartSpec``,
-the plain description of one chart that ``lab.live`` and ``lab.browse``
-return and the pages hand to ``lab.charts``. No streamlit here.
+the plain description of one chart that ``lab.views.live`` and ``lab.views.browse``
+return and the pages hand to ``lab.views.charts``. No streamlit here.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+from lab.runfolder import parse_time  # noqa: F401 (one parser of our time stamps; pages format with it)
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -73,19 +74,6 @@ def fmt_rate(samples_per_sec: float | None) -> str:
     if v >= 100:
         return f"{v:,.0f} samples/s"
     return f"{v:.1f} samples/s"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An ISO string or epoch seconds as an aware datetime; anything else None."""
-    if value is None or value == "":
-        return None
-    try:
-        if isinstance(value, (int, float)):
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
-        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 def fmt_ago(value: Any, now: datetime | None = None) -> str:

@@ -4,7 +4,7 @@
 exactly; argv is a list (never a shell string) so user text stays one item.
 ``launch``/``launch_sweep`` validate first (a refused config creates no
 folder), write run.json and status.json ``queued``, start the detached
-supervisor (``python -m lab.supervisor``) and return as soon as it is up.
+supervisor (``python -m lab.engine.supervisor``) and return as soon as it is up.
 ``stop`` asks the supervisor to stop (a ``stop.request`` file it polls) and
 falls back to ending the recorded process tree itself when it is gone.
 """
@@ -16,14 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from lab import procs
-from lab.config import RunConfig, compare_modes_configs, normalized, problems, validate  # noqa: F401 (re-exported)
-from lab.paths import REPO_ROOT, check_run_id, now_iso, read_json, runs_dir as default_runs_dir, write_json_atomic  # noqa: F401 (now_iso re-exported)
+from lab.engine import procs
+from lab.engine.config import RunConfig, compare_modes_configs, normalized, problems, validate  # noqa: F401 (re-exported)
+from lab.runfolder import (ENDED_STATES, FINAL_STATES, REPO_ROOT, check_run_id, now_iso, read_json,
+                           runs_dir as default_runs_dir, stamp, write_json_atomic)
 
-FINAL = ("succeeded", "failed", "stopped", "lost")
 _UP_TIMEOUT_S = 30.0
 _children: list[subprocess.Popen] = []  # supervisors we started: polled so they never linger as zombies
 
@@ -33,8 +32,7 @@ class LaunchError(RuntimeError):
 
 
 def new_run_id(config: RunConfig) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return check_run_id(f"{stamp}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}")
+    return check_run_id(f"{stamp()}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}")
 
 
 def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
@@ -142,7 +140,7 @@ def preflight(config: RunConfig, snapshot) -> list[str]:
                        "so jobs on one machine never collide.")
     busy = [p for g in getattr(snapshot, "gpus", ()) if g.index in gpus for p in g.processes]
     if busy:
-        from lab.devices import holders
+        from lab.engine.devices import holders
         out += [f"Busy: {h}." for h in holders(snapshot) if any(f"GPU {g}" in h for g in gpus)]
     if c.amp:
         out.append("AMP: fp16 autocast with a GradScaler on CUDA" if gpus else "AMP on the CPU: bf16 autocast")
@@ -180,7 +178,7 @@ def _spawn_supervisor(args: list[str], log_path: Path) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(log_path, "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "lab.supervisor", *args], cwd=REPO_ROOT, env=env,
+        p = subprocess.Popen([sys.executable, "-m", "lab.engine.supervisor", *args], cwd=REPO_ROOT, env=env,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
     _children.append(p)
@@ -209,7 +207,7 @@ def _wait_up(p: subprocess.Popen, status_path: Path, log_path: Path) -> None:
 
 def _machine() -> tuple[int, str]:
     """(GPU count, run.json's ``recorded_on``), without the process matching a full snapshot does."""
-    from lab import devices
+    from lab.engine import devices
 
     gpus = devices.read_gpus(with_processes=False)
     host = socket.gethostname()
@@ -244,7 +242,7 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tupl
             e = found[0]
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
     root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
-    sweep_id = check_run_id(f"sweep-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}")
+    sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
     run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on) for c in configs]
     sweeps = root / ".sweeps"
     sweeps.mkdir(exist_ok=True)
@@ -265,19 +263,19 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     cancelled before it starts. A run whose supervisor is gone has its
     recorded processes ended here.
     """
-    from lab import registry
+    from lab.engine import registry
 
     root = Path(runs_dir).resolve() if runs_dir else default_runs_dir()
     rec = registry.get_run(run_id, root)
     run_dir = Path(rec.run_dir)
-    if rec.state in ("succeeded", "failed", "stopped"):
+    if rec.state in ENDED_STATES:
         return rec.state
     st = read_json(run_dir / "status.json") or {}
     sup_alive = procs.alive(st.get("supervisor_pid"), st.get("supervisor_ct"))
     if rec.state != "lost" and sup_alive:
         write_json_atomic(run_dir / "stop.request", {"grace_s": grace_s, "at": now_iso()})
         def done() -> bool:
-            return (read_json(run_dir / "status.json") or {}).get("state") in FINAL
+            return (read_json(run_dir / "status.json") or {}).get("state") in FINAL_STATES
         if procs.wait_until(done, grace_s + 10, 0.1):
             return (read_json(run_dir / "status.json") or {})["state"]
     # no supervisor to do it (or it did not answer): end what was recorded ourselves
@@ -303,11 +301,11 @@ def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) 
 
 def wait(run_id: str, runs_dir: Path | None = None, timeout_s: float = 600) -> str:
     """Block until the run reaches a final state (or ``timeout_s``); return the state."""
-    from lab import registry
+    from lab.engine import registry
 
     end = time.monotonic() + timeout_s
     while True:
         state = registry.get_run(run_id, runs_dir).state
-        if state in FINAL or time.monotonic() > end:
+        if state in FINAL_STATES or time.monotonic() > end:
             return state
         time.sleep(0.2)

@@ -2,7 +2,7 @@
 
 Owns the ``scalars`` subcommand: ``add_parser(subparsers)`` registers it
 (lab/cli.py calls it), ``run(args)`` does it, ``main()`` runs it alone
-(``python -m lab.scalars_cli``). One row per point, columns
+(``python -m lab.events.export``). One row per point, columns
 ``run, tag, step, wall_time, value``, runs and tags in sorted order and each
 series as ``lab.events`` orders it. Floats are written with Python's repr,
 so they read back exactly; in JSON a non-finite value is ``null``. Reader
@@ -96,7 +96,7 @@ def _error(msg: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.scalars_cli", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m lab.events.export", description=__doc__.splitlines()[0])
     _add_arguments(p)
     return run(p.parse_args(argv))
 

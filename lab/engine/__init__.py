@@ -1,0 +1,10 @@
+"""Starting, watching and stopping runs, and the machine they run on.
+
+``config`` (what may be asked) → ``launcher`` (argv and env, the run folder,
+the detached ``supervisor``) → ``supervisor`` (the child's process group,
+status.json, device samples through ``sampler``, the ``diagnose`` table) →
+``registry`` (the runs on disk, reconciled with live processes). Gateways to
+outside systems: ``devices`` is the only module that calls NVML, ``procs``
+the only one that calls psutil; only ``launcher`` and ``supervisor`` start
+processes. ``logs`` reads a run's output. Nothing here draws.
+"""

@@ -1,0 +1,149 @@
+"""The run folder: where runs live, what their files are called, the run states, time stamps, atomic JSON.
+
+The contract between ``training/`` (and a user's own script) and ``lab/``
+(docs/contracts.md section 2). Each fact is written here once: the runs root
+(``./runs`` unless ``LAB_RUNS_DIR`` names another folder), the file and
+folder names inside a run folder, the run states and their groups, the ISO
+time format of run.json/status.json, and how those files are read (a torn
+or missing file is "not there yet") and written (temp file, then rename).
+It also knows the repository's own folders (sample data).
+"""
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATA = REPO_ROOT / "sample_data"
+SAMPLE_RUNS = SAMPLE_DATA / "runs"
+DIGITS = SAMPLE_DATA / "digits"
+
+# ---- names inside a run folder --------------------------------------------
+RUN_JSON = "run.json"            # launcher: what was asked
+STATUS_JSON = "status.json"      # supervisor: the state machine
+SUMMARY_JSON = "summary.json"    # trainer, at the end
+PROGRESS_JSON = "progress.json"  # trainer, every log window
+STOP_REQUEST = "stop.request"    # launcher -> supervisor: please stop
+STDOUT_LOG = "stdout.log"        # supervisor: the training command's combined output
+SUPERVISOR_LOG = "supervisor.log"
+ERROR_JSON = "error.json"        # TORCHELASTIC_ERROR_FILE
+TB_DIR = "tb"                    # trainer's event files (rank 0)
+SYS_DIR = "sys"                  # supervisor's device samples as event files
+LOGS_DIR = "logs"                # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.log
+CHECKPOINTS_DIR = "checkpoints"
+SWEEPS_DIR = ".sweeps"           # in the runs root: <sweep_id>.json and .log
+
+# ---- run states ------------------------------------------------------------
+QUEUED, STARTING, RUNNING = "queued", "starting", "running"
+SUCCEEDED, FAILED, STOPPED, LOST = "succeeded", "failed", "stopped", "lost"
+STATES = (QUEUED, STARTING, RUNNING, SUCCEEDED, FAILED, STOPPED, LOST)
+LIVE_STATES = (QUEUED, STARTING, RUNNING)            # says it has (or will have) processes
+HAS_PROCESSES = (STARTING, RUNNING)                  # pids recorded and meant to be alive
+ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)          # the supervisor recorded an end
+FINAL_STATES = ENDED_STATES + (LOST,)                # nothing more will happen
+
+
+def is_live(state: str | None) -> bool:
+    return state in LIVE_STATES
+
+
+def is_final(state: str | None) -> bool:
+    return state in FINAL_STATES
+
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class BadRunId(ValueError):
+    """A run id that could escape the runs folder or is not one of ours."""
+
+
+def runs_dir() -> Path:
+    """The runs folder: ``$LAB_RUNS_DIR`` or ``./runs``, resolved."""
+    return Path(os.environ.get("LAB_RUNS_DIR") or "runs").expanduser().resolve()
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a plain folder name, else raise ``BadRunId``.
+
+    Checked before a run id touches the filesystem: no separators, no ``..``,
+    no leading dot.
+    """
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id) or ".." in run_id:
+        raise BadRunId(
+            f"{run_id!r} is not a valid run id: use letters, digits, '.', '_' and '-' only"
+        )
+    return run_id
+
+
+def root_or_default(root: Path | str | None) -> Path:
+    """``root`` resolved, or the runs folder when None: how every function taking ``runs_dir=`` resolves it."""
+    return Path(root).expanduser().resolve() if root else runs_dir()
+
+
+def now_iso() -> str:
+    """Now, UTC, ISO 8601 to the second: the timestamps of run.json and status.json."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def stamp() -> str:
+    """Now, UTC, as ``YYYYmmdd-HHMMSS``: the time part of run and sweep ids and export file names."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO string (ours, or with a ``Z``) or epoch seconds as an aware datetime; anything else None."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def age_s(value: Any) -> float | None:
+    """Seconds since ``value`` (see ``parse_time``); None when it is not a time."""
+    dt = parse_time(value)
+    return None if dt is None else (datetime.now(timezone.utc) - dt).total_seconds()
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None when it is missing, half-written or not an object.
+
+    Files in a run folder are rewritten while we read them; a torn read is
+    treated as "not there yet" rather than an error.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` via a temp file and ``os.replace`` so readers never see half of it."""
+    import json
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, default=str)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; other readers (a dashboard user) need to read it
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
