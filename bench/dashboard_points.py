@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab import charts  # noqa: E402
+from lab.views import charts  # noqa: E402
 from lab.views.compare import merge_scalars  # noqa: E402
 from lab.events.tfrecord import frame  # noqa: E402
 

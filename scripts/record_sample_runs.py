@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.views import compare
-from lab import launcher  # noqa: E402
+from lab.engine import launcher  # noqa: E402
 from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
 
