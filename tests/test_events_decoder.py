@@ -1,16 +1,22 @@
 """The column decoder against protobuf, on thousands of random but valid events.
 
-``event_decode.decode`` (numpy field walker) must give exactly the points
-that ``decode_with_protobuf`` (TensorBoard's event_pb2 per record) gives, in
-the same order, for any mix of shapes a writer could produce.
+``decode.decode`` (numpy field walker) must give exactly the points that
+``protobuf.decode_with_protobuf`` (TensorBoard's event_pb2 per record) gives,
+in the same order, for any mix of shapes a writer could produce.
 """
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 from tensorboard.compat.proto import event_pb2, graph_pb2
 from tensorboard.util import tensor_util
 
-from lab.events import decode as event_decode, tfrecord
+from lab.events import decode, protobuf, tfrecord
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def random_event(rng: np.random.Generator) -> event_pb2.Event:
@@ -52,8 +58,8 @@ def test_column_decoder_equals_protobuf_on_random_events():
         buf = b"".join(tfrecord.frame(e.SerializeToString()) for e in evs)
         sc = tfrecord.scan(buf)
         assert len(sc.starts) == 1500 and sc.fatal is None
-        fast = event_decode.decode(buf, sc.starts, sc.ends, {})
-        slow = event_decode.decode_with_protobuf(buf, sc.starts, sc.ends, {})
+        fast = decode.decode(buf, sc.starts, sc.ends, {})
+        slow = protobuf.decode_with_protobuf(buf, sc.starts, sc.ends, {})
         assert [fast.tags[i] for i in fast.tag_idx] == [slow.tags[i] for i in slow.tag_idx]
         assert np.array_equal(fast.step, slow.step)
         assert np.array_equal(fast.wall_time, slow.wall_time)
@@ -71,8 +77,39 @@ def test_random_corruption_never_raises_and_keeps_the_prefix():
         at = int(rng.integers(0, len(b)))
         b[at] ^= int(rng.integers(1, 256))
         sc = tfrecord.scan(bytes(b))
-        pts = event_decode.decode(bytes(b), sc.starts, sc.ends, {})
+        pts = decode.decode(bytes(b), sc.starts, sc.ends, {})
         # every record that ends before the flipped byte is still there
         intact = sum(1 for end in np.cumsum([len(r) for r in recs]) if end <= at)
         assert len(sc.starts) >= intact
         assert len(pts.step) == len(pts.value)
+
+
+LAZY = """
+import sys
+from lab.events import RunReader
+r = RunReader(sys.argv[1])
+print(r.refresh(), "lab.events.protobuf" in sys.modules, "tensorboard.compat.proto.event_pb2" in sys.modules)
+"""
+
+
+def read_in_fresh_process(run_dir) -> list[str]:
+    return subprocess.run([sys.executable, "-c", LAZY, str(run_dir)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True).stdout.split()
+
+
+def test_protobuf_is_loaded_only_for_records_that_need_it(tmp_path):
+    """SummaryWriter's header and simple values never import TensorBoard's protos; a tensor does."""
+    plain, tensor = tmp_path / "plain", tmp_path / "tensor"
+    plain.mkdir()
+    tensor.mkdir()
+    recs = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2")]
+    recs += [event_pb2.Event(wall_time=2.0 + s, step=s) for s in range(3)]
+    for s, ev in enumerate(recs[1:]):
+        ev.summary.value.add(tag="loss", simple_value=float(s))
+    (plain / "events.out.tfevents.1.h").write_bytes(b"".join(tfrecord.frame(e.SerializeToString()) for e in recs))
+    ev = event_pb2.Event(wall_time=3.0, step=1)
+    v = ev.summary.value.add(tag="tf2", tensor=tensor_util.make_tensor_proto(np.float32(0.5)))
+    v.metadata.plugin_data.plugin_name = "scalars"
+    (tensor / "events.out.tfevents.1.h").write_bytes(tfrecord.frame(ev.SerializeToString()))
+    assert read_in_fresh_process(plain) == ["3", "False", "False"]
+    assert read_in_fresh_process(tensor) == ["1", "True", "True"]

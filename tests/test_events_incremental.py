@@ -1,12 +1,21 @@
-"""lab.events on files that are still being written: offsets, truncation, new files and runs, merging."""
+"""lab.events on files that are still being written: offsets, truncation, new files and runs, merging.
+
+Covers ``lab.events.file_loader`` (one file: ``EventFileLoader.load()``
+yields only new points, resumes at a record cut short, classifies errors),
+``lab.events.columns`` (growth, frozen snapshots, ranks merged in time) and
+the incremental side of ``lab.events.reader``.
+"""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.util import tensor_util
 
 from lab import events
+from lab.events import decode
+from lab.events.file_loader import EventFileLoader
 from lab.events.tfrecord import frame
 
 
@@ -63,15 +72,13 @@ def test_refresh_reads_only_new_bytes_and_grows_geometrically(tmp_path):
     r = events.RunReader(tmp_path)
     assert r.refresh() == 1000
     first = r.scalars()["a"]
-    col = r._cols["a"]
-    assert len(col.step) == 1000  # a first load is sized exactly (24 bytes a point)
-    caps = set()
+    assert r.nbytes() == 1000 * 24  # a first load is sized exactly (24 bytes a point)
+    sizes = set()
     for k in range(50):
         append(f, rec("a", 1000 + k, 1.0))
         assert r.refresh() == 1
-        caps.add(len(col.step))
-    assert len(caps) <= 3  # 50 appends, at most a couple of reallocations
-    assert r._files[str(f)].offset == os.path.getsize(f)
+        sizes.add(r.nbytes())
+    assert len(sizes) <= 3  # 50 appends, at most a couple of reallocations
     s = r.scalars()["a"]
     assert len(s) == 1050 and s.step[-1] == 1049
     assert len(first) == 1000 and first.step[-1] == 999  # an earlier snapshot never changes
@@ -138,8 +145,95 @@ def test_protobuf_fallback_gives_the_same_points(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise IndexError("simulated walker bug")
 
-    monkeypatch.setattr(events.event_decode, "decode", broken)
+    monkeypatch.setattr(decode, "decode", broken)
     slow = events.RunReader(tmp_path)
     assert slow.refresh() == 400
     for tag in ("a", "bb"):
         assert points(slow.scalars()[tag]) == points(fast.scalars()[tag])
+
+
+def loaded(loader: EventFileLoader) -> list[tuple[str, int, float]]:
+    """(tag, step, value) of every point one ``load()`` yields."""
+    return [(p.tags[i], s, v) for p in loader.load()
+            for i, s, v in zip(p.tag_idx.tolist(), p.step.tolist(), p.value.tolist())]
+
+
+def test_file_loader_yields_only_new_points_and_resumes_inside_a_record(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(header() + rec("a", 1, 1.0))
+    warned: list[str] = []
+    loader = EventFileLoader(f, warned.append)
+    assert loader.offset == 0 and loaded(loader) == [("a", 1, 1.0)]
+    assert loaded(loader) == [] and loader.offset == os.path.getsize(f)
+    data = rec("a", 2, 2.0)
+    append(f, data[:-1])
+    before = loader.offset
+    assert loaded(loader) == [] and loader.offset == before  # "not yet": nothing consumed
+    append(f, data[-1:] + rec("b", 3, 3.0))
+    assert loaded(loader) == [("a", 2, 2.0), ("b", 3, 3.0)]
+    assert loader.offset == os.path.getsize(f) and loader.state == "reading" and warned == []
+
+
+def test_file_loader_reads_a_record_larger_than_its_chunk(tmp_path, monkeypatch):
+    from lab.events import file_loader
+
+    monkeypatch.setattr(file_loader, "CHUNK", 64)  # the header alone is 39 bytes, a record 50+
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(header() + rec("x" * 100, 1, 1.0) + b"".join(rec("t", s, float(s)) for s in range(20)))
+    loader = EventFileLoader(f)
+    got = loaded(loader)
+    assert got[0] == ("x" * 100, 1, 1.0) and [s for _, s, _ in got[1:]] == list(range(20))
+    assert loader.offset == os.path.getsize(f)
+
+
+def test_file_loader_deleted_is_final_other_errors_are_retried(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(rec("a", 1, 1.0))
+    warned: list[str] = []
+    loader = EventFileLoader(f, warned.append)
+    assert len(loaded(loader)) == 1
+    f.unlink()
+    assert loaded(loader) == [] and loader.state == "deleted"
+    f.write_bytes(rec("a", 1, 1.0) + rec("a", 2, 2.0))  # a new file of the same name: not this loader's
+    assert loaded(loader) == [] and len(warned) == 1 and "deleted" in warned[0]
+
+    bad = tmp_path / "events.out.tfevents.2.host"
+    os.symlink("/proc/self/mem", bad)  # reading offset 0 fails with EIO
+    flaky = EventFileLoader(bad, warned.append)
+    assert loaded(flaky) == [] and loaded(flaky) == [] and flaky.state == "reading"
+    assert len(warned) == 2 and "will retry" in warned[1]  # one warning for the same error
+    bad.unlink()
+    bad.write_bytes(rec("b", 5, 5.0))
+    assert loaded(flaky) == [("b", 5, 5.0)]
+
+
+def test_file_loader_stops_for_good_at_a_bad_length(tmp_path):
+    good = [rec("t", s, float(s)) for s in range(3)]
+    broken = good[1][:2] + bytes([good[1][2] ^ 1]) + good[1][3:]
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(good[0] + broken + good[2])
+    warned: list[str] = []
+    loader = EventFileLoader(f, warned.append)
+    assert loaded(loader) == [("t", 0, 0.0)] and loader.state == "corrupt"
+    append(f, rec("t", 9, 9.0))
+    assert loaded(loader) == [] and len(warned) == 1 and "length CRC" in warned[0]
+
+
+def test_files_sharing_plugins_know_a_tag_from_its_first_metadata(tmp_path):
+    """TF2 writers send a tag's plugin once: the run's other files still read its tensors as scalars."""
+    def tensor_rec(step: int, plugin: str | None) -> bytes:
+        ev = event_pb2.Event(wall_time=1.0 + step, step=step)
+        v = ev.summary.value.add(tag="tf2", tensor=tensor_util.make_tensor_proto(np.float32(step / 2)))
+        if plugin:
+            v.metadata.plugin_data.plugin_name = plugin
+        return frame(ev.SerializeToString())
+
+    (tmp_path / "events.out.tfevents.1.a").write_bytes(tensor_rec(1, "scalars"))
+    (tmp_path / "events.out.tfevents.2.b").write_bytes(tensor_rec(2, None))
+    plugins: dict[str, str] = {}
+    first = EventFileLoader(tmp_path / "events.out.tfevents.1.a", plugins=plugins)
+    second = EventFileLoader(tmp_path / "events.out.tfevents.2.b", plugins=plugins)
+    assert loaded(second) == []  # not known yet to be a scalar: skipped, never guessed
+    assert loaded(first) == [("tf2", 1, 0.5)] and plugins == {"tf2": "scalars"}
+    append(tmp_path / "events.out.tfevents.2.b", tensor_rec(3, None))
+    assert loaded(second) == [("tf2", 3, 1.5)]

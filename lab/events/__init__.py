@@ -2,13 +2,17 @@
 
 Layers, as in TensorBoard's ``backend/event_processing``: ``tfrecord`` splits
 a file into verified records, ``decode`` turns record payloads into scalar
-columns (``protobuf`` is the slow path for what the fast decoder does not
-handle), ``columns`` holds the growing arrays, ``reader`` reads one run
-folder or a whole log directory incrementally, and ``export`` is the
-``python -m lab scalars`` command. The reader's API is re-exported here, so
-callers write ``from lab.events import LogdirReader``.
+columns with numpy (``protobuf`` decodes, with TensorBoard's own messages,
+what the fast decoder hands over), ``file_loader`` reads one file
+incrementally (offsets, truncation, errors), ``columns`` holds the growing
+arrays, ``reader`` merges a run folder's files and discovers the runs of a
+log directory, and ``export`` is the ``python -m lab scalars`` command. The
+reader's API is re-exported here, so callers write
+``from lab.events import LogdirReader``. Tested by tests/test_events_*.py.
 """
-from lab.events.columns import Column, Series
-from lab.events.reader import LogdirReader, RunReader, discover, is_event_file, to_frame
+from __future__ import annotations
 
-__all__ = ["Column", "LogdirReader", "RunReader", "Series", "discover", "is_event_file", "to_frame"]
+from lab.events.columns import Series
+from lab.events.reader import LogdirReader, RunReader, discover, to_frame
+
+__all__ = ["LogdirReader", "RunReader", "Series", "discover", "to_frame"]

@@ -6,19 +6,19 @@ columns ``tag, step, wall_time, value``. The common shapes
 SummaryWriter/tensorboardX) are decoded for all records at once by a minimal
 protobuf field walker that advances one field per numpy pass over the batch.
 Tensor values (TF2 ``tf.summary.scalar``, torch ``new_style``) peek at the
-plugin name and decode only a ``scalars`` tensor; anything the walker does not
-understand falls back to TensorBoard's own ``event_pb2`` for that record.
-Images, histograms, graphs and text are never decoded: their fields are
-skipped by length.
+plugin name and decode only a ``scalars`` tensor; those tensors, and anything
+the walker does not understand, are handed to ``lab.events.protobuf`` (imported
+only then) for that record. Images, histograms, graphs and text are never
+decoded: their fields are skipped by length. Tested by
+tests/test_events_decoder.py (against the protobuf path on random events) and
+tests/test_events_writers.py (against EventAccumulator).
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 _EVENT = {1: 1, 2: 0, 5: 2}  # field -> wire type: wall_time, step, summary
 _SUMMARY = {1: 2}  # value (repeated)
@@ -35,7 +35,6 @@ class Points:
     wall_time: np.ndarray
     value: np.ndarray
     undecodable: int = 0
-    plugins: dict[str, str] = field(default_factory=dict)
 
 
 def _varint(u8: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -200,6 +199,25 @@ def _template(u8: np.ndarray, s: np.ndarray, e: np.ndarray):
     return ok, step, tag_s, tag_e, tag_e + 1
 
 
+class WholeEvent(NamedTuple):
+    """A record the walker cannot follow: protobuf parses all of it."""
+
+    rec: int
+    start: int
+    end: int
+
+
+class TensorValue(NamedTuple):
+    """A summary value with metadata and/or a tensor: spans of ``buf`` for protobuf."""
+
+    rec: int
+    tag: str
+    metadata: tuple[int, int] | None
+    tensor: tuple[int, int] | None
+    wall: float
+    step: int
+
+
 def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
     """Scalar points of the records at [starts, ends) of ``buf``.
 
@@ -211,8 +229,7 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
     ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
     fast = np.flatnonzero(ok)
     rest = np.flatnonzero(~ok)
-    from_pb = _SlowPath(buf, plugins)
-    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall = _general(u8, buf, starts[rest], ends[rest], rest, from_pb)
+    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(u8, buf, starts[rest], ends[rest], rest)
     rec = np.concatenate([fast, g_rec])
     tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
     tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
@@ -221,41 +238,33 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
     wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
     values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
     tags, tag_idx = _group_tags(u8, tag_s, tag_e)
+    undecodable = 0
+    if todo:
+        from lab.events import protobuf  # TensorBoard's protos, loaded only when a file needs them
 
-    if from_pb.rec:
+        slow = protobuf.SlowPath(buf, plugins)
+        slow.run(todo)
+        undecodable = slow.undecodable
         lookup = {t: k for k, t in enumerate(tags)}
-        extra_idx = np.array([lookup.setdefault(t, len(lookup)) for t in from_pb.tag], dtype=np.int32)
+        extra_idx = np.array([lookup.setdefault(t, len(lookup)) for t in slow.tag], dtype=np.int32)
         tags = list(lookup)
-        rec = np.concatenate([rec, np.array(from_pb.rec, dtype=np.int64)])
+        rec = np.concatenate([rec, np.array(slow.rec, dtype=np.int64)])
         tag_idx = np.concatenate([tag_idx, extra_idx])
-        steps = np.concatenate([steps, np.array(from_pb.step, dtype=np.int64)])
-        wall_time = np.concatenate([wall_time, np.array(from_pb.wall, dtype=np.float64)])
-        values = np.concatenate([values, np.array(from_pb.value, dtype=np.float64)])
+        steps = np.concatenate([steps, np.array(slow.step, dtype=np.int64)])
+        wall_time = np.concatenate([wall_time, np.array(slow.wall, dtype=np.float64)])
+        values = np.concatenate([values, np.array(slow.value, dtype=np.float64)])
     if len(rest) and len(rec) > 1:  # put the paths back into record order
         order = np.argsort(rec, kind="stable")
         tag_idx, steps, wall_time, values = tag_idx[order], steps[order], wall_time[order], values[order]
-    return Points(tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64),
-                  values, from_pb.undecodable)
+    return Points(tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64), values, undecodable)
 
 
-def decode_with_protobuf(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
-    """Every record through ``event_pb2``: slow, but shares no code with the column walker."""
-    from_pb = _SlowPath(buf, plugins)
-    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        from_pb.event(i, s, e)
-    lookup: dict[str, int] = {}
-    idx = np.array([lookup.setdefault(t, len(lookup)) for t in from_pb.tag], dtype=np.int32)
-    return Points(list(lookup), idx, np.array(from_pb.step, dtype=np.int64),
-                  np.array(from_pb.wall, dtype=np.float64), np.array(from_pb.value, dtype=np.float64),
-                  from_pb.undecodable)
-
-
-def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray,
-             from_pb: "_SlowPath"):
-    """Any Event layout: walk the fields level by level; hand tensors and oddities to protobuf.
+def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray):
+    """Any Event layout: walk the fields level by level; list tensors and oddities for protobuf.
 
     Returns the simple_value points as (record, step, tag start, tag end,
-    value position, wall_time position or -1).
+    value position, wall_time position or -1), and the work for protobuf in
+    record order (``WholeEvent`` and ``TensorValue`` items).
     """
     ev_s, ev_e, ev_c, ev_bad = _walk(u8, starts, ends, _EVENT)
     slow = np.flatnonzero(ev_bad | (ev_c[5] > 1)).tolist()
@@ -277,79 +286,15 @@ def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, r
     wall_pos = np.where(ev_c[1] > 0, ev_s[1], -1)
     wall = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
 
-    def tag_of(j: int) -> str:
-        return bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace")
-
     # In record order, as the writer wrote them: a tag's plugin is the one
     # in its first metadata, and a tensor counts only once that is known.
-    todo = [(int(sel[j]), 0, j) for j in np.flatnonzero(good & ((va_c[9] > 0) | tensor)).tolist()]
-    todo += [(int(i), 1, -1) for i in slow]
-    todo.sort()
-    for i, is_slow, j in todo:
-        if is_slow:
-            from_pb.event(int(rec[i]), int(starts[i]), int(ends[i]))
-            continue
-        if va_c[9][j]:
-            from_pb.note_metadata(tag_of(j), int(va_s[9][j]), int(va_e[9][j]))
-        if tensor[j]:
-            from_pb.tensor(int(rec[i]), tag_of(j), int(va_s[8][j]), int(va_e[8][j]), float(wall[i]), int(step[i]))
+    todo: list[WholeEvent | TensorValue] = [WholeEvent(int(rec[i]), int(starts[i]), int(ends[i])) for i in slow]
+    for j in np.flatnonzero(good & ((va_c[9] > 0) | tensor)).tolist():
+        i = int(sel[j])
+        todo.append(TensorValue(
+            int(rec[i]), bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace"),
+            (int(va_s[9][j]), int(va_e[9][j])) if va_c[9][j] else None,
+            (int(va_s[8][j]), int(va_e[8][j])) if tensor[j] else None, float(wall[i]), int(step[i])))
+    todo.sort(key=lambda item: item.rec)
     r = sel[simple]
-    return rec[r], step[r], tag_s[simple], tag_e[simple], va_s[2][simple], wall_pos[r]
-
-
-class _SlowPath:
-    """Per-record decoding with TensorBoard's protobufs, for the unusual cases."""
-
-    def __init__(self, buf: bytes, plugins: dict[str, str]) -> None:
-        self.buf = buf
-        self.plugins = plugins
-        self.rec: list[int] = []
-        self.tag: list[str] = []
-        self.step: list[int] = []
-        self.wall: list[float] = []
-        self.value: list[float] = []
-        self.undecodable = 0
-
-    @property
-    def _ts(self):
-        from lab.events import protobuf as tensor_scalar  # protobuf classes, imported only when a file needs them
-
-        return tensor_scalar
-
-    def _add(self, rec: int, tag: str, step: int, wall: float, value: float) -> None:
-        self.rec.append(rec)
-        self.tag.append(tag)
-        self.step.append(step)
-        self.wall.append(wall)
-        self.value.append(value)
-
-    def note_metadata(self, tag: str, s: int, e: int) -> None:
-        if tag not in self.plugins:
-            name = self._ts.plugin_name(bytes(self.buf[s:e]))
-            if name is not None:
-                self.plugins[tag] = name
-
-    def tensor(self, rec: int, tag: str, s: int, e: int, wall: float, step: int) -> None:
-        if self.plugins.get(tag) != "scalars":
-            return  # an image, histogram, text... tensor: never decoded
-        v = self._ts.tensor_value(bytes(self.buf[s:e]))
-        if v is not None:
-            self._add(rec, tag, step, wall, v)
-
-    def event(self, rec: int, s: int, e: int) -> None:
-        ev = self._ts.parse_event(bytes(self.buf[s:e]))
-        if ev is None:
-            self.undecodable += 1
-            return
-        if not ev.HasField("summary"):
-            return
-        for val in ev.summary.value:
-            if val.HasField("metadata") and val.tag not in self.plugins:
-                self.plugins[val.tag] = val.metadata.plugin_data.plugin_name
-            kind = val.WhichOneof("value")
-            if kind == "simple_value":
-                self._add(rec, val.tag, ev.step, ev.wall_time, val.simple_value)
-            elif kind == "tensor" and self.plugins.get(val.tag) == "scalars":
-                v = self._ts.tensor_proto_value(val.tensor)
-                if v is not None:
-                    self._add(rec, val.tag, ev.step, ev.wall_time, v)
+    return rec[r], step[r], tag_s[simple], tag_e[simple], va_s[2][simple], wall_pos[r], todo

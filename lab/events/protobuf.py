@@ -1,17 +1,24 @@
 """The protobuf side of event reading: TensorBoard's own message classes.
 
-Owns every use of ``tensorboard.compat.proto`` by the reader: parsing a whole
-Event when the fast column decoder cannot, reading a summary's plugin name,
-and turning a scalar ``TensorProto`` (TF2 ``tf.summary.scalar``: float_val,
-double_val, half_val or tensor_content; float, double, half, bfloat16 or an
-integer type) into one float. Imported lazily: files written by
-SummaryWriter never need it.
+Owns every use of ``tensorboard.compat.proto`` by the reader: ``SlowPath``
+decodes, record by record, what the fast column decoder (``lab.events.decode``)
+hands over (whole Events it cannot follow, summary metadata, tensors);
+``decode_with_protobuf`` reads a whole batch that way (the reader's fallback
+if the fast decoder ever fails, and the reference it is tested against); and
+a scalar ``TensorProto`` (TF2 ``tf.summary.scalar``: float_val, double_val,
+half_val or tensor_content; float, double, half, bfloat16 or an integer type)
+becomes one float. Imported lazily: files written by SummaryWriter never need
+it. Tested by tests/test_events_decoder.py and tests/test_events_writers.py.
 """
 from __future__ import annotations
+
+from typing import Iterable
 
 import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+
+from lab.events.decode import Points, TensorValue, WholeEvent
 
 # dtype -> (numpy dtype of tensor_content, repeated field holding the values)
 _DTYPES = {
@@ -84,3 +91,76 @@ def tensor_proto_value(t: tensor_pb2.TensorProto) -> float | None:
     if arr.size < 1:
         return None
     return float(arr[0])
+
+
+def decode_with_protobuf(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
+    """Every record through ``event_pb2``: slow, but shares no code with the column walker."""
+    slow = SlowPath(buf, plugins)
+    slow.run(WholeEvent(i, s, e) for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())))
+    lookup: dict[str, int] = {}
+    idx = np.array([lookup.setdefault(t, len(lookup)) for t in slow.tag], dtype=np.int32)
+    return Points(list(lookup), idx, np.array(slow.step, dtype=np.int64),
+                  np.array(slow.wall, dtype=np.float64), np.array(slow.value, dtype=np.float64),
+                  slow.undecodable)
+
+
+class SlowPath:
+    """Per-record decoding of spans of ``buf``; points gather in parallel lists.
+
+    ``plugins`` (tag -> plugin name) is updated in place: a tensor is a
+    scalar only under a tag whose first metadata named the ``scalars`` plugin.
+    """
+
+    def __init__(self, buf: bytes, plugins: dict[str, str]) -> None:
+        self.buf = buf
+        self.plugins = plugins
+        self.rec: list[int] = []
+        self.tag: list[str] = []
+        self.step: list[int] = []
+        self.wall: list[float] = []
+        self.value: list[float] = []
+        self.undecodable = 0
+
+    def run(self, items: Iterable[WholeEvent | TensorValue]) -> None:
+        """Decode ``items`` in the order given (record order: first metadata wins)."""
+        for item in items:
+            if isinstance(item, WholeEvent):
+                self._event(item)
+            else:
+                self._value(item)
+
+    def _add(self, rec: int, tag: str, step: int, wall: float, value: float) -> None:
+        self.rec.append(rec)
+        self.tag.append(tag)
+        self.step.append(step)
+        self.wall.append(wall)
+        self.value.append(value)
+
+    def _value(self, v: TensorValue) -> None:
+        if v.metadata is not None and v.tag not in self.plugins:
+            name = plugin_name(bytes(self.buf[v.metadata[0] : v.metadata[1]]))
+            if name is not None:
+                self.plugins[v.tag] = name
+        if v.tensor is None or self.plugins.get(v.tag) != "scalars":
+            return  # an image, histogram, text... tensor: never decoded
+        x = tensor_value(bytes(self.buf[v.tensor[0] : v.tensor[1]]))
+        if x is not None:
+            self._add(v.rec, v.tag, v.step, v.wall, x)
+
+    def _event(self, w: WholeEvent) -> None:
+        ev = parse_event(bytes(self.buf[w.start : w.end]))
+        if ev is None:
+            self.undecodable += 1
+            return
+        if not ev.HasField("summary"):
+            return
+        for val in ev.summary.value:
+            if val.HasField("metadata") and val.tag not in self.plugins:
+                self.plugins[val.tag] = val.metadata.plugin_data.plugin_name
+            kind = val.WhichOneof("value")
+            if kind == "simple_value":
+                self._add(w.rec, val.tag, ev.step, ev.wall_time, val.simple_value)
+            elif kind == "tensor" and self.plugins.get(val.tag) == "scalars":
+                x = tensor_proto_value(val.tensor)
+                if x is not None:
+                    self._add(w.rec, val.tag, ev.step, ev.wall_time, x)

@@ -1,13 +1,15 @@
-"""The one reader of TensorBoard event files: runs, tags and scalar columns.
+"""Runs, tags and scalar columns: the reader of event-file folders.
 
 Owns discovery (every folder below a root that directly holds
-``*tfevents*`` files is a run), incremental reading (each file's offset is
-kept; a refresh reads only the bytes written since, and picks up new files
-and new run folders) and merging every file of a run into per-tag columns
-(``lab.events.columns``). Files still being written, corrupt, deleted or
-unreadable never raise: what can be trusted is kept and a line is added to
-``.warnings``. Framing and CRCs live in ``lab.events.tfrecord``, protobuf decoding
-in ``lab.events.decode``.
+``*tfevents*`` files is a run), the run reader (``RunReader``: one
+``EventFileLoader`` per file, new files picked up on each refresh, every
+file's points merged into per-tag columns of ``lab.events.columns``), the
+log-directory reader (``LogdirReader``: new run folders appear, deleted ones
+are dropped) and ``to_frame``. Nothing here raises on bad files: each
+problem is a line in ``.warnings`` and what can be trusted is kept. One
+file's offsets, truncation and errors live in ``lab.events.file_loader``.
+Tested by tests/test_events_incremental.py, tests/test_events_corrupt.py and
+tests/test_events_writers.py.
 """
 from __future__ import annotations
 
@@ -20,28 +22,17 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from lab.events import decode as event_decode, tfrecord
+from lab.events import tfrecord
 from lab.events.columns import Column, Series
+from lab.events.file_loader import DELETED, EventFileLoader
 
 log = logging.getLogger(__name__)
 
-# Bytes read and decoded at once: small enough that the column passes over a
-# batch stay in the CPU cache, and memory stays bounded on a multi-GB file.
-CHUNK = 4 << 20
 MAX_WARNINGS = 200
 
 
 def is_event_file(name: str) -> bool:
     return "tfevents" in name
-
-
-class _File:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.offset = 0
-        self.dead = False  # a bad length CRC: nothing after it can be trusted
-        self.last_error: str | None = None
-        self.warned_empty = False
 
 
 class RunReader:
@@ -52,7 +43,7 @@ class RunReader:
         self.gone = False
         self._listed = False
         self.warnings: list[str] = []
-        self._files: dict[str, _File] = {}
+        self._files: dict[str, EventFileLoader] = {}
         self._cols: dict[str, Column] = {}
         self._plugins: dict[str, str] = {}
         self._lock = threading.RLock()
@@ -92,90 +83,30 @@ class RunReader:
         for name in names:
             p = os.path.join(self.path, name)
             if p not in self._files:
-                self._files[p] = _File(p)
+                self._files[p] = EventFileLoader(p, self._warn, self._plugins)
         added = 0
-        for p, f in list(self._files.items()):
-            if not f.dead:
-                added += self._read_file(f)
+        for p, loader in list(self._files.items()):
+            added += self._read(loader)
+            if loader.state == DELETED:  # a file of that name written later is a new file
+                del self._files[p]
         return added
 
-    def _read_file(self, f: _File) -> int:
+    def _read(self, loader: EventFileLoader) -> int:
         # Points of all chunks are joined per tag before they reach the
         # columns, so a first load allocates each column exactly once.
         pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        added = 0
         try:
-            return self._read_chunks(f, pending)
+            for pts in loader.load():
+                for sl in tfrecord.group_by_value(pts.tag_idx):
+                    tag = pts.tags[int(pts.tag_idx[sl[0]])]
+                    pending.setdefault(tag, []).append((pts.step[sl], pts.wall_time[sl], pts.value[sl]))
+                added += len(pts.tag_idx)
         finally:
             for tag, parts in pending.items():
                 col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
                 col.extend(*(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts)))
-
-    def _read_chunks(self, f: _File, pending: dict) -> int:
-        added = 0
-        size = CHUNK
-        try:
-            fh = open(f.path, "rb")
-        except FileNotFoundError:
-            self._warn(f"{f.path}: file deleted; keeping the {f.offset} bytes read before")
-            del self._files[f.path]
-            return 0
-        except OSError as exc:
-            self._io_error(f, exc)
-            return 0
-        with fh:
-            while True:
-                try:
-                    fh.seek(f.offset)
-                    data = fh.read(size)
-                except OSError as exc:
-                    self._io_error(f, exc)
-                    return added
-                f.last_error = None
-                if not data:
-                    if f.offset == 0 and not f.warned_empty:
-                        f.warned_empty = True
-                        self._warn(f"{f.path}: empty file (no events written yet)")
-                    elif f.offset and os.fstat(fh.fileno()).st_size < f.offset and not f.warned_empty:
-                        f.warned_empty = True  # rewritten from scratch: our offset means nothing now
-                        self._warn(f"{f.path}: file shrank below the {f.offset} bytes already read; not re-read")
-                    return added
-                sc = tfrecord.scan(data)
-                if len(sc.starts):
-                    added += self._collect(self._decode(data, sc, f), f, pending)
-                if sc.bad_payloads:
-                    self._warn(f"{f.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
-                f.offset += sc.consumed
-                if sc.fatal:
-                    f.dead = True
-                    self._warn(f"{f.path}: {sc.fatal}; the rest of this file is skipped")
-                    return added
-                if len(data) < size:
-                    return added  # end of file, maybe inside a record still being written
-                if sc.consumed == 0:  # one record larger than the chunk: read it whole
-                    size = int.from_bytes(data[:8], "little") + 16
-                else:
-                    size = CHUNK
-
-    def _decode(self, data: bytes, sc: tfrecord.Scan, f: _File) -> event_decode.Points:
-        try:
-            return event_decode.decode(data, sc.starts, sc.ends, self._plugins)
-        except Exception:  # a walker bug must not stall this file forever
-            log.exception("column decoder failed on %s at byte %d; using protobuf", f.path, f.offset)
-            return event_decode.decode_with_protobuf(data, sc.starts, sc.ends, self._plugins)
-
-    def _io_error(self, f: _File, exc: OSError) -> None:
-        msg = f"{f.path}: cannot read ({exc.strerror or exc}); will retry"
-        if msg != f.last_error:  # once per distinct error, not once per refresh
-            self._warn(msg)
-        f.last_error = msg
-
-    def _collect(self, pts: event_decode.Points, f: _File, pending: dict) -> int:
-        if pts.undecodable:
-            self._warn(f"{f.path}: skipped {pts.undecodable} record(s) that are not valid events")
-        for sl in tfrecord.group_by_value(pts.tag_idx):
-            tag = pts.tags[int(pts.tag_idx[sl[0]])]
-            pending.setdefault(tag, []).append((pts.step[sl], pts.wall_time[sl], pts.value[sl]))
-        return len(pts.tag_idx)
+        return added
 
     def tags(self) -> list[str]:
         with self._lock:
