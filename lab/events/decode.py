@@ -312,7 +312,7 @@ class _SlowPath:
 
     @property
     def _ts(self):
-        from lab import tensor_scalar  # protobuf classes, imported only when a file needs them
+        from lab.events import protobuf as tensor_scalar  # protobuf classes, imported only when a file needs them
 
         return tensor_scalar
 
