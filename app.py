@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.views import live, text as ui_text
 from lab import runfolder as paths
+from lab.views import device_strip as strip, live, progress, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 st.title("Parallel Training Lab")
@@ -23,7 +23,7 @@ def device_strip() -> None:
     from lab.engine.devices import holders, snapshot
 
     snap = snapshot(paths.runs_dir())
-    rows = live.device_rows(snap)
+    rows = strip.device_rows(snap)
     if snap.reason:
         st.caption(f"No GPU: {snap.reason}.")
     cols = st.columns(min(4, max(1, len(rows))))
@@ -63,7 +63,7 @@ def runs_at_a_glance() -> None:
             "the Compare and Logs pages show the recorded sample runs meanwhile."
         )
     for r in active:
-        p = live.progress_of(r)
+        p = progress.progress_of(r)
         c1, c2 = st.columns([5, 1])
         c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
         c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
@@ -75,8 +75,8 @@ def runs_at_a_glance() -> None:
                     "mode": r.mode,
                     "state": r.state,
                     "created": ui_text.fmt_ago(r.created_at),
-                    "throughput": ui_text.fmt_rate(live.progress_of(r).samples_per_sec),
-                    "took": ui_text.fmt_duration(live.progress_of(r).elapsed_s),
+                    "throughput": ui_text.fmt_rate(progress.progress_of(r).samples_per_sec),
+                    "took": ui_text.fmt_duration(progress.progress_of(r).elapsed_s),
                 }
                 for r in finished
             ],

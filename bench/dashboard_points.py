@@ -34,7 +34,7 @@ import plotly.graph_objects as go
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.views import charts  # noqa: E402
-from lab.views.compare import merge_scalars  # noqa: E402
+from lab.views.runscalars import merge_parts  # noqa: E402
 from lab.events.tfrecord import frame  # noqa: E402
 
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         readers = {d.name: LogdirReader(str(d)) for d in dirs}
         for r in readers.values():
             r.refresh()
-        scalars = {n: merge_scalars({s: r.scalars(s) for s in r.run_names()}) for n, r in readers.items()}
+        scalars = {n: merge_parts(r.scalars(s) for s in sorted(r.run_names())) for n, r in readers.items()}
         t_read = time.perf_counter() - t
         by_tag = traces_of(scalars)
         n_traces = sum(len(v) for v in by_tag.values())
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         def rerun() -> tuple[list[go.Figure], int]:
             for r in readers.values():
                 r.refresh()
-            sc = {n: merge_scalars({s: r.scalars(s) for s in r.run_names()}) for n, r in readers.items()}
+            sc = {n: merge_parts(r.scalars(s) for s in sorted(r.run_names())) for n, r in readers.items()}
             figs = page_figures(traces_of(sc), args.max_points)
             return figs, to_json_bytes(figs)
 

@@ -2,27 +2,21 @@
 per-device utilisation and memory over time, loss and accuracy curves, the
 log tail (per rank for DDP), a Stop button, and on failure the diagnosis.
 The live part refreshes every 2 s inside a fragment, reading the run's event
-files incrementally through one cached reader. Layout only: see ``lab.views.live``.
+files incrementally through the shared cached reader (``ui.shared``). Layout
+only: see ``lab.views.live``, ``lab.views.progress`` and ``lab.views.run_charts``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from lab.views import charts, live, text as ui_text
 from lab import runfolder as paths
+from lab.views import live, progress, run_charts, runscalars, text as ui_text
+from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
 st.title("Live")
 
 REFRESH_S = 2
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _reader(run_dir: str):
-    """One incremental reader per run folder (its tb/ and sys/), kept across reruns."""
-    from lab.events import LogdirReader
-
-    return LogdirReader(run_dir)  # it locks itself: sessions may share it
 
 
 def _records(root):
@@ -65,6 +59,64 @@ st.query_params["run"] = run_id
 record = by_id[run_id]
 
 
+def _header(rec) -> None:
+    p = progress.progress_of(rec)
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    c1.markdown(f"### {rec.state}")
+    c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
+    c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
+    c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == paths.RUNNING else "–")
+    st.progress(p.fraction or 0.0, text=p.label)
+    note = live.fallback_note(rec)
+    if note:
+        st.warning(note)
+    with st.expander("What was asked"):
+        st.code("\n".join(live.config_lines(rec)) or "(no run.json)", language=None)
+
+
+def _failure(rec) -> None:
+    box = live.failure_box(rec)
+    if not box:
+        return
+    from lab.engine.logs import tail
+
+    lines = box.get("excerpt") or ""
+    if not lines and box.get("rank") is not None:
+        lines = tail(rec.run_dir, lines=30, rank=box["rank"])
+    who = f" (rank {box['rank']})" if box.get("rank") is not None else ""
+    st.error(f"**Why it failed{who}:** {ui_text.md_escape(box['cause'])}\n\n**Fix:** {ui_text.md_escape(box['fix'])}")
+    if lines:
+        st.code(lines, language=None, wrap_lines=True)
+
+
+def _charts(rec) -> None:
+    tb, sysd = runscalars.split_sys(runscalars.run_scalars(event_reader(str(rec.run_dir))))
+    train_specs = run_charts.train_charts(tb)
+    sys_specs, sys_note = run_charts.sys_charts(sysd)
+    if not train_specs and not sys_specs:
+        st.info("No scalars yet: the first points appear after the first logging window.")
+    chart_grid(train_specs + sys_specs, "live_chart")
+    if sys_note:
+        st.caption(sys_note)
+
+
+def _log(rec) -> None:
+    from lab.engine.logs import ranks, tail
+
+    def show(rank=None) -> None:
+        st.code(tail(rec.run_dir, lines=200, rank=rank) or "(empty)", language=None, height=300, wrap_lines=True)
+
+    st.markdown("**Log**")
+    rank_list = ranks(rec.run_dir)
+    if len(rank_list) <= 1:
+        show()
+        return
+    tabs = st.tabs(["all"] + [f"rank {r}" for r in rank_list])
+    for tab, r in zip(tabs, [None, *rank_list]):
+        with tab:
+            show(r)
+
+
 @st.fragment(run_every=REFRESH_S if live.is_active(record.state) else None)
 def live_view(run_id: str, started_active: bool) -> None:
     from lab.engine.registry import get_run
@@ -76,62 +128,10 @@ def live_view(run_id: str, started_active: bool) -> None:
         return
     if started_active and not live.is_active(rec.state):
         st.rerun()  # the run just ended: redraw the page once, without the timer
-    p = live.progress_of(rec)
-    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
-    c1.markdown(f"### {rec.state}")
-    c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
-    c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
-    c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == "running" else "–")
-    st.progress(p.fraction or 0.0, text=p.label)
-    note = live.fallback_note(rec)
-    if note:
-        st.warning(note)
-    with st.expander("What was asked"):
-        st.code("\n".join(live.config_lines(rec)) or "(no run.json)", language=None)
-
-    box = live.failure_box(rec)
-    if box:
-        from lab.engine.logs import tail
-
-        lines = box.get("excerpt") or ""
-        if not lines and box.get("rank") is not None:
-            lines = tail(rec.run_dir, lines=30, rank=box["rank"])
-        who = f" (rank {box['rank']})" if box.get("rank") is not None else ""
-        st.error(f"**Why it failed{who}:** {ui_text.md_escape(box['cause'])}\n\n**Fix:** {ui_text.md_escape(box['fix'])}")
-        if lines:
-            st.code(lines, language=None, wrap_lines=True)
-
-    reader = _reader(str(rec.run_dir))
-    reader.refresh()  # incremental: only bytes written since the last tick
-    scalars = {name: dict(reader.scalars(name)) for name in reader.run_names()}
-    tb, sysd = live.split_run_scalars(scalars)
-    train_specs = live.train_charts(tb)
-    sys_specs, sys_note = live.sys_charts(sysd)
-    if not train_specs and not sys_specs:
-        st.info("No scalars yet: the first points appear after the first logging window.")
-    cols = st.columns(2)
-    for i, spec in enumerate(train_specs + sys_specs):
-        fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title)
-        if spec.y_range:
-            fig.update_yaxes(range=list(spec.y_range))
-        with cols[i % 2]:
-            st.plotly_chart(fig, key=f"live_chart_{spec.title}", width="stretch")
-    if sys_note:
-        st.caption(sys_note)
-
-    from lab.engine.logs import ranks, tail
-
-    st.markdown("**Log**")
-    rank_list = ranks(rec.run_dir)
-    if len(rank_list) > 1:
-        tabs = st.tabs(["all"] + [f"rank {r}" for r in rank_list])
-        with tabs[0]:
-            st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300, wrap_lines=True)
-        for tab, r in zip(tabs[1:], rank_list):
-            with tab:
-                st.code(tail(rec.run_dir, lines=200, rank=r) or "(empty)", language=None, height=300, wrap_lines=True)
-    else:
-        st.code(tail(rec.run_dir, lines=200) or "(empty)", language=None, height=300, wrap_lines=True)
+    _header(rec)
+    _failure(rec)
+    _charts(rec)
+    _log(rec)
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:

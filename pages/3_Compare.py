@@ -1,44 +1,82 @@
 """Compare page: finished runs side by side — table, fairness warnings, charts, exports.
 
-Thin by design: it reads the widgets, asks ``lab.views.compare`` for the runs, the
-table and the warnings and ``lab.views.report`` for the figures and the HTML export,
-and draws them. Session keys carry the ``cmp_`` prefix.
+Thin by design: it reads the widgets, asks ``lab.views.compare_runs`` for the
+runs, ``lab.views.compare`` for the table and its formats,
+``lab.views.fairness`` for the warnings, ``lab.views.compare_curves`` for the
+figures and ``lab.views.report`` for the HTML export, and draws them. Event
+files are read through the shared cached readers (``ui.shared``). Session
+keys carry the ``cmp_`` prefix.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import streamlit as st
 
-from lab.views import compare, report
-from lab.runfolder import SAMPLE_RUNS, runs_dir
-
-CURVE_TAGS = ["train/loss", "val/loss", "train/acc", "val/acc"]
-SYS_METRICS = {"util": "utilisation", "mem": "memory"}
-FLOAT_COLUMNS = {
-    "throughput (samples/s)": "%.1f", "speedup": "%.2f", "efficiency": "%.2f", "epoch time (s)": "%.2f",
-    "memory imbalance": "%.3f", "final train loss": "%.4f", "final val loss": "%.4f", "final val acc": "%.4f",
-}
-
-
-@st.cache_resource(max_entries=64)
-def _reader(path: str):
-    # One incremental reader per run folder, kept across reruns: a refresh
-    # reads only what was written since (the reader locks itself).
-    from lab.events import LogdirReader
-
-    return LogdirReader(path)
-
-
-def _scalars(run: compare.CompareRun) -> dict:
-    return compare.run_scalars(_reader(str(run.run_dir)))
+from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
+from lab.views import compare, compare_curves, compare_runs, fairness, report
+from lab.views.runscalars import run_scalars
+from ui.shared import event_reader
 
 
 @st.cache_data(ttl=5, max_entries=4, show_spinner=False)
-def _runs(user_root: str, sample_root: str) -> list[compare.CompareRun]:
+def _runs(user_root: str, sample_root: str) -> list[compare_runs.CompareRun]:
     from pathlib import Path
 
-    return compare.available_runs(Path(user_root), Path(sample_root))
+    return compare_runs.available_runs(Path(user_root), Path(sample_root))
+
+
+def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple[list, str] | None:
+    """The chosen runs and the baseline's key, or None (with a hint) when none is chosen."""
+    by_key = {r.key: r for r in runs}
+    keys = st.multiselect("Runs", list(by_key), default=compare_runs.default_selection(runs),
+                          format_func=lambda k: names[k], key="cmp_runs",
+                          help="Default: your newest sweep.")
+    if not keys:
+        st.info("Choose at least one run above.")
+        return None
+    chosen = [by_key[k] for k in keys]
+    base_default = compare.choose_baseline(chosen)
+    baseline = st.selectbox("Baseline (speedup = 1)", keys, index=keys.index(base_default),
+                            format_func=lambda k: names[k], key="cmp_baseline")
+    return chosen, baseline
+
+
+def _table(table) -> None:
+    config = {name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
+              for name, col in compare.column_formats(table.columns).items()}
+    st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
+
+
+def _figures(chosen, table, scalars) -> list:
+    with st.expander("How to read this"):
+        st.markdown(compare.HOW_TO_READ)
+    col1, col2, col3 = st.columns(3)
+    tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
+    x = col2.radio("Against", list(compare_curves.X_AXES), format_func=compare_curves.X_AXES.get,
+                   horizontal=True, key="cmp_x")
+    metric = col3.radio("System", list(compare_curves.SYSTEM_METRICS), format_func=compare_curves.SYSTEM_METRICS.get,
+                        horizontal=True, key="cmp_sys")
+    st.caption(compare_curves.STEP_NOTE)
+    figures = compare_curves.comparison_figures(chosen, table, scalars, tag=tag, x=x, metric=metric)
+    for i, (caption, fig, note) in enumerate(figures):
+        st.subheader(caption)
+        if note and i > 0:  # the step note is already shown under the toggles
+            st.info(note)
+        st.plotly_chart(fig, key=f"cmp_fig_{i}")
+    return figures
+
+
+def _downloads(where, chosen, table, warns, figures, baseline_label: str) -> None:
+    d1, d2 = where.columns(2)
+    now = stamp()
+    d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{now}.csv",
+                       mime="text/csv", on_click="ignore", key="cmp_csv")
+    d2.download_button(
+        "Download comparison (standalone HTML)",
+        # Built only on click: it embeds plotly.js (a few MB).
+        lambda: report.build_html(runs=chosen, table=table, warnings=warns, figures=figures,
+                                  baseline_label=baseline_label),
+        file_name=f"compare-{now}.html", mime="text/html", on_click="ignore", key="cmp_html",
+    )
 
 
 def main() -> None:
@@ -48,71 +86,27 @@ def main() -> None:
     if not runs:
         st.info("No runs to compare yet: launch a sweep on the Launch page (or restore sample_data/runs).")
         return
-    by_key = {r.key: r for r in runs}
-    names = compare.labels(runs)
+    names = compare_runs.labels(runs)
     if not any(not r.sample for r in runs):
         st.caption("You have no runs of your own yet: showing the sample runs shipped in sample_data/runs.")
-
-    keys = st.multiselect("Runs", list(by_key), default=compare.default_selection(runs),
-                          format_func=lambda k: names[k], key="cmp_runs",
-                          help="Default: your newest sweep.")
-    if not keys:
-        st.info("Choose at least one run above.")
+    picked = _choose(runs, names)
+    if picked is None:
         return
-    chosen = [by_key[k] for k in keys]
-    base_default = compare.choose_baseline(chosen)
-    baseline = st.selectbox("Baseline (speedup = 1)", keys, index=keys.index(base_default),
-                            format_func=lambda k: names[k], key="cmp_baseline")
-
+    chosen, baseline = picked
     try:
-        scalars = {r.key: _scalars(r) for r in chosen}
+        scalars = {r.key: run_scalars(event_reader(str(r.run_dir))) for r in chosen}
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
         return
-
-    warns = compare.fairness_warnings(chosen)
+    warns = fairness.fairness_warnings(chosen)
     for w in warns:
         st.warning(w.message, icon="⚠️")
-
     table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars)
-    config = {c: st.column_config.NumberColumn(c, format=f) for c, f in FLOAT_COLUMNS.items()}
-    config.update({c: st.column_config.NumberColumn(c, format="%.0f")
-                   for c in table.columns if c.startswith(compare.PEAK_PREFIX)})
-    config["loss matches baseline to step"] = st.column_config.NumberColumn(
-        "loss matches baseline to step", format="%d",
-        help="Last step up to which train/loss stays within 0.1% of the baseline's.")
-    st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
-    st.caption("  \n".join(compare.provenance(chosen)))
+    _table(table)
+    st.caption("  \n".join(compare_runs.provenance(chosen)))
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-
-    with st.expander("How to read this"):
-        st.markdown(report.HOW_TO_READ)
-
-    col1, col2, col3 = st.columns(3)
-    tag = col1.selectbox("Curve", CURVE_TAGS, key="cmp_tag")
-    x = col2.radio("Against", list(report.X_AXES), format_func=report.X_AXES.get,
-                   horizontal=True, key="cmp_x")
-    metric = col3.radio("System", list(SYS_METRICS), format_func=SYS_METRICS.get, horizontal=True, key="cmp_sys")
-    st.caption(report.STEP_NOTE)
-
-    figures = report.comparison_figures(chosen, table, scalars, tag=tag, x=x, metric=metric)
-    for i, (caption, fig, note) in enumerate(figures):
-        st.subheader(caption)
-        if note and i > 0:  # the step note is already shown under the toggles
-            st.info(note)
-        st.plotly_chart(fig, key=f"cmp_fig_{i}")
-
-    d1, d2 = downloads.columns(2)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{stamp}.csv",
-                       mime="text/csv", on_click="ignore", key="cmp_csv")
-    d2.download_button(
-        "Download comparison (standalone HTML)",
-        # Built only on click: it embeds plotly.js (a few MB).
-        lambda: report.build_html(runs=chosen, table=table, warnings=warns, figures=figures,
-                                  baseline_label=names[baseline]),
-        file_name=f"compare-{stamp}.html", mime="text/html", on_click="ignore", key="cmp_html",
-    )
+    figures = _figures(chosen, table, scalars)
+    _downloads(downloads, chosen, table, warns, figures, names[baseline])
 
 
 main()

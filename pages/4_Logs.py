@@ -1,14 +1,17 @@
 """Logs: browse any folder of TensorBoard event files — our runs, the sample
 runs, or a path the user types — with a tag filter, smoothing, a choice of
 x axis, several runs overlaid, and a CSV of the selected scalars. Layout
-only; the logic is ``lab.views.browse`` and the reading ``lab.events``.
+only; the logic is ``lab.views.browse``, a run folder's ``tb/`` + ``sys/``
+as one run ``lab.views.runscalars``, and the reading ``lab.events`` through
+the shared cached reader (``ui.shared``).
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from lab.views import browse, charts, text as ui_text
 from lab import runfolder as paths
+from lab.views import browse, runscalars
+from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 st.title("Logs")
@@ -17,14 +20,6 @@ st.caption("Any folder of TensorBoard event files (torch, tensorboardX, TensorFl
 MAX_CHARTS = 24
 REFRESH_S = 5
 TYPED = "a folder I type"
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _reader(path: str):
-    """One incremental reader per folder, shared by every session and rerun."""
-    from lab.events import LogdirReader
-
-    return LogdirReader(path)  # it locks itself: sessions may share it
 
 
 choices = browse.folder_choices(paths.runs_dir(), paths.SAMPLE_RUNS)
@@ -48,9 +43,9 @@ if not resolved.ok:
     st.error(resolved.error)
     st.stop()
 
-reader = _reader(str(resolved.path))
+reader = event_reader(str(resolved.path))
 reader.refresh()  # incremental: only bytes written since the last rerun
-groups = browse.group_runs(reader.run_names())  # a run folder's tb/ and sys/ show as one run
+groups = runscalars.group_parts(reader.run_names())  # a run folder's tb/ and sys/ show as one run
 run_names = list(groups)
 if not run_names:
     st.info(f"No runs with scalars under {resolved.path} yet.")
@@ -75,7 +70,7 @@ if not runs:
 @st.fragment(run_every=REFRESH_S if auto else None)
 def show(runs: list[str], pattern: str, axis: str, weight: float) -> None:
     reader.refresh()  # incremental: only bytes written since the last look
-    scalars = {r: browse.merge_parts(reader.scalars(part) for part in groups.get(r, [r])) for r in runs}
+    scalars = {r: runscalars.merge_parts(reader.scalars(part) for part in groups.get(r, [r])) for r in runs}
     warnings = list(reader.warnings)
     if warnings:
         with st.expander(f"{len(warnings)} warning(s) while reading"):
@@ -102,13 +97,8 @@ def show(runs: list[str], pattern: str, axis: str, weight: float) -> None:
         key="logs_csv",
         on_click="ignore",
     )
-    cols = st.columns(2)
-    for i, spec in enumerate(specs[:MAX_CHARTS]):
-        # The title goes above the figure: with long run names the legend would cover it.
-        fig = charts.line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, x_is_time=spec.x_is_time)
-        with cols[i % 2]:
-            st.markdown(f"**{ui_text.md_escape(spec.title)}**")
-            st.plotly_chart(fig, key=f"logs_chart_{spec.title}", width="stretch")
+    # Titles go above the figures: with long run names the legend would cover them.
+    chart_grid(specs[:MAX_CHARTS], "logs_chart", titles_above=True)
 
 
 show(runs, pattern, axis, weight)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.views import compare
+from lab.views import compare, compare_runs, fairness  # noqa: E402
 from lab.engine import launcher  # noqa: E402
 from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
@@ -80,7 +80,7 @@ def _cell(v) -> str:
 
 def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
             loads: tuple[float, float], cfg: RunConfig) -> str:
-    runs = [r for r in (compare.load_run(out / rid, sample=True) for rid in run_ids) if r]
+    runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
     table = compare.compare_table(runs)
     cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", "speedup", "efficiency",
             "memory imbalance", "final val acc"]
@@ -88,7 +88,7 @@ def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], start
     for _, row in table[cols].iterrows():
         cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
-    warns = "\n".join(f"- {w.message}" for w in compare.fairness_warnings(runs)) or "- none"
+    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs)) or "- none"
     recorded_on = runs[0].recorded_on if runs else "unknown"
     return f"""# Sample runs
 
@@ -148,7 +148,7 @@ def _record(out: Path, configs: list[RunConfig], timeout_s: float) -> tuple[str,
 
 def _noise(out: Path, run_ids: list[str]) -> float:
     """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
-    runs = [r for r in (compare.load_run(out / rid) for rid in run_ids) if r]
+    runs = [r for r in (compare_runs.load_run(out / rid) for rid in run_ids) if r]
     m = {(x["mode"], x["effective mode"]): x["throughput"] for x in map(compare.run_metrics, runs)}
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
     return abs(math.log(b / a)) if a and b else 0.0

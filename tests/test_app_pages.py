@@ -14,6 +14,11 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data" / "runs"
 
 
+def _require_samples() -> None:
+    """The shipped sample runs: a fresh clone's Live and Logs pages show them, so their loss is a failure."""
+    assert any(SAMPLES.glob("*/summary.json")), f"{SAMPLES} lost its recorded runs: scripts/record_sample_runs.py"
+
+
 def _texts(at: AppTest, kind: str) -> list[str]:
     return [e.value for e in getattr(at, kind)]
 
@@ -40,8 +45,7 @@ def test_home_loads_with_cpu_strip_and_empty_runs(runs_dir):
 
 @pytest.mark.parametrize("page", ["pages/1_Launch.py", "pages/2_Live.py", "pages/3_Compare.py", "pages/4_Logs.py"])
 def test_every_page_loads_on_a_fresh_clone(runs_dir, page):
-    if not (REPO / page).exists():
-        pytest.skip(f"{page} is not there yet")
+    assert (REPO / page).is_file(), f"{page} is missing"  # a deleted page is a defect, not a skip
     at = _app(page)
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -94,8 +98,7 @@ def test_logs_typed_path_that_does_not_exist(runs_dir, tmp_path):
 
 
 def test_logs_bad_regex_is_a_message(runs_dir):
-    if not SAMPLES.is_dir():
-        pytest.skip("sample runs not recorded yet")
+    _require_samples()
     at = _app("pages/4_Logs.py")
     at.text_input(key="logs_tag_re").set_value("loss(")
     at.run()
@@ -104,8 +107,7 @@ def test_logs_bad_regex_is_a_message(runs_dir):
 
 
 def test_logs_on_sample_runs_draws_charts(runs_dir):
-    if not SAMPLES.is_dir():
-        pytest.skip("sample runs not recorded yet")
+    _require_samples()
     at = _app("pages/4_Logs.py")
     assert not at.error
     assert len(at.get("plotly_chart")) >= 1
@@ -115,18 +117,19 @@ def test_logs_on_sample_runs_draws_charts(runs_dir):
 
 
 def test_live_falls_back_to_sample_runs(runs_dir):
-    if not SAMPLES.is_dir():
-        pytest.skip("sample runs not recorded yet")
+    _require_samples()
     at = _app("pages/2_Live.py")
     assert any("sample runs" in t for t in _texts(at, "info"))
     assert at.selectbox(key="live_run").value
-    assert len(at.get("plotly_chart")) >= 1  # loss curves of a finished sample run
+    assert len(at.get("plotly_chart")) == 5  # loss, accuracy, throughput; CPU and RSS of its processes
     assert not [b for b in at.button if b.label == "Stop"]  # sample runs are finished
     dp = [o for o in at.selectbox(key="live_run").options if "-dp-" in o]
-    if dp:  # the DP sample ran on the CPU, so it fell back to one device: the page says so
-        at.selectbox(key="live_run").set_value(dp[0]).run()
-        assert not at.exception
-        assert any("ran as single" in w.value for w in at.warning)
+    assert len(dp) == 1, at.selectbox(key="live_run").options  # the shipped DP sample
+    # it ran on the CPU, so it fell back to one device: the page says so
+    at.selectbox(key="live_run").set_value(dp[0]).run()
+    assert not at.exception
+    assert any("ran as single" in w.value for w in at.warning)
+    assert any("No GPU samples" in c.value for c in at.caption)  # its device charts show the CPU
 
 
 def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90):

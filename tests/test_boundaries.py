@@ -20,7 +20,7 @@ import pytest
 
 from lab.runfolder import REPO_ROOT
 
-CODE = ["app.py", "pages", "lab", "training"]
+CODE = ["app.py", "pages", "ui", "lab", "training"]
 
 
 def py_files(*roots: str) -> list[Path]:

@@ -135,22 +135,6 @@ def test_order_tags_puts_loss_and_accuracy_first():
                                        "mem/cpu0/peak_mib", "zeta"]
 
 
-def test_group_runs_joins_tb_and_sys_of_a_run_folder(tmp_path):
-    # the layout of this lab's runs folder: <run>/tb and <run>/sys
-    _write(tmp_path / "r1" / "tb", {"train/loss": [1.0, 0.5]})
-    _write(tmp_path / "r1" / "sys", {"sys/cpu_pct": [50.0, 60.0, 70.0]})
-    _write(tmp_path / "other", {"x": [1.0]})
-    from lab.events import LogdirReader
-
-    reader = LogdirReader(str(tmp_path))
-    reader.refresh()
-    groups = browse.group_runs(reader.run_names())
-    assert groups == {"other": ["other"], "r1": ["r1/sys", "r1/tb"]}
-    merged = browse.merge_parts(reader.scalars(p) for p in groups["r1"])
-    assert set(merged) == {"train/loss", "sys/cpu_pct"} and len(merged["sys/cpu_pct"].value) == 3
-    assert browse.group_runs(["tb", "sys"]) == {".": ["sys", "tb"]}
-
-
 def test_tensorboardx_and_torch_runs_overlay(tmp_path, logdir):
     from tensorboardX import SummaryWriter as XWriter
 

@@ -1,7 +1,10 @@
-"""lab.views.compare: the table's figures (exact), the baseline, the default selection, fairness warnings, CSV.
+"""lab.views.compare (the table's figures, exact; the baseline; the columns and their formats; CSV),
+lab.views.compare_runs (loading through the registry, the default selection, labels, provenance) and
+lab.views.fairness (the warnings).
 
-Run folders here are written by the test (run.json + summary.json in the
-contract's shape) so that every expected number is known exactly.
+Run folders here are written by the test (run.json, status.json and
+summary.json in the contract's shape) so that every expected number is known
+exactly.
 """
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab.views import compare
-from lab.views.compare import compare_table, fairness_warnings, load_runs
+from lab.engine import registry
+from lab.views import compare, compare_runs
+from lab.views.compare import compare_table
+from lab.views.compare_runs import load_runs
+from lab.views.fairness import fairness_warnings
 
 
 def make_run(
@@ -35,6 +41,7 @@ def make_run(
     host: str = "box",
     summary: bool = True,
     reason: str | None = None,
+    state: str | None = None,
 ) -> Path:
     d = root / run_id
     d.mkdir(parents=True)
@@ -43,6 +50,8 @@ def make_run(
         "run_id": run_id, "name": run_id, "config": config, "created_at": created_at,
         "host": host, "sweep_id": sweep_id, "recorded_on": f"test, {host}",
     }))
+    # The supervisor's record: ended well with a summary, else failed before writing one.
+    (d / "status.json").write_text(json.dumps({"state": state or ("succeeded" if summary else "failed")}))
     if summary:
         ws = len(devices) if mode == "ddp" else 1
         (d / "summary.json").write_text(json.dumps({
@@ -183,26 +192,26 @@ def test_default_selection(tmp_path):
     make_run(sample, "s-single", created_at="2026-01-01T00:00:00+00:00")
     make_run(sample, "s-ddp", mode="ddp", devices=("cpu0", "cpu1"), created_at="2026-01-01T00:01:00+00:00")
     # Fresh install: the sample runs, sample keys prefixed.
-    assert compare.default_selection(compare.available_runs(user, sample)) == ["sample/s-single", "sample/s-ddp"]
+    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == ["sample/s-single", "sample/s-ddp"]
     make_run(user, "old1", sweep_id="sw-old", created_at="2026-11-29T06:00:00+00:00")
     make_run(user, "new1", sweep_id="sw-new", created_at="2026-11-29T07:00:00+00:00")
     make_run(user, "new2", sweep_id="sw-new", created_at="2026-11-29T07:00:05+00:00")
     make_run(user, "loose", created_at="2026-11-29T08:00:00+00:00")
-    assert compare.default_selection(compare.available_runs(user, sample)) == ["new1", "new2"]
+    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == ["new1", "new2"]
 
 
 def test_default_selection_without_sweeps(tmp_path):
     user = tmp_path / "u"
     for i in range(6):
         make_run(user, f"r{i}", created_at=f"2026-11-29T07:0{i}:00+00:00")
-    assert compare.default_selection(load_runs(user)) == ["r2", "r3", "r4", "r5"]
+    assert compare_runs.default_selection(load_runs(user)) == ["r2", "r3", "r4", "r5"]
 
 
 def test_labels_are_unique(tmp_path):
     make_run(tmp_path / "u", "x")
     make_run(tmp_path / "s", "x")
-    runs = compare.available_runs(tmp_path / "u", tmp_path / "s")
-    assert sorted(compare.labels(runs).values()) == ["sample: x", "x"]
+    runs = compare_runs.available_runs(tmp_path / "u", tmp_path / "s")
+    assert sorted(compare_runs.labels(runs).values()) == ["sample: x", "x"]
 
 
 def test_csv_columns_and_values(trio):
@@ -228,9 +237,9 @@ def test_sample_labels_and_provenance(tmp_path):
     make_run(tmp_path / "s", "sample-ddp", host="vm", created_at="2026-11-29T07:54:41+00:00")
     make_run(tmp_path / "s", "other", host="vm", created_at="2026-11-29T07:55:00+00:00")
     make_run(tmp_path / "u", "mine", host="box", created_at="2026-11-29T09:00:00+00:00")
-    runs = compare.available_runs(tmp_path / "u", tmp_path / "s")
-    assert sorted(compare.labels(runs).values()) == ["mine", "sample-ddp", "sample: other"]
-    assert compare.provenance(runs) == [
+    runs = compare_runs.available_runs(tmp_path / "u", tmp_path / "s")
+    assert sorted(compare_runs.labels(runs).values()) == ["mine", "sample-ddp", "sample: other"]
+    assert compare_runs.provenance(runs) == [
         "Recorded on test, box: mine (2026-11-29 09:00)",
         "Recorded on test, vm: sample: other (2026-11-29 07:55), sample-ddp (2026-11-29 07:54)",
     ]
@@ -252,3 +261,33 @@ def test_loss_agreement_finds_where_curves_part():
     assert compare.loss_agreement(only_some, base) == 20
     assert compare.loss_agreement(_S([0, 10], [2.0, float("nan")]), base) == 0
     assert compare.loss_agreement(None, base) is None
+
+
+def test_every_number_column_has_its_page_format(trio):
+    df = compare_table(trio)
+    formats = compare.column_formats(df.columns)
+    numbers = [c for c in df.columns if c not in compare.TEXT_COLUMNS]
+    # counts are shown as they are; every measured figure has a format keyed by its column
+    assert set(formats) == set(numbers) - {"world size", "global batch", "per-device batch"}
+    assert formats["peak MiB cuda1"].format == "%.0f" and formats["speedup"].format == "%.2f"
+    assert "0.1%" in formats["loss matches baseline to step"].help
+    assert compare.column_formats(["run", "nope"]) == {}
+
+
+def test_runs_are_the_registrys_records(tmp_path):
+    root = tmp_path / "r"
+    make_run(root, "done", created_at="2026-11-29T07:00:00+00:00")
+    make_run(root, "live", summary=False, state="running", created_at="2026-11-29T07:01:00+00:00")
+    by_hand = root / "by-hand"  # a trainer run by hand (python -m training.train): only its summary
+    by_hand.mkdir()
+    (by_hand / "summary.json").write_text(json.dumps({"mode": "single", "completed": True,
+                                                     "started_at": "2026-11-29T06:00:00+00:00"}))
+    runs = {r.run_id: r for r in load_runs(root)}
+    for run_id, r in runs.items():  # one parser: Compare sees what the Live page sees
+        assert r.record == registry.get_run(run_id, root)
+    assert runs["done"].state == "succeeded" and runs["live"].state == "running"
+    assert runs["by-hand"].state == "succeeded" and runs["by-hand"].name == "by-hand"
+    assert runs["done"].recorded_on == "test, box" and runs["done"].host == "box"
+    assert compare_runs.load_run(root / "done").key == "done"
+    assert compare_runs.load_run(root / "done", sample=True).key == "sample/done"
+    assert compare_runs.load_run(root / "missing") is None

@@ -1,4 +1,4 @@
-"""lab.views.report's curve and timeline data, read from real event files through lab.events.
+"""lab.views.compare_curves' curve and timeline data, read from real event files through lab.events.
 
 Event files are written with lab.engine.sampler.ScalarWriter (tensorboard's own
 writer). The sys/gpu<i>/... samples here are written by the test: there is
@@ -11,8 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from lab.views import compare, report
 from lab.events import LogdirReader
+from lab.views import compare, compare_curves, compare_runs
+from lab.views.runscalars import run_scalars
 from lab.runfolder import SAMPLE_RUNS
 from lab.engine.sampler import ScalarWriter
 from tests.test_compare import make_run
@@ -29,7 +30,7 @@ def write(run_dir, sub, points):
 
 
 def scalars_of(runs):
-    return {r.key: compare.run_scalars(LogdirReader(r.run_dir)) for r in runs}
+    return {r.key: run_scalars(LogdirReader(r.run_dir)) for r in runs}
 
 
 @pytest.fixture
@@ -48,48 +49,47 @@ def two_runs(tmp_path):
     write(a, "sys", [(i, T0 + i, {"sys/gpu0/util_pct": 50.0 + i, "sys/gpu1/util_pct": 10.0 * i})
                      for i in range(4)])
     write(b, "sys", [(i, T0 + 50 + 2 * i, {"sys/cpu_pct": 150.0, "sys/rss_mib": 700.0 + i}) for i in range(3)])
-    runs = compare.load_runs(root)[::-1]  # a, b
+    runs = compare_runs.load_runs(root)[::-1]  # a, b
     return runs, scalars_of(runs)
 
 
 def test_curves_against_step_samples_and_wall(two_runs):
     runs, sc = two_runs
-    by = {n: (x, y) for n, x, y in report.curve_traces(runs, sc, x="step")}
+    by = {n: (x, y) for n, x, y in compare_curves.curve_traces(runs, sc, x="step")}
     assert by["a"][0].tolist() == [10, 20, 30] and by["a"][1].tolist() == [2.0, 1.0, 0.5]
-    by = {n: x for n, x, _ in report.curve_traces(runs, sc, x="samples")}
+    by = {n: x for n, x, _ in compare_curves.curve_traces(runs, sc, x="samples")}
     assert by["a"].tolist() == [640, 1280, 1920]
-    by = {n: x for n, x, _ in report.curve_traces(runs, sc, x="wall")}
+    by = {n: x for n, x, _ in compare_curves.curve_traces(runs, sc, x="wall")}
     assert by["a"] == pytest.approx([1.0, 2.0, 3.0])  # from the trainer's started_at
     assert by["b"] == pytest.approx([0.0, 0.5])  # from its first event
-    assert report.curve_traces(runs, sc, tag="val/acc") == []
+    assert compare_curves.curve_traces(runs, sc, tag="val/acc") == []
     with pytest.raises(ValueError, match="x must be one of"):
-        report.curve_traces(runs, sc, x="epoch")
+        compare_curves.curve_traces(runs, sc, x="epoch")
 
 
 def test_system_panels_gpu_and_cpu(two_runs):
     runs, sc = two_runs
-    sp = report.system_panels(runs, sc, metric="util")
+    sp = compare_curves.system_panels(runs, sc, metric="util")
     (name_a, traces_a), (name_b, traces_b) = sp.panels
     assert name_a == "a" and [t[0] for t in traces_a] == ["gpu0", "gpu1"]
     assert traces_a[0][1].tolist() == [0, 1, 2, 3] and traces_a[1][2].tolist() == [0, 10, 20, 30]
     assert [t[0] for t in traces_b] == ["cpu (process tree)"]
     assert traces_b[0][1].tolist() == [0, 2, 4]  # seconds since the run's first sample
     assert sp.y_range is None and "some of" in sp.note and "sys/cpu_pct" in sp.note
-    only_gpu = report.system_panels(runs[:1], sc, metric="util")
+    only_gpu = compare_curves.system_panels(runs[:1], sc, metric="util")
     assert only_gpu.y_range == (0.0, 100.0) and only_gpu.note is None
     assert only_gpu.y_title == "GPU utilisation (%)"
-    mem = report.system_panels(runs[1:], sc, metric="mem")
+    mem = compare_curves.system_panels(runs[1:], sc, metric="mem")
     assert mem.panels[0][1][0][2].tolist() == [700, 701, 702] and "sys/rss_mib" in mem.note
 
 
 def test_no_system_samples_says_so(tmp_path):
     make_run(tmp_path / "r", "x")
-    runs = compare.load_runs(tmp_path / "r")
-    sp = report.system_panels(runs, scalars_of(runs))
+    runs = compare_runs.load_runs(tmp_path / "r")
+    sp = compare_curves.system_panels(runs, scalars_of(runs))
     assert sp.panels == [("x", [])] and "none of these runs has system samples" in sp.note.lower()
 
 
-@pytest.mark.skipif(not any(SAMPLE_RUNS.glob("*/summary.json")), reason="no recorded sample runs")
 def test_sample_runs_line_up_step_for_step():
     """The shipped runs share seed and global batch: their losses agree step for step at first.
 
@@ -97,9 +97,10 @@ def test_sample_runs_line_up_step_for_step():
     training (measured: ~1e-7 relative at first, percent-level after ~150
     steps of 20 epochs), so only the first logged points are held to 1e-4.
     """
-    runs = compare.load_runs(SAMPLE_RUNS, sample=True)
+    runs = compare_runs.load_runs(SAMPLE_RUNS, sample=True)
+    assert runs, f"{SAMPLE_RUNS} holds no recorded runs: the project ships them (scripts/record_sample_runs.py)"
     assert sorted(compare.run_metrics(r)["mode"] for r in runs) == ["ddp", "dp", "single"]
-    traces = report.curve_traces(runs, scalars_of(runs), x="step")
+    traces = compare_curves.curve_traces(runs, scalars_of(runs), x="step")
     assert len(traces) == 3
     steps = [t[1] for t in traces]
     assert all(np.array_equal(steps[0], s) for s in steps) and len(steps[0]) >= 10
@@ -112,3 +113,19 @@ def test_sample_runs_line_up_step_for_step():
     table = compare.compare_table(runs, baseline_key=base, scalars=sc)
     agree = table.set_index("mode")["loss matches baseline to step"]
     assert np.isnan(agree["single"]) and agree["dp"] >= steps[0][9] and agree["ddp"] >= steps[0][9]
+
+
+def test_live_and_compare_draw_the_same_device_traces(two_runs):
+    """One builder: the Live page's device charts of a run hold the traces Compare shows for it."""
+    from lab.views import run_charts
+    from lab.views.runscalars import split_sys
+
+    runs, sc = two_runs
+    for run, metric, title in ((runs[0], "util", "GPU utilisation"), (runs[1], "mem", "Memory (RSS) of the run's processes")):
+        specs, _ = run_charts.sys_charts(split_sys(sc[run.key])[1])
+        live = next(s for s in specs if s.title == title).traces
+        (_, panel), = compare_curves.system_panels([run], sc, metric=metric).panels
+        assert [t[0] for t in live] == [t[0] for t in panel] and len(live) >= 1
+        for (_, lx, ly), (_, px, py) in zip(live, panel):
+            np.testing.assert_array_equal(lx, px)
+            np.testing.assert_array_equal(ly, py)

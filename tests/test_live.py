@@ -1,6 +1,6 @@
-"""lab.views.live: progress/ETA, the default run, the glance lists, the device rows,
-and chart data built from real event files written by torch's SummaryWriter
-and read back through lab.events."""
+"""lab.views.progress (progress/ETA), lab.views.live (the default run, the glance lists, the failure box,
+the notes), lab.views.device_strip (the device rows), lab.views.run_charts (chart data built from real
+event files written by torch's SummaryWriter and read back through lab.events) and lab.views.text."""
 from __future__ import annotations
 
 import time
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lab.views import live
+from lab.views import device_strip, live, progress, run_charts
+from lab.views.runscalars import run_scalars, split_sys
 
 
 def rec(run_id="r", state="running", progress=None, summary=None, created_at="2026-11-29T07:00:00+00:00", **kw):
@@ -21,7 +22,7 @@ def rec(run_id="r", state="running", progress=None, summary=None, created_at="20
 
 def test_progress_of_running_run_gives_fraction_eta_and_rate():
     now = 1_000_000.0
-    p = live.progress_of(rec(progress={"step": 30, "total_steps": 120, "elapsed_s": 15.0,
+    p = progress.progress_of(rec(progress={"step": 30, "total_steps": 120, "elapsed_s": 15.0,
                                        "samples_per_sec": 812.5, "updated_at": now - 1}), now=now)
     assert p.fraction == pytest.approx(0.25)
     # 0.5 s per step so far, 90 steps left, 1 s already passed since the write
@@ -33,14 +34,14 @@ def test_progress_of_running_run_gives_fraction_eta_and_rate():
 
 def test_progress_of_stale_running_run_says_so():
     now = 1_000_000.0
-    p = live.progress_of(rec(progress={"step": 5, "total_steps": 100, "elapsed_s": 5.0, "updated_at": now - 125}), now=now)
+    p = progress.progress_of(rec(progress={"step": 5, "total_steps": 100, "elapsed_s": 5.0, "updated_at": now - 125}), now=now)
     assert p.stale_s == pytest.approx(125)
     assert "no progress for 2:05" in p.label
     assert p.eta_s == 0.0  # never negative
 
 
 def test_progress_of_finished_run_uses_summary():
-    p = live.progress_of(rec(state="succeeded", progress={"step": 40, "total_steps": 44, "elapsed_s": 9.0},
+    p = progress.progress_of(rec(state="succeeded", progress={"step": 40, "total_steps": 44, "elapsed_s": 9.0},
                              summary={"steps": 44, "wall_time_s": 10.5, "throughput_samples_per_sec": 600.0,
                                       "steady_throughput_samples_per_sec": 700.0}))
     assert p.fraction == 1.0 and p.step == 44 and p.eta_s is None
@@ -49,7 +50,7 @@ def test_progress_of_finished_run_uses_summary():
 
 
 def test_progress_of_queued_run_without_progress():
-    p = live.progress_of(rec(state="queued"))
+    p = progress.progress_of(rec(state="queued"))
     assert p.fraction is None and p.step is None
     assert p.label == "waiting for its turn"
 
@@ -62,6 +63,11 @@ def test_default_run_prefers_newest_running_then_newest():
     assert live.default_run([a, b, c, d]) == "b"
     assert live.default_run([a, c]) == "c"
     assert live.default_run([]) is None
+
+
+def test_run_label_names_id_name_mode_and_state():
+    assert live.run_label(rec("20261129-ddp-x", name="nice")) == "20261129-ddp-x “nice” · ddp · running"
+    assert live.run_label(rec("20261129-ddp-x", name="x"), state=False) == "20261129-ddp-x · ddp"  # name in the id
 
 
 def test_glance_splits_active_and_latest_finished():
@@ -78,7 +84,7 @@ def test_device_rows_cpu_view_from_the_real_snapshot():
     snap = snapshot()
     if snap.gpus:
         pytest.skip("this machine has GPUs; the CPU view is shown only without them")
-    rows = live.device_rows(snap)
+    rows = device_strip.device_rows(snap)
     assert len(rows) == 1 and rows[0]["label"].startswith("CPU")
     assert 0.0 <= rows[0]["mem"] <= 1.0
 
@@ -90,7 +96,7 @@ def test_device_rows_one_per_gpu_with_fractions():
     g0 = GpuRecord(0, "H100", "u0", 50.0, 1024.0, 4096.0, 300.0, 61.0, (GpuProcess(1, 1000.0, "run-x"),))
     g1 = GpuRecord(1, "H100", "u1", None, None, 4096.0, None, None)
     snap = DeviceSnapshot((g0, g1), CpuRecord(2, 1.0, (1.0, 1.0), 1.0, 2.0), None, time.time())
-    rows = live.device_rows(snap)
+    rows = device_strip.device_rows(snap)
     assert [r["label"] for r in rows] == ["GPU 0 · H100", "GPU 1 · H100"]
     assert rows[0]["util"] == 0.5 and rows[0]["mem"] == 0.25 and "run-x" in rows[0]["extra"]
     assert rows[1]["util"] is None and rows[1]["util_text"] == "util n/a" and rows[1]["mem"] is None
@@ -109,9 +115,7 @@ def _write(dir_, points: dict[str, list[float]], wall0: float = 1_700_000_000.0,
 def _read(run_dir):
     from lab.events import LogdirReader
 
-    r = LogdirReader(str(run_dir))
-    r.refresh()
-    return {name: dict(r.scalars(name)) for name in r.run_names()}
+    return run_scalars(LogdirReader(str(run_dir)))
 
 
 def test_charts_from_real_cpu_run_folder(tmp_path):
@@ -120,20 +124,23 @@ def test_charts_from_real_cpu_run_folder(tmp_path):
                         "train/lr": [0.05, 0.05, 0.05]})
     _write(run / "sys", {"sys/cpu_pct": [150.0, 190.0, 180.0, 170.0], "sys/rss_mib": [300.0, 310.0, 320.0, 330.0]},
            wall0=1_700_000_005.0, dt=0.5)
-    tb, sysd = live.split_run_scalars(_read(run))
+    tb, sysd = split_sys(_read(run))
     assert set(tb) == {"train/loss", "val/loss", "train/acc", "train/lr"}
     assert set(sysd) == {"sys/cpu_pct", "sys/rss_mib"}
 
-    specs = {s.title: s for s in live.train_charts(tb)}
+    specs = {s.title: s for s in run_charts.train_charts(tb)}
     assert set(specs) == {"Loss", "Accuracy"}  # no perf/ tags written, so no throughput chart
     names = [t[0] for t in specs["Loss"].traces]
     assert names == ["train/loss", "val/loss"]
     np.testing.assert_array_equal(specs["Loss"].traces[0][1], [0, 10, 20])
     np.testing.assert_allclose(specs["Loss"].traces[0][2], [2.0, 1.5, 1.0])
 
-    sys_specs, note = live.sys_charts(sysd)
+    sys_specs, note = run_charts.sys_charts(sysd)
     assert [s.title for s in sys_specs] == ["CPU use of the run's processes", "Memory (RSS) of the run's processes"]
     np.testing.assert_allclose(sys_specs[0].traces[0][1], [0.0, 0.5, 1.0, 1.5])  # seconds since the first sample
+    assert [t[0] for s in sys_specs for t in s.traces] == [run_charts.CPU_TRACE] * 2
+    np.testing.assert_allclose(sys_specs[1].traces[0][2], [300.0, 310.0, 320.0, 330.0])
+    assert sys_specs[0].y_range is None  # CPU use may pass 100 % of one core
     assert note and "CPU" in note
 
 
@@ -142,8 +149,8 @@ def test_gpu_charts_one_trace_per_gpu(tmp_path):
     _write(run / "sys", {"sys/gpu0/util_pct": [10, 90, 95], "sys/gpu1/util_pct": [0, 80, 85],
                          "sys/gpu0/mem_used_mib": [100, 2000, 2100], "sys/gpu1/mem_used_mib": [100, 1500, 1600],
                          "sys/cpu_pct": [100, 100, 100]})
-    _, sysd = live.split_run_scalars(_read(run))
-    specs, note = live.sys_charts(sysd)
+    _, sysd = split_sys(_read(run))
+    specs, note = run_charts.sys_charts(sysd)
     assert note is None
     util = specs[0]
     assert util.title == "GPU utilisation" and util.y_range == (0.0, 100.0)
@@ -153,7 +160,7 @@ def test_gpu_charts_one_trace_per_gpu(tmp_path):
 
 
 def test_sys_charts_empty_without_samples():
-    assert live.sys_charts({}) == ([], None)
+    assert run_charts.sys_charts({}) == ([], None)
 
 
 def test_failure_box_states():
@@ -178,6 +185,11 @@ def test_ui_text_formatting():
     with pytest.raises(ValueError, match="line 1"):
         ui_text.parse_env_lines("1A=2")
     assert ui_text.parse_tags("a, b  c,a") == ["a", "b", "c"]
+    from datetime import datetime, timezone
+
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+    assert ui_text.fmt_ago("2026-11-29T11:57:00+00:00", now) == "3 min ago"
+    assert ui_text.fmt_ago("2026-11-27T12:00:00Z", now) == "2 d ago" and ui_text.fmt_ago("junk", now) == "–"
     line = ui_text.shell_line(["py", "-m", "x", "--name", "a b", "--amp"], {"K": "v w"}, cwd="/r")
     assert line == "cd /r\nK='v w' \\\n  py -m x \\\n  --name 'a b' \\\n  --amp"
 

@@ -21,9 +21,9 @@ import pytest
 
 from lab.runfolder import REPO_ROOT
 
-RUNTIME = ["app.py", "pages", "lab", "training"]
+RUNTIME = ["app.py", "pages", "ui", "lab", "training"]
 TOOLING = ["scripts", "bench", "examples"]
-PROJECT = {"lab", "training", "tests", "pages", "scripts", "bench", "examples", "app"}
+PROJECT = {"lab", "training", "tests", "pages", "ui", "scripts", "bench", "examples", "app"}
 
 
 def _norm(name: str) -> str:

@@ -1,8 +1,12 @@
 """What the pages show, computed without a browser.
 
-``progress``/``live`` (a run's progress, the runs at a glance, device rows,
-a run's charts), ``compare`` and ``report`` (the modes side by side, the
-HTML export), ``browse`` (any folder of event files), and their helpers:
+One run: ``progress`` (step, ETA, throughput), ``run_charts`` (its training
+curves and device timelines), ``runscalars`` (a run folder's ``tb/`` and
+``sys/`` as one run), ``live`` (which runs, the failure box, the notes) and
+``device_strip`` (the home page's devices). Runs side by side:
+``compare_runs`` (which runs, their names), ``compare`` (the table),
+``fairness`` (the warnings), ``compare_curves`` (the charts) and ``report``
+(the HTML export). Any folder of event files: ``browse``. Helpers:
 ``charts`` (plotly figures), ``downsample``, ``smoothing`` and ``text``
 (formatting). Pages import from here and draw; nothing here imports
 streamlit.

@@ -4,12 +4,12 @@ when it does not exist or holds no event files), choose the tags a regex
 selects (a bad regex is a message, not an exception), put scalars on an x
 axis (step, relative time or wall time), smooth them with TensorBoard's
 debiased EMA, build one chart per tag with one trace per run, and the CSV of
-the selected scalars. Event files themselves are read by ``lab.events``.
+the selected scalars. Event files themselves are read by ``lab.events``; a
+run folder's ``tb/`` and ``sys/`` show as one run (``lab.views.runscalars``).
 """
 from __future__ import annotations
 
 import io
-import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,8 +19,6 @@ from typing import Any
 import numpy as np
 
 from lab.views.text import ChartSpec
-
-log = logging.getLogger(__name__)
 
 X_AXES = ("step", "relative", "wall")
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time"}
@@ -97,7 +95,6 @@ def filter_tags(tags: Iterable[str], pattern: str) -> tuple[list[str], str | Non
 
 # Tags a user looks at first come first; the rest follow alphabetically.
 _TAG_PRIORITY = ("train/loss", "val/loss", "train/acc", "val/acc", "train/", "val/", "perf/", "sys/", "mem/")
-_RUN_PARTS = ("tb", "sys")
 
 
 def order_tags(tags: Iterable[str]) -> list[str]:
@@ -113,30 +110,6 @@ def order_tags(tags: Iterable[str]) -> list[str]:
 
 def all_tags(scalars_by_run: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return order_tags(t for tags in scalars_by_run.values() for t in tags)
-
-
-def group_runs(run_names: Iterable[str]) -> dict[str, list[str]]:
-    """Display run -> reader runs: our run folders' ``tb`` and ``sys`` parts become one run.
-
-    A run folder of this lab holds the trainer's events in ``tb/`` and the
-    supervisor's device samples in ``sys/``; their tags never clash, so they
-    show as one run named after the folder. Other layouts pass through.
-    """
-    out: dict[str, list[str]] = {}
-    for name in sorted(run_names):
-        head, _, last = name.replace("\\", "/").rpartition("/")
-        display = (head or ".") if last in _RUN_PARTS else name
-        out.setdefault(display, []).append(name)
-    return out
-
-
-def merge_parts(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The tags of several reader runs as one run (the first part wins a clash)."""
-    merged: dict[str, Any] = {}
-    for p in parts:
-        for tag, series in p.items():
-            merged.setdefault(tag, series)
-    return merged
 
 
 def x_values(series: Any, axis: str) -> np.ndarray:

@@ -11,7 +11,8 @@ Public API (stable; other pages build on it):
 - ``Trace``: a ``(name, x, y)`` tuple, x and y 1-D array-likes of equal length.
 - ``line_figure(traces, *, x_title, y_title, title=None, max_points=2000,
   log_y=False, x_is_time=False, y_range=None, distinct_dashes=False) -> go.Figure``:
-  one line per trace, overlaid (fits ``lab.views.text.ChartSpec``: pass its fields).
+  one line per trace, overlaid; ``spec_figure(spec, *, title=True)`` draws a
+  ``lab.views.text.ChartSpec`` with it.
 - ``timeline_figure(panels, *, y_title, x_title="time (s)", title=None,
   max_points=2000, y_range=None, cols=3) -> go.Figure``: one subplot per panel
   (e.g. per run), each panel a ``(panel_title, [Trace, ...])``, side by side
@@ -20,19 +21,16 @@ Public API (stable; other pages build on it):
 - ``grouped_bar_figure(categories, series, *, y_title, x_title="", title=None,
   text_format=".0f")``: ``series`` maps a legend name (e.g. a device) to one
   value per category (e.g. per run); ``None`` leaves a gap.
-- ``point_count(fig) -> int``: how many (x, y) points a figure carries.
 """
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-
-log = logging.getLogger(__name__)
 
 Trace = tuple[str, "np.ndarray | Sequence[float]", "np.ndarray | Sequence[float]"]
 
@@ -103,6 +101,12 @@ def line_figure(
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
     return _base_layout(fig, title)
+
+
+def spec_figure(spec: Any, *, title: bool = True) -> go.Figure:
+    """``line_figure`` of a ``lab.views.text.ChartSpec``, with its title on the figure or not."""
+    return line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title if title else None,
+                       x_is_time=spec.x_is_time, y_range=spec.y_range)
 
 
 def timeline_figure(
@@ -209,16 +213,6 @@ def grouped_bar_figure(
     fig = _base_layout(fig, title)
     fig.update_layout(hovermode="closest")
     return fig
-
-
-def point_count(fig: go.Figure) -> int:
-    """The number of points all traces of ``fig`` carry (what the browser gets)."""
-    total = 0
-    for tr in fig.data:
-        y = getattr(tr, "y", None)
-        if y is not None:
-            total += len(y)
-    return total
 
 
 def _none_if_nan(v: float | None) -> float | None:

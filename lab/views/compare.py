@@ -1,13 +1,14 @@
-"""Side-by-side comparison of finished runs: the table, the fairness warnings, the curves.
+"""The Compare page's table: every figure of a run, speedup and efficiency against a baseline, the columns.
 
-This module owns every figure the Compare page and the HTML export show:
-which runs to compare by default, which is the baseline, throughput, speedup,
-scaling efficiency, per-device peak memory and its imbalance, final loss and
-accuracy, and the warnings that say when two runs are not a fair comparison.
-It reads ``run.json`` and ``summary.json`` itself and takes scalar series
-(from ``lab.events``) as plain mappings of tag -> series with ``.step``,
+This module owns the numbers the Compare page and the HTML export show of
+each run: throughput, speedup, scaling efficiency, per-device peak memory
+and its imbalance, final loss and accuracy, how long the loss agrees with
+the baseline's; which run is the baseline by default; the table's columns,
+their order and how the page formats them (``COLUMNS``, ``column_formats``).
+Runs are ``lab.views.compare_runs.CompareRun``; scalar series (from
+``lab.events``) come as plain mappings of tag -> series with ``.step``,
 ``.wall_time`` and ``.value`` arrays, so every number is testable without a
-browser. Definitions (also shown on the page):
+browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 
 - speedup = steady throughput / the baseline's steady throughput;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
@@ -16,152 +17,78 @@ browser. Definitions (also shown on the page):
 - loss matches baseline to step = the last logged step up to which the run's
   ``train/loss`` stays within 0.1% (relative) of the baseline's at every
   common step: "is our DDP really DDP", made a number.
+
+Tested by tests/test_compare.py.
 """
 from __future__ import annotations
 
 import io
-import json
-import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lab.runfolder import read_json
+from lab.views.compare_runs import CompareRun, labels
 
-log = logging.getLogger(__name__)
+HOW_TO_READ = """\
+**Speedup** is a run's steady-state throughput (samples per second, without the
+warm-up steps) divided by the baseline's. **Scaling efficiency** is the speedup
+divided by the number of devices (relative to the baseline's): 1.0 means every
+added device paid for itself fully, 0.5 means half of it went to communication,
+waiting or a bottleneck such as DataParallel's single process. **Memory
+imbalance** is (max − min) / mean of the per-device peak memory: DataParallel
+keeps the model, the outputs and the loss on the first device, so its first
+device holds more (imbalance well above 0), while DDP's ranks hold about the
+same (close to 0). Steady throughput and memory are only comparable between
+runs of the same model, dataset, global batch and precision: the warnings say
+when they are not."""
+
+AGREEMENT_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the table and how the page shows it (printf ``format``; None: as is)."""
+
+    name: str
+    format: str | None = None
+    help: str | None = None
+
 
 # Fixed columns of the table, in order; one "peak MiB <device>" column per
-# device seen in any chosen run is inserted before "memory imbalance".
-COLUMNS_BEFORE_DEVICES = [
-    "run", "mode", "effective mode", "devices", "world size", "global batch",
-    "per-device batch", "throughput (samples/s)", "speedup", "efficiency",
-    "epoch time (s)",
-]
-COLUMNS_AFTER_DEVICES = [
-    "memory imbalance", "loss matches baseline to step", "final train loss", "final val loss", "final val acc",
-]
-AGREEMENT_RTOL = 1e-3
+# device seen in any chosen run goes between the two groups.
+BEFORE_DEVICES = (
+    Column("run"), Column("mode"), Column("effective mode"), Column("devices"), Column("world size"),
+    Column("global batch"), Column("per-device batch"), Column("throughput (samples/s)", "%.1f"),
+    Column("speedup", "%.2f"), Column("efficiency", "%.2f"), Column("epoch time (s)", "%.2f"),
+)
+AFTER_DEVICES = (
+    Column("memory imbalance", "%.3f"),
+    Column("loss matches baseline to step", "%d",
+           "Last step up to which train/loss stays within 0.1% of the baseline's."),
+    Column("final train loss", "%.4f"), Column("final val loss", "%.4f"), Column("final val acc", "%.4f"),
+)
 PEAK_PREFIX = "peak MiB "
+PEAK_FORMAT = "%.0f"
+COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
+COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
+TEXT_COLUMNS = ("run", "mode", "effective mode", "devices")  # all others are numbers (NaN = unknown)
+_BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES}
 
 
-@dataclass(frozen=True)
-class CompareRun:
-    """One run as the Compare page sees it; ``key`` is unique across user and sample runs."""
-
-    key: str
-    run_id: str
-    run_dir: Path
-    name: str
-    created_at: str
-    sweep_id: str | None
-    state: str | None
-    config: dict = field(default_factory=dict)
-    summary: dict | None = None
-    recorded_on: str | None = None
-    host: str | None = None
-    sample: bool = False
-
-
-@dataclass(frozen=True)
-class FairnessWarning:
-    """Why two chosen runs do not compare like for like; ``message`` is shown as is."""
-
-    key: str
-    message: str
-
-
-def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
-    """A run folder as a ``CompareRun``, or None when it has neither run.json nor summary.json."""
-    run_dir = Path(run_dir)
-    meta = read_json(run_dir / "run.json")
-    summary = read_json(run_dir / "summary.json")
-    if meta is None and summary is None:
-        return None
-    meta = meta or {}
-    status = read_json(run_dir / "status.json") or {}
-    run_id = str(meta.get("run_id") or run_dir.name)
-    config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-    if not config and summary and isinstance(summary.get("config"), dict):
-        config = summary["config"]
-    return CompareRun(
-        key=("sample/" if sample else "") + run_id,
-        run_id=run_id,
-        run_dir=run_dir,
-        name=str(meta.get("name") or run_id),
-        created_at=str(meta.get("created_at") or (summary or {}).get("started_at") or ""),
-        sweep_id=meta.get("sweep_id"),
-        state=status.get("state") or ("succeeded" if summary and summary.get("completed") else None),
-        config=config,
-        summary=summary,
-        recorded_on=meta.get("recorded_on"),
-        host=meta.get("host") or (summary or {}).get("hostname"),
-        sample=sample,
-    )
-
-
-def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
-    """Every run under ``root``, newest first; a missing folder is an empty list."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    runs = [r for d in sorted(root.iterdir()) if d.is_dir() and (r := load_run(d, sample=sample))]
-    return sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
-
-
-def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
-    """The user's runs (newest first), then the shipped sample runs."""
-    return load_runs(user_root) + load_runs(sample_root, sample=True)
-
-
-def default_selection(runs: Sequence[CompareRun]) -> list[str]:
-    """Keys to compare by default.
-
-    The newest sweep among the user's own runs; without a sweep, the user's
-    newest (up to 4) runs that have a summary; with no runs of the user's own,
-    the sample runs.
-    """
-    own = [r for r in runs if not r.sample]
-    swept = [r for r in own if r.sweep_id]
-    if swept:
-        newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
-        return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
-    finished = sorted((r for r in own if r.summary), key=lambda r: r.created_at, reverse=True)[:4]
-    if finished:
-        return [r.key for r in reversed(finished)]
-    return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]
-
-
-def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
-    """Short, unique display names by key: the run's name, suffixed by its id when names clash."""
-    def base(r: CompareRun) -> str:
-        return ("sample: " if r.sample and not r.name.startswith("sample") else "") + r.name
-    names = [base(r) for r in runs]
-    return {r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs}
-
-
-def provenance(runs: Sequence[CompareRun]) -> list[str]:
-    """Where and when the runs were recorded: one line per machine, runs listed with their start."""
-    names = labels(runs)
-    by_where: dict[str, list[str]] = {}
-    for r in runs:
-        when = r.created_at[:16].replace("T", " ") if r.created_at else "unknown time"
-        by_where.setdefault(str(r.recorded_on or r.host or "an unknown machine"), []).append(f"{names[r.key]} ({when})")
-    return [f"Recorded on {where}: {', '.join(items)}" for where, items in by_where.items()]
+def column_formats(columns: Iterable[str]) -> dict[str, Column]:
+    """The formatted columns among ``columns`` (a table's), peak memory columns included."""
+    out = {}
+    for name in columns:
+        col = Column(name, PEAK_FORMAT) if name.startswith(PEAK_PREFIX) else _BY_NAME.get(name)
+        if col is not None and col.format:
+            out[name] = col
+    return out
 
 
 # ---- per-run figures -----------------------------------------------------
-
-def _conf(run: CompareRun, key: str) -> Any:
-    """A trainer option: summary.json's config first (what ran), else run.json's."""
-    sc = (run.summary or {}).get("config")
-    if isinstance(sc, dict) and key in sc:
-        return sc[key]
-    return run.config.get(key)
-
 
 def _last(series: Mapping[str, Any] | None, tag: str) -> float | None:
     s = (series or {}).get(tag)
@@ -197,9 +124,9 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
             if len(parts) == 3 and parts[0] == "mem" and parts[2] == "peak_mib" and len(ser.value):
                 peaks[parts[1]] = float(np.max(ser.value))
     devices = list(s.get("devices") or sorted(peaks))
-    global_batch = s.get("global_batch") or _conf(run, "batch_size")
+    global_batch = s.get("global_batch") or run.option("batch_size")
     return {
-        "mode": s.get("mode") or _conf(run, "mode"),
+        "mode": s.get("mode") or run.option("mode"),
         "effective mode": s.get("effective_mode"),
         "effective mode reason": s.get("effective_mode_reason"),
         "devices": devices,
@@ -321,7 +248,7 @@ def compare_table(
     df = pd.DataFrame(rows, columns=COLUMNS_BEFORE_DEVICES + [PEAK_PREFIX + d for d in all_devices] + COLUMNS_AFTER_DEVICES)
     # Numeric columns stay numeric (NaN for unknown) so CSV and sorting work.
     for c in df.columns:
-        if c not in ("run", "mode", "effective mode", "devices"):
+        if c not in TEXT_COLUMNS:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     return df
 
@@ -338,76 +265,3 @@ def table_csv(df: pd.DataFrame) -> bytes:
     buf = io.StringIO()
     df.to_csv(buf, index=False)
     return buf.getvalue().encode("utf-8")
-
-
-# ---- fairness --------------------------------------------------------------
-
-def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
-    """What makes the chosen runs an unfair comparison, one warning per cause.
-
-    Differences in model, dataset, global batch, seed, precision (amp) or, among
-    the runs that really used several devices, device count; a run whose
-    effective mode is not the asked one; a run without summary.json; runs
-    recorded on different hosts.
-    """
-    if not runs:
-        return []
-    names = labels(runs)
-    metrics = {r.key: run_metrics(r) for r in runs}
-    out: list[FairnessWarning] = []
-
-    def differ(key: str, what: str, values: dict[str, Any], why: str) -> None:
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
-            listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
-            out.append(FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}"))
-
-    differ("model", "model", {r.key: _conf(r, "model") for r in runs},
-           "throughput and memory measure different work.")
-    differ("dataset", "dataset", {r.key: _conf(r, "dataset") for r in runs},
-           "losses and accuracies are not comparable.")
-    differ("global_batch", "global batch", {k: m["global batch"] for k, m in metrics.items()},
-           "steps mean different amounts of data; compare loss against samples seen.")
-    differ("seed", "seed", {r.key: _conf(r, "seed") for r in runs},
-           "loss curves differ by chance as well as by mode.")
-    differ("amp", "precision (amp)", {r.key: bool(_conf(r, "amp")) for r in runs},
-           "mixed precision changes both speed and memory.")
-    parallel = {k: len(m["devices"]) for k, m in metrics.items()
-                if m["effective mode"] not in (None, "single") and m["devices"]}
-    differ("device_count", "device count among the multi-device runs", parallel,
-           "compare scaling efficiency rather than speedup.")
-    for r in runs:
-        m = metrics[r.key]
-        if m["effective mode"] and m["mode"] and m["effective mode"] != m["mode"]:
-            reason = m["effective mode reason"] or "no reason recorded"
-            out.append(FairnessWarning(
-                "effective_mode",
-                f"{names[r.key]} was asked to run as {m['mode']} but ran as {m['effective mode']} ({reason}).",
-            ))
-        if not r.summary:
-            out.append(FairnessWarning(
-                "no_summary",
-                f"{names[r.key]} has no summary.json (state: {r.state or 'unknown'}); its figures come from its "
-                "event files and may cover only part of the run.",
-            ))
-    differ("host", "host", {r.key: r.host for r in runs if r.host},
-           "different machines make throughput incomparable.")
-    return out
-
-
-def run_scalars(reader: Any) -> dict[str, Any]:
-    """Refresh a run folder's ``lab.events.LogdirReader`` and merge its tb/ and sys/ series."""
-    reader.refresh()
-    return merge_scalars({n: reader.scalars(n) for n in reader.run_names()})
-
-
-def merge_scalars(by_subrun: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """One tag -> series mapping from a run folder's sub-runs (``tb``, ``sys``...).
-
-    ``lab.events.LogdirReader`` over a run folder names ``tb/`` and ``sys/``
-    as separate runs; their tags never collide (``sys/`` tags are only the
-    supervisor's), so the Compare page looks them up in one mapping.
-    """
-    out: dict[str, Any] = {}
-    for name in sorted(by_subrun):
-        out.update(by_subrun[name])
-    return out

@@ -1,8 +1,9 @@
 """Small shared pieces of the dashboard's text in and out: formatting numbers
 for people (bytes, MiB, durations, rates, "3 min ago"), parsing what a user
-types into a form (GPU lists, tags, ``KEY=VALUE`` lines), and ``ChartSpec``,
-the plain description of one chart that ``lab.views.live`` and ``lab.views.browse``
-return and the pages hand to ``lab.views.charts``. No streamlit here.
+types into a form (tags, ``KEY=VALUE`` lines), and ``ChartSpec``,
+the plain description of one chart that ``lab.views.run_charts`` and
+``lab.views.browse`` return and the pages hand to ``lab.views.charts``. No
+streamlit here. Tested by tests/test_live.py (``test_ui_text_formatting``).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
-from lab.runfolder import parse_time  # noqa: F401 (one parser of our time stamps; pages format with it)
+
+from lab.runfolder import parse_time
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -31,9 +33,6 @@ class ChartSpec:
     traces: list[tuple[str, Any, Any]] = field(default_factory=list)
     y_range: tuple[float, float] | None = None
     x_is_time: bool = False
-
-    def point_total(self) -> int:
-        return sum(len(t[1]) for t in self.traces)
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -90,18 +89,6 @@ def fmt_ago(value: Any, now: datetime | None = None) -> str:
     if s < 86400:
         return f"{s / 3600:.0f} h ago"
     return f"{s / 86400:.0f} d ago"
-
-
-def parse_gpu_list(text: str) -> tuple[int, ...]:
-    """``"0, 2"`` -> ``(0, 2)``. Raises ValueError naming the fix."""
-    out: list[int] = []
-    for part in re.split(r"[,\s]+", text.strip()):
-        if not part:
-            continue
-        if not part.isdigit():
-            raise ValueError(f"{part!r} is not a GPU index: write indices like 0,1")
-        out.append(int(part))
-    return tuple(out)
 
 
 def parse_tags(text: str) -> list[str]:

@@ -1,0 +1,139 @@
+"""The runs the Compare page offers: the user's and the shipped samples, the default choice, their names.
+
+A run is read by ``lab.engine.registry`` (the one parser of a run folder:
+run.json, status.json, summary.json, progress.json, reconciled with the
+processes) and wrapped as a ``CompareRun``, which adds what comparing needs:
+a key unique across the user's runs and the samples, and where and when the
+run was recorded (run.json's ``recorded_on`` and ``host``, kept only for the
+provenance line). This module also owns which runs are compared by default,
+their short display names and the provenance lines. Tested by
+tests/test_compare.py.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.engine.registry import RunNotFound, RunRecord, get_run, list_runs
+from lab.runfolder import RUN_JSON, read_json
+
+SAMPLE_PREFIX = "sample/"
+
+
+@dataclass(frozen=True)
+class CompareRun:
+    """One run as the Compare page sees it; ``key`` is unique across user and sample runs."""
+
+    key: str
+    record: RunRecord
+    sample: bool = False
+    recorded_on: str | None = None
+    host: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.record.run_dir)
+
+    @property
+    def name(self) -> str:
+        return self.record.name or self.record.run_id
+
+    @property
+    def created_at(self) -> str:
+        return self.record.created_at or ""
+
+    @property
+    def sweep_id(self) -> str | None:
+        return self.record.sweep_id
+
+    @property
+    def state(self) -> str | None:
+        return self.record.state
+
+    @property
+    def config(self) -> dict:
+        return self.record.config
+
+    @property
+    def summary(self) -> dict | None:
+        return self.record.summary
+
+    def option(self, key: str) -> Any:
+        """A trainer option: summary.json's config first (what ran), else run.json's."""
+        sc = (self.summary or {}).get("config")
+        if isinstance(sc, dict) and key in sc:
+            return sc[key]
+        return self.config.get(key)
+
+
+def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
+    """A registry record as a ``CompareRun`` (``sample`` runs get keys of their own)."""
+    meta = read_json(Path(record.run_dir) / RUN_JSON) or {}
+    return CompareRun(
+        key=(SAMPLE_PREFIX if sample else "") + record.run_id,
+        record=record,
+        sample=sample,
+        recorded_on=meta.get("recorded_on"),
+        host=meta.get("host") or (record.summary or {}).get("hostname"),
+    )
+
+
+def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
+    """A run folder as a ``CompareRun``, or None when it holds no run (nor a readable run id)."""
+    run_dir = Path(run_dir)
+    try:
+        return from_record(get_run(run_dir.name, run_dir.parent), sample=sample)
+    except (RunNotFound, ValueError):
+        return None
+
+
+def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
+    """Every run under ``root``, newest first; a missing folder is an empty list."""
+    return [from_record(r, sample=sample) for r in list_runs(Path(root))]
+
+
+def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
+    """The user's runs (newest first), then the shipped sample runs."""
+    return load_runs(user_root) + load_runs(sample_root, sample=True)
+
+
+def default_selection(runs: Sequence[CompareRun]) -> list[str]:
+    """Keys to compare by default.
+
+    The newest sweep among the user's own runs; without a sweep, the user's
+    newest (up to 4) runs that have a summary; with no runs of the user's own,
+    the sample runs.
+    """
+    own = [r for r in runs if not r.sample]
+    swept = [r for r in own if r.sweep_id]
+    if swept:
+        newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
+        return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+    finished = sorted((r for r in own if r.summary), key=lambda r: r.created_at, reverse=True)[:4]
+    if finished:
+        return [r.key for r in reversed(finished)]
+    return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]
+
+
+def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
+    """Short, unique display names by key: the run's name, suffixed by its id when names clash."""
+    def base(r: CompareRun) -> str:
+        return ("sample: " if r.sample and not r.name.startswith("sample") else "") + r.name
+    names = [base(r) for r in runs]
+    return {r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs}
+
+
+def provenance(runs: Sequence[CompareRun]) -> list[str]:
+    """Where and when the runs were recorded: one line per machine, runs listed with their start."""
+    names = labels(runs)
+    by_where: dict[str, list[str]] = {}
+    for r in runs:
+        when = r.created_at[:16].replace("T", " ") if r.created_at else "unknown time"
+        by_where.setdefault(str(r.recorded_on or r.host or "an unknown machine"), []).append(f"{names[r.key]} ({when})")
+    return [f"Recorded on {where}: {', '.join(items)}" for where, items in by_where.items()]

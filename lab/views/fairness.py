@@ -1,0 +1,77 @@
+"""Fairness of a comparison: what makes the chosen runs not compare like for like.
+
+Owns the warnings the Compare page and the HTML export show above the table:
+runs that differ in model, dataset, global batch, seed, precision, device
+count (among multi-device runs) or host; a run that ran in another mode than
+asked; a run without summary.json. Each warning names the runs and their
+values and says what to compare instead. Tested by tests/test_compare.py.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lab.views.compare import run_metrics
+from lab.views.compare_runs import CompareRun, labels
+
+
+@dataclass(frozen=True)
+class FairnessWarning:
+    """Why two chosen runs do not compare like for like; ``message`` is shown as is."""
+
+    key: str
+    message: str
+
+
+def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
+    """What makes the chosen runs an unfair comparison, one warning per cause.
+
+    Differences in model, dataset, global batch, seed, precision (amp) or, among
+    the runs that really used several devices, device count; a run whose
+    effective mode is not the asked one; a run without summary.json; runs
+    recorded on different hosts.
+    """
+    if not runs:
+        return []
+    names = labels(runs)
+    metrics = {r.key: run_metrics(r) for r in runs}
+    out: list[FairnessWarning] = []
+
+    def differ(key: str, what: str, values: dict[str, Any], why: str) -> None:
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
+            listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
+            out.append(FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}"))
+
+    differ("model", "model", {r.key: r.option("model") for r in runs},
+           "throughput and memory measure different work.")
+    differ("dataset", "dataset", {r.key: r.option("dataset") for r in runs},
+           "losses and accuracies are not comparable.")
+    differ("global_batch", "global batch", {k: m["global batch"] for k, m in metrics.items()},
+           "steps mean different amounts of data; compare loss against samples seen.")
+    differ("seed", "seed", {r.key: r.option("seed") for r in runs},
+           "loss curves differ by chance as well as by mode.")
+    differ("amp", "precision (amp)", {r.key: bool(r.option("amp")) for r in runs},
+           "mixed precision changes both speed and memory.")
+    parallel = {k: len(m["devices"]) for k, m in metrics.items()
+                if m["effective mode"] not in (None, "single") and m["devices"]}
+    differ("device_count", "device count among the multi-device runs", parallel,
+           "compare scaling efficiency rather than speedup.")
+    for r in runs:
+        m = metrics[r.key]
+        if m["effective mode"] and m["mode"] and m["effective mode"] != m["mode"]:
+            reason = m["effective mode reason"] or "no reason recorded"
+            out.append(FairnessWarning(
+                "effective_mode",
+                f"{names[r.key]} was asked to run as {m['mode']} but ran as {m['effective mode']} ({reason}).",
+            ))
+        if not r.summary:
+            out.append(FairnessWarning(
+                "no_summary",
+                f"{names[r.key]} has no summary.json (state: {r.state or 'unknown'}); its figures come from its "
+                "event files and may cover only part of the run.",
+            ))
+    differ("host", "host", {r.key: r.host for r in runs if r.host},
+           "different machines make throughput incomparable.")
+    return out

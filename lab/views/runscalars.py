@@ -1,0 +1,61 @@
+"""One run folder, one run: how the ``tb/`` and ``sys/`` parts of a run folder become one set of scalars.
+
+A run folder of this lab holds the trainer's events in ``tb/`` and the
+supervisor's device samples in ``sys/`` (``lab.runfolder.TB_DIR``,
+``SYS_DIR``). ``lab.events.LogdirReader`` names each of them a run of its
+own; every page shows them as one run: Live and Compare read one run folder
+(``run_scalars``), Logs groups the runs of any folder by the run folder they
+belong to (``group_parts``). Their tags never clash (``sys/`` tags are the
+supervisor's alone), so merging loses nothing; ``split_sys`` takes the
+device samples back out for the charts that draw them apart. Tested by
+tests/test_runscalars.py.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lab.runfolder import SYS_DIR, TB_DIR
+
+PARTS = (TB_DIR, SYS_DIR)
+SYS_PREFIX = SYS_DIR + "/"  # the supervisor's tags: sys/gpu<i>/..., sys/cpu_pct, sys/rss_mib
+
+
+def run_folder_of(run_name: str) -> str:
+    """The run a reader's run belongs to: ``x`` for ``x/tb`` or ``x/sys``, ``.`` for ``tb``; else itself."""
+    head, _, last = run_name.replace("\\", "/").rpartition("/")
+    return (head or ".") if last in PARTS else run_name
+
+
+def group_parts(run_names: Iterable[str]) -> dict[str, list[str]]:
+    """Displayed run -> the reader's runs that make it up (sorted); other layouts pass through."""
+    out: dict[str, list[str]] = {}
+    for name in sorted(run_names):
+        out.setdefault(run_folder_of(name), []).append(name)
+    return out
+
+
+def merge_parts(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The tag -> series mappings of several parts as one (the first part wins a clash)."""
+    merged: dict[str, Any] = {}
+    for p in parts:
+        for tag, series in p.items():
+            merged.setdefault(tag, series)
+    return merged
+
+
+def run_scalars(reader: Any) -> dict[str, Any]:
+    """Refresh a ``lab.events.LogdirReader`` over one run folder and return its scalars as one run.
+
+    Incremental: the refresh reads only what was written since the last one.
+    A trainer run by hand writing straight into the folder (run ``.``) counts
+    like ``tb/``.
+    """
+    reader.refresh()
+    return merge_parts(reader.scalars(n) for n in sorted(reader.run_names()))
+
+
+def split_sys(scalars: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(training scalars, device samples)``: the ``sys/`` tags apart from all others."""
+    train = {t: s for t, s in scalars.items() if not t.startswith(SYS_PREFIX)}
+    return train, {t: s for t, s in scalars.items() if t.startswith(SYS_PREFIX)}
