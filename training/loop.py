@@ -30,6 +30,7 @@ from training.cli import BadInput
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
 from training.distributed import Placement, reduce_across_processes, wrap
 from training.metrics import Recorder, Span, Window, gathered_memory_mib
+from training.profiling import StepProfiler
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class Loop:
         self.last_train: dict[str, float] = {}
         self.peak_mem: dict[str, float] = {}
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.prof = StepProfiler(args, placement, recorder.log_dir, first_step=self.step, last_step=self.total_steps)
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:
@@ -106,6 +108,7 @@ class Loop:
         self.first_step, self.t_start = self.step, time.perf_counter()
         self.total = self.steady = Span(self.paused_s)  # steady restarts after the excluded first steps
         self.window = Window(self.device, self.paused_s)
+        self.prof.begin()
         for epoch in range(self.start_epoch, self.epochs):
             if self.step >= self.total_steps or out.stopped:
                 break
@@ -123,8 +126,11 @@ class Loop:
         batches = iter(self.batches())
         # drop_last everywhere: the epoch yields exactly steps_per_epoch - skip batches.
         while done < self.steps_per_epoch:
-            self._train_step(batches, epoch, out)
+            with self.prof.step(self.step + 1):
+                self._train_step(batches, epoch, out)
             done += 1
+            if self.prof.due(self.step):
+                self._paused(self.prof.write)
             if self.args.val_every and self.step % self.args.val_every == 0:
                 self._paused(self.validate)
             if self.stop():
@@ -135,24 +141,28 @@ class Loop:
         return done
 
     def _train_step(self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome) -> None:
-        a = self.args
+        a, phase = self.args, self.prof.phase
         t_data = time.perf_counter()
-        x, y = next(batches)
-        self.window.data_s += time.perf_counter() - t_data
-        x = x.to(self.device, non_blocking=True)
-        y = y.to(self.device, non_blocking=True)
-        with self.autocast:
+        with phase("data"):
+            x, y = next(batches)
+            self.window.data_s += time.perf_counter() - t_data
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+        with phase("forward"), self.autocast:
             logits = self.model(x)
             loss = self.criterion(logits, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        with phase("optimizer"):
+            self.optimizer.zero_grad(set_to_none=True)
+        with phase("backward"):
+            self.scaler.scale(loss).backward()
         log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
-        grad_norm = None
-        if log_now or a.grad_norm_warn > 0:
-            self.scaler.unscale_(self.optimizer)
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        with phase("optimizer"):
+            grad_norm = None
+            if log_now or a.grad_norm_warn > 0:
+                self.scaler.unscale_(self.optimizer)
+                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         self.step += 1
         self.window.update(loss, logits, y)
         if a.grad_norm_warn > 0:
@@ -178,6 +188,7 @@ class Loop:
             self._paused(lambda: self._save(epoch, done))
 
     def _finish(self, out: Outcome) -> Outcome:
+        self.prof.close()
         self._sync()
         out.steps = self.step
         out.train_time_s = self.total.seconds(self.paused_s)

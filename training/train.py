@@ -75,11 +75,13 @@ def _prepare(argv: Sequence[str] | None):
     from training import checkpoint, data
     from training.cli import split_batch
     from training.distributed import check_free_memory, place
+    from training.profiling import check_memory_snapshot
 
     args = parse_args(argv)
     log_dir = Path(args.log_dir).expanduser()
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)
+    check_memory_snapshot(args.memory_snapshot, placement)
     bundle = data.load(args.dataset, args.image_size)
     per_rank_images = len(bundle.train) // placement.world_size
     per_rank_batch = split_batch(args.batch_size, placement.world_size, "ranks")
@@ -97,7 +99,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
 
     g = args.batch_size
     steady_steps = out.steps_this_run - out.steady_excluded_steps
-    return {
+    summary = {
         "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
         "effective_mode_reason": placement.effective_mode_reason,
         "world_size": placement.world_size, "backend": placement.backend,
@@ -115,6 +117,9 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
         "torch_version": torch.__version__, "hostname": socket.gethostname(),
         "started_at": started_at, "ended_at": _now(), "completed": not out.stopped,
     }
+    if loop.prof.written:  # only when profiling ran: profile/breakdown.json, memory snapshots
+        summary["profile"] = dict(loop.prof.written)
+    return summary
 
 
 def _set_up(argv: Sequence[str] | None):
