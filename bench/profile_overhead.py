@@ -13,6 +13,9 @@ the profiler where it does not profile. Sides run interleaved in ABBA order
 warm-up round. Prints each side's median and spread (min-max) of samples/s,
 by wall clock and by this process's CPU time, and the medians of the paired
 ratios profiled / plain and plain2 / plain (target: within the noise floor).
+Both run sides call the loop's profiler hooks, which outside the window hand
+back a shared ``nullcontext``; their own cost is timed apart (``timeit`` of
+one step's hooks) and printed as a share of a plain step.
 
     python bench/profile_overhead.py [--repeats 6] [--steps 120] [--window 5:10] [--batch 64] [--threads 1]
 """
@@ -63,6 +66,35 @@ def timed_run(bundle, steps: int, batch: int, window: str | None, after: int) ->
     return samples / (w1 - w0), samples / (c1 - c0)
 
 
+def hook_cost_us(steps: int) -> float:
+    """Microseconds a step spends in the loop's profiler hooks outside the window (best of 5 timeit rounds)."""
+    import timeit
+
+    from training.cli import build_parser
+    from training.distributed import place
+    from training.profiling import StepProfiler
+
+    args = build_parser().parse_args(["--log-dir", "unused", "--profile-steps", "5:10"])
+    prof = StepProfiler(args, place("single", "cpu", 64), Path("unused"), first_step=0, last_step=steps)
+
+    def one_step() -> None:  # what Loop.train_one_epoch/_train_step call per step
+        with prof.step(steps):
+            with prof.phase("data"):
+                pass
+            with prof.phase("forward"):
+                pass
+            with prof.phase("optimizer"):
+                pass
+            with prof.phase("backward"):
+                pass
+            with prof.phase("optimizer"):
+                pass
+        prof.due(steps)
+
+    n = 20_000
+    return min(timeit.repeat(one_step, number=n, repeat=5)) / n * 1e6
+
+
 def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.0f} (min {min(values):.0f}, max {max(values):.0f})"
 
@@ -104,6 +136,10 @@ def main() -> None:
               flush=True)
     print(f"tinycnn, digits {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} steps, window {a.window}, "
           f"timed after it; {a.repeats} repeats, {a.threads} thread(s)")
+    hooks = hook_cost_us(a.steps)
+    plain_us = 1e6 * a.batch / statistics.median(wall["plain"])
+    print(f"profiler hooks outside the window: {hooks:.2f} us a step = {100 * hooks / plain_us:.3f}% of a plain "
+          f"step ({plain_us / 1000:.2f} ms)")
     for label, d in (("wall clock", wall), ("CPU time", cpu)):
         paired = statistics.median(x / y for x, y in zip(d["profiled"], d["plain"]))
         floor = statistics.median(x / y for x, y in zip(d["plain2"], d["plain"]))

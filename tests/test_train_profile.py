@@ -8,7 +8,8 @@ Perfetto would; breakdown.json is checked for its contract keys and for the
 claims it makes: the loop's four phases cover the step (``other`` is at most
 15% of it), single-device runs communicate nothing, DDP's all-reduce shows
 in ``comm_total`` and partly in ``comm_exposed``, and a DataParallel run that
-fell back to one device says so.
+fell back to one device says so. A run stopped inside its window stops
+as promptly as any and writes no profile.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,30 @@ def test_dp_fallback_has_no_dp_phases_and_says_why(runs):
     assert b["phases_ms"]["dp_scatter"] == b["phases_ms"]["dp_replicate"] == b["phases_ms"]["dp_gather"] == 0.0
     assert b["note"].startswith("DataParallel fell back to one device") and "0 visible" in b["note"]
     assert b["phases_ms"]["comm_total"] == 0.0
+
+
+def test_a_stop_inside_the_window_is_prompt_and_writes_no_profile(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "training.train", "--log-dir", str(run), "--epochs", "1000", "--log-every", "1",
+         "--image-size", "16", "--batch-size", "32", "--profile-steps", "2:40000"],
+        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "progress.json").exists() or json.loads((run / "progress.json").read_text())["step"] < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached the window"
+            time.sleep(0.1)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        took = time.monotonic() - t
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read()
+    assert proc.returncode == 143 and "Traceback" not in stderr, stderr
+    assert took < 10, took
+    assert "stopped inside --profile-steps 2:40000: no profile written" in stderr
+    assert not (run / "profile").exists()
+    assert "profile" not in json.loads((run / "summary.json").read_text())

@@ -7,7 +7,8 @@ message is a single line naming the fix; ``training.train.main`` prints it as
 ``--log-dir``) are caught the same way so that no usage block or traceback
 reaches the user. Checks that need torch or the data (devices, free memory,
 dataset folders) live beside the code that owns them and raise ``BadInput``
-too.
+too. Tested by tests/test_train_cli.py (every refusal, as a real process) and
+tests/test_train_units.py (batch splitting, the torchrun hint).
 """
 from __future__ import annotations
 
@@ -109,14 +110,11 @@ def parse_window(text: str | None) -> tuple[int, int] | None:
     """``--profile-steps A:B`` as ``(A, B)``: steps A to B-1, counted from 1; ``None`` when not given."""
     if text is None:
         return None
-    first, sep, end = text.partition(":")
+    first, _, end = text.partition(":")
     try:
-        a, b = int(first), int(end)
+        a, b = int(first), int(end)  # no ":" leaves end empty, which int() refuses too
     except ValueError:
-        a = b = 0
-        sep = ""
-    if not sep:
-        raise BadInput(f"--profile-steps {text!r} is not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24")
+        raise BadInput(f"--profile-steps {text!r} is not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24") from None
     if a < 1:
         raise BadInput(f"--profile-steps {text}: steps count from 1, so start at 1 or later (e.g. {max(b - 5, 1)}:{max(b, 2)})")
     if b <= a:

@@ -115,7 +115,7 @@ class Loop:
             t_epoch = time.perf_counter()
             done = self.train_one_epoch(epoch, out)
             if not out.stopped:
-                self._end_epoch(epoch, done, time.perf_counter() - t_epoch, out)
+                self._end_epoch(epoch, done, t_epoch, out)
         return self._finish(out)
 
     def train_one_epoch(self, epoch: int, out: Outcome) -> int:
@@ -175,12 +175,12 @@ class Loop:
             self._log_window(float(grad_norm), epoch)
             self.window.restart(self.paused_s)
 
-    def _end_epoch(self, epoch: int, done: int, took_s: float, out: Outcome) -> None:
+    def _end_epoch(self, epoch: int, done: int, t_epoch: float, out: Outcome) -> None:
         if done >= self.steps_per_epoch:  # a full epoch, not one cut by --max-steps
             out.epochs_completed += 1
             self._sync()
-            out.epoch_times.append(took_s)
-            self.rec.scalars({"perf/epoch_time_s": took_s}, self.step)
+            out.epoch_times.append(time.perf_counter() - t_epoch)
+            self.rec.scalars({"perf/epoch_time_s": out.epoch_times[-1]}, self.step)
             if not self.args.val_every:
                 self._paused(self.validate)
             self._paused(lambda: self._save(epoch + 1, 0))

@@ -140,9 +140,12 @@ class StepProfiler:
 
     def _write_profile(self, prof: Any) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        trace = self._export(prof)
-        mine = breakdown.rank_figures(trace, self.p.rank) if trace is not None else None
-        parts = gather_objects(mine)
+        trace, mine = self._export(prof), None
+        try:
+            mine = breakdown.rank_figures(trace, self.p.rank) if trace is not None else None
+        except (KeyError, TypeError, ValueError) as e:  # a trace layout we do not know must not stop training
+            log.warning("--profile-steps: rank %d could not read its trace (%r)", self.p.rank, e)
+        parts = gather_objects(mine)  # every rank gets here, so a rank without figures cannot hang the others
         ranks = [part for part in parts if part is not None]
         if not ranks:
             log.warning("--profile-steps: no rank has a usable trace; no breakdown written")
