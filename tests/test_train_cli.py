@@ -36,6 +36,11 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     "resume_missing_file": (["--resume", "{tmp}/nope.pt"], {}, "no such checkpoint"),
     "batch_bigger_than_dataset": (["--batch-size", "100000"], {}, "fewer than one batch"),
     "cuda_not_visible": (["--device", "cuda"], {"CUDA_VISIBLE_DEVICES": ""}, "no CUDA device is visible"),
+    "profile_steps_reversed": (["--profile-steps", "6:3"], {}, "--profile-steps 6:3: B must be greater than A"),
+    "profile_steps_not_numbers": (["--profile-steps", "a:b"], {}, "is not A:B in whole steps"),
+    "profile_steps_from_zero": (["--profile-steps", "0:2"], {}, "steps count from 1"),
+    "profile_steps_past_the_end": (["--profile-steps", "2:5"], {}, "reaches past the run's last step (2): end it at 3"),
+    "memory_snapshot_on_cpu": (["--memory-snapshot", "2", "--device", "cpu"], {}, "--memory-snapshot records CUDA memory"),
 }
 
 

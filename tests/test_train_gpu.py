@@ -2,7 +2,9 @@
 
 These were written without a GPU to run them on; they check what the CPU
 tests cannot: CUDA device names and memory tags, DataParallel over every
-visible GPU with its batch-split refusal, and DDP over NCCL.
+visible GPU with its batch-split refusal, DDP over NCCL, and profiling on a
+GPU: DataParallel's scatter/replicate/gather in breakdown.json, kernels in the
+trace, and the CUDA memory snapshot.
 """
 from __future__ import annotations
 
@@ -66,3 +68,39 @@ def test_ddp_over_nccl(tmp_path):
     assert res.returncode == 0, res.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["backend"] == "nccl" and summary["devices"] == ["cuda0", "cuda1"]
+
+
+def test_dp_profile_has_scatter_replicate_gather(tmp_path):
+    n = gpus()
+    if n < 2:
+        pytest.skip("DataParallel needs two GPUs")
+    run = tmp_path / "run"
+    res = train("--mode", "dp", "--batch-size", str(16 * n), "--log-dir", str(run), "--profile-steps", "3:5",
+                "--image-size", "16", "--max-steps", "6", "--log-every", "100")
+    assert res.returncode == 0, res.stderr
+    b = json.loads((run / "profile" / "breakdown.json").read_text())
+    assert b["device"] == "cuda" and b["effective_mode"] == "dp" and b["note"] is None
+    ph = b["phases_ms"]
+    assert ph["dp_scatter"] > 0 and ph["dp_replicate"] > 0 and ph["dp_gather"] > 0, ph
+    assert ph["dp_scatter"] + ph["dp_replicate"] + ph["dp_gather"] <= ph["forward"] + 1e-6, ph  # all inside forward
+
+
+def test_profile_and_memory_snapshot_on_cuda(tmp_path):
+    import gzip
+    import pickle
+
+    run = tmp_path / "run"
+    res = train("--device", "cuda", "--log-dir", str(run), "--profile-steps", "3:5", "--memory-snapshot", "2",
+                "--image-size", "16", "--max-steps", "6", "--log-every", "100")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["profile"] == {"breakdown": "profile/breakdown.json",
+                                  "memory_snapshots": ["profile/memory_snapshot_rank0.pickle"]}
+    b = json.loads((run / "profile" / "breakdown.json").read_text())
+    assert b["device"] == "cuda" and b["phases_ms"]["comm_total"] == 0.0
+    assert b["phases_ms"]["other"] <= 0.15 * b["step_ms"], b
+    with gzip.open(run / "profile" / "trace_rank0.json.gz", "rt") as f:
+        assert any(e.get("cat") == "kernel" for e in json.load(f)["traceEvents"])
+    with open(run / "profile" / "memory_snapshot_rank0.pickle", "rb") as f:
+        snap = pickle.load(f)
+    assert snap["segments"] and any(snap["device_traces"])  # allocations and their history were recorded

@@ -78,6 +78,7 @@ def test_single_run_summary_and_progress(run30):
     assert {"epoch", "epochs", "samples_per_sec", "elapsed_s", "updated_at"} <= set(progress)
     assert (run / "checkpoints" / "last.pt").is_file()
     assert not [p for p in run.rglob("*.tmp")]  # atomic writes leave no temp files
+    assert "profile" not in summary and not (run / "profile").exists()  # profiling is off by default
 
 
 def test_resume_continues_exactly_where_it_stopped(run30, tmp_path):
@@ -96,6 +97,9 @@ def test_resume_continues_exactly_where_it_stopped(run30, tmp_path):
     for s, v in resumed:
         assert abs(v - uninterrupted[s]) <= 1e-5 * abs(uninterrupted[s]), (s, v, uninterrupted[s])
     assert json.loads((run / "summary.json").read_text())["steps"] == 10
+    late = trainer(*common, "--max-steps", "20", "--resume", "auto", "--profile-steps", "8:12")
+    assert late.returncode == 2 and late.stderr.splitlines() == [
+        "error: --profile-steps 8:12 starts at or before step 10, where this run resumes: start it at 11 or later"]
 
 
 def test_resume_from_a_file_that_is_not_a_checkpoint(tmp_path):

@@ -57,7 +57,7 @@ def test_in_memory_batches_equal_the_dataloader(tmp_path, world, rank):
     p = Placement("single", "single", torch.device("cpu"), rank=rank, world_size=world, per_device_batch=64 // world)
     loop = Loop(args, p, bundle, models.build("tinycnn", 3, 10), Recorder(tmp_path, False), None, lambda: False)
     loop.sampler.set_epoch(3)
-    fast, slow = list(loop._batches()), list(loop.loader)
+    fast, slow = list(loop.batches()), list(loop.loader)
     assert len(fast) == len(slow) == (2048 // world) // (64 // world)
     for (fx, fy), (sx, sy) in zip(fast, slow):
         assert torch.equal(fx, sx) and torch.equal(fy, sy)

@@ -5,7 +5,9 @@ state dict, so DP/DDP/single checkpoints are interchangeable), ``optimizer``,
 ``scaler``, ``step``, ``epoch``, ``batch_in_epoch`` (optimizer steps already
 taken inside ``epoch``) and ``config``. Files are written to a temp name and
 renamed so a crash never leaves half a checkpoint. Reading happens before the
-first step, and any problem is a ``BadInput``.
+first step, and any problem is a ``BadInput``. Tested by
+tests/test_train_run.py (resume, a file that is not a checkpoint) and
+tests/test_train_cli.py (a missing file).
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ message is a single line naming the fix; ``training.train.main`` prints it as
 ``--log-dir``) are caught the same way so that no usage block or traceback
 reaches the user. Checks that need torch or the data (devices, free memory,
 dataset folders) live beside the code that owns them and raise ``BadInput``
-too.
+too. Tested by tests/test_train_cli.py (every refusal, as a real process) and
+tests/test_train_units.py (batch splitting, the torchrun hint).
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--checkpoint", choices=("last", "none"), default="last")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--profile-steps", default=None, metavar="A:B",
+                   help="torch.profiler over optimizer steps A to B-1 on every rank; traces and breakdown.json under LOG_DIR/profile/")
+    p.add_argument("--memory-snapshot", type=int, default=0, metavar="N",
+                   help="CUDA only: record the allocator's history over the first N steps into LOG_DIR/profile/")
     return p
 
 
@@ -93,9 +98,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise BadInput(f"--grad-norm-warn must be 0 (off) or positive, got {args.grad_norm_warn}")
     if not args.log_dir.strip():
         raise BadInput("--log-dir is empty: name the run folder")
+    parse_window(args.profile_steps)
+    if args.memory_snapshot < 0:
+        raise BadInput(f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}")
     if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
         raise BadInput(f"--mode ddp must be started by torchrun: {torchrun_hint(argv)}")
     return args
+
+
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    """``--profile-steps A:B`` as ``(A, B)``: steps A to B-1, counted from 1; ``None`` when not given."""
+    if text is None:
+        return None
+    first, _, end = text.partition(":")
+    try:
+        a, b = int(first), int(end)  # no ":" leaves end empty, which int() refuses too
+    except ValueError:
+        raise BadInput(f"--profile-steps {text!r} is not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24") from None
+    if a < 1:
+        raise BadInput(f"--profile-steps {text}: steps count from 1, so start at 1 or later (e.g. {max(b - 5, 1)}:{max(b, 2)})")
+    if b <= a:
+        raise BadInput(f"--profile-steps {text}: B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}")
+    return a, b
 
 
 def split_batch(global_batch: int, parts: int, what: str) -> int:

@@ -1,12 +1,14 @@
 """Where the run executes: devices, the process group, and small collective helpers.
 
 Owns choosing the devices for ``single``, ``dp`` and ``ddp`` (and refusing
-devices that are not visible or lack free memory), starting and ending the
-process group, and the torchvision-references-style helpers
-(``init_distributed_mode``, ``is_main_process``, ``reduce_across_processes``,
-``gather_objects``, ``barrier_then_destroy``). The order of DDP set-up matters:
-``torch.cuda.set_device(local_rank)`` comes before ``init_process_group`` so
-NCCL binds each rank to its own GPU; gloo is used on CPU.
+devices that are not visible or lack free memory), wrapping the model for the
+mode, starting and ending the process group, and the torchvision-references-style helpers
+(``init_distributed_mode``, ``reduce_across_processes``, ``gather_objects``,
+``barrier_then_destroy``); whether this process is the one that logs and
+writes is ``Placement.is_main``, known before the process group starts. The
+order of DDP set-up matters: ``torch.cuda.set_device(local_rank)`` comes
+before ``init_process_group`` so NCCL binds each rank to its own GPU; gloo is
+used on CPU. Tested by tests/test_train_units.py and tests/test_train_ddp.py.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from training.cli import BadInput, split_batch
 
@@ -39,6 +42,11 @@ class Placement:
     backend: str | None = None
     per_device_batch: int = 0
     effective_mode_reason: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that logs progress and writes the run folder's files."""
+        return self.rank == 0
 
     @property
     def device_names(self) -> list[str]:
@@ -94,6 +102,17 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
     return Placement(mode, "single", device, per_device_batch=global_batch)
 
 
+def wrap(model: nn.Module, placement: Placement) -> nn.Module:
+    """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, or not at all)."""
+    model.to(placement.device)  # before any wrap: DP and DDP expect the module on its device
+    if placement.effective_mode == "dp":
+        return nn.DataParallel(model, device_ids=placement.device_ids)
+    if placement.effective_mode == "ddp":
+        ids = [placement.local_rank] if placement.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return model
+
+
 def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> None:
     """Refuse a CUDA device whose free memory (where readable) is below ``need_mib``."""
     if placement.device.type != "cuda":
@@ -121,10 +140,6 @@ def init_distributed_mode(placement: Placement) -> None:
 
 def is_dist() -> bool:
     return dist.is_available() and dist.is_initialized()
-
-
-def is_main_process() -> bool:
-    return not is_dist() or dist.get_rank() == 0
 
 
 def reduce_across_processes(t: torch.Tensor) -> torch.Tensor:

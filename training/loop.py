@@ -7,11 +7,13 @@ the same global batch see the same samples at the same step. Per-step work is
 kept to tensors on the device; ``.item()`` and collectives happen only at the
 end of a logging window (or every step when ``--grad-norm-warn`` is on), so
 the harness costs little over a bare loop. ``stop`` is polled after every step
-so SIGTERM ends the run within one step.
+so SIGTERM ends the run within one step. Shaped like torchvision's
+references: ``run`` is the epoch loop around ``train_one_epoch``, a logging
+window's sums live in ``metrics.Window``. Tested by tests/test_train_run.py,
+tests/test_train_ddp.py and tests/test_train_units.py.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import time
@@ -21,31 +23,16 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, Sampler, Subset
+from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from training import checkpoint
 from training.cli import BadInput
-from training.data import DataBundle, TensorImages, collate
-from training.distributed import Placement, reduce_across_processes
-from training.metrics import Recorder, gathered_memory_mib
+from training.data import DataBundle, ResumableSampler, TensorImages, collate
+from training.distributed import Placement, reduce_across_processes, wrap
+from training.metrics import Recorder, Span, Window, gathered_memory_mib
+from training.profiling import StepProfiler
 
 log = logging.getLogger(__name__)
-
-
-class ResumableSampler(Sampler):
-    """A ``DistributedSampler`` that can skip the samples already trained on after a resume."""
-
-    def __init__(self, inner: DistributedSampler) -> None:
-        self.inner, self.skip = inner, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.inner.set_epoch(epoch)
-
-    def __iter__(self) -> Iterator[int]:
-        return itertools.islice(iter(self.inner), self.skip, None)
-
-    def __len__(self) -> int:
-        return len(self.inner) - self.skip
 
 
 @dataclass
@@ -71,14 +58,7 @@ class Loop:
         self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
         self.device = placement.device
         self.model_without_ddp = model
-        model.to(self.device)  # before any wrap: DP and DDP expect the module on its device
-        if placement.effective_mode == "dp":
-            self.model: nn.Module = nn.DataParallel(model, device_ids=placement.device_ids)
-        elif placement.effective_mode == "ddp":
-            ids = [placement.local_rank] if self.device.type == "cuda" else None
-            self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        else:
-            self.model = model
+        self.model = wrap(model, placement)
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
@@ -105,6 +85,8 @@ class Loop:
         self.paused_s = 0.0  # time in validation and checkpoints, kept out of throughput
         self.last_train: dict[str, float] = {}
         self.peak_mem: dict[str, float] = {}
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.prof = StepProfiler(args, placement, recorder.log_dir, first_step=self.step, last_step=self.total_steps)
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:
@@ -120,94 +102,104 @@ class Loop:
 
     # -- the steps -------------------------------------------------------
     def run(self) -> Outcome:
-        out = Outcome()
-        a = self.args
-        start_step = self.step
-        out.steps_this_run = max(0, self.total_steps - start_step)
+        """Train from the current step to the last one (or a stop); the figures summary.json needs."""
+        out = Outcome(steps_this_run=max(0, self.total_steps - self.step))
         out.steady_excluded_steps = min(5, out.steps_this_run // 5)
-        warn = a.grad_norm_warn
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        zero = lambda: torch.zeros((), device=self.device)  # noqa: E731
-        win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
-        t_start = t_win = time.perf_counter()
-        paused_at_win = self.paused_s  # validation/checkpoint time inside a window is not step time
-        paused_at_steady, t_steady = 0.0, t_start
+        self.first_step, self.t_start = self.step, time.perf_counter()
+        self.total = self.steady = Span(self.paused_s)  # steady restarts after the excluded first steps
+        self.window = Window(self.device, self.paused_s)
+        self.prof.begin()
         for epoch in range(self.start_epoch, self.epochs):
             if self.step >= self.total_steps or out.stopped:
                 break
-            self.sampler.set_epoch(epoch)
-            skip = self.skip_batches if epoch == self.start_epoch else 0
-            self.sampler.skip = skip * self.loader_batch
-            batch_in_epoch = skip
-            t_epoch = t_data = time.perf_counter()
-            for x, y in self._batches():
-                win_data += time.perf_counter() - t_data
-                x = x.to(self.device, non_blocking=True)
-                y = y.to(self.device, non_blocking=True)
-                with self.autocast:
-                    logits = self.model(x)
-                    loss = self.criterion(logits, y)
-                self.optimizer.zero_grad(set_to_none=True)
-                self.scaler.scale(loss).backward()
-                log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
-                grad_norm = None
-                if log_now or warn > 0:
-                    self.scaler.unscale_(self.optimizer)
-                    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                self.step += 1
-                batch_in_epoch += 1
-                n = y.shape[0]
-                win_loss += loss.detach().float() * n
-                win_correct += (logits.detach().argmax(1) == y).sum()
-                win_n += n
-                win_steps += 1
-                if warn > 0:
-                    self._watch_grad_norm(float(grad_norm), warn)
-                if self.step - start_step == out.steady_excluded_steps and out.steady_excluded_steps:
-                    self._sync()
-                    t_steady, paused_at_steady = time.perf_counter(), self.paused_s
-                if log_now:
-                    self._sync()
-                    now = time.perf_counter()
-                    self._log_window(win_loss, win_correct, win_n, win_steps, win_data,
-                                     now - t_win - (self.paused_s - paused_at_win), float(grad_norm), epoch,
-                                     now - t_start)
-                    win_loss, win_correct, win_n, win_steps, win_data = zero(), zero(), 0, 0, 0.0
-                    t_win, paused_at_win = time.perf_counter(), self.paused_s
-                if a.val_every and self.step % a.val_every == 0:
-                    self._paused(self.validate)
-                if self.stop():
-                    out.stopped = True
-                    break
-                if self.step >= self.total_steps:
-                    break
-                t_data = time.perf_counter()
-            if out.stopped:
+            t_epoch = time.perf_counter()
+            done = self.train_one_epoch(epoch, out)
+            if not out.stopped:
+                self._end_epoch(epoch, done, t_epoch, out)
+        return self._finish(out)
+
+    def train_one_epoch(self, epoch: int, out: Outcome) -> int:
+        """This epoch's steps, up to its end, the last step or a stop; returns its batches done so far."""
+        self.sampler.set_epoch(epoch)
+        done = self.skip_batches if epoch == self.start_epoch else 0
+        self.sampler.skip = done * self.loader_batch
+        batches = iter(self.batches())
+        # drop_last everywhere: the epoch yields exactly steps_per_epoch - skip batches.
+        while done < self.steps_per_epoch:
+            with self.prof.step(self.step + 1):
+                self._train_step(batches, epoch, out)
+            done += 1
+            if self.prof.due(self.step):
+                self._paused(self.prof.write)
+            if self.args.val_every and self.step % self.args.val_every == 0:
+                self._paused(self.validate)
+            if self.stop():
+                out.stopped = True
                 break
-            if batch_in_epoch >= self.steps_per_epoch:  # a full epoch, not one cut by --max-steps
-                out.epochs_completed += 1
-                self._sync()
-                out.epoch_times.append(time.perf_counter() - t_epoch)
-                self.rec.scalars({"perf/epoch_time_s": out.epoch_times[-1]}, self.step)
-                if not a.val_every:
-                    self._paused(self.validate)
-                self._paused(lambda: self._save(epoch + 1, 0))
-            elif self.step >= self.total_steps:
-                self._paused(lambda: self._save(epoch, batch_in_epoch))
+            if self.step >= self.total_steps:
+                break
+        return done
+
+    def _train_step(self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome) -> None:
+        a, phase = self.args, self.prof.phase
+        t_data = time.perf_counter()
+        with phase("data"):
+            x, y = next(batches)
+            self.window.data_s += time.perf_counter() - t_data
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+        with phase("forward"), self.autocast:
+            logits = self.model(x)
+            loss = self.criterion(logits, y)
+        with phase("optimizer"):
+            self.optimizer.zero_grad(set_to_none=True)
+        with phase("backward"):
+            self.scaler.scale(loss).backward()
+        log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
+        with phase("optimizer"):
+            grad_norm = None
+            if log_now or a.grad_norm_warn > 0:
+                self.scaler.unscale_(self.optimizer)
+                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        self.step += 1
+        self.window.update(loss, logits, y)
+        if a.grad_norm_warn > 0:
+            self._watch_grad_norm(float(grad_norm), a.grad_norm_warn)
+        if self.step - self.first_step == out.steady_excluded_steps and out.steady_excluded_steps:
+            self._sync()
+            self.steady = Span(self.paused_s)
+        if log_now:
+            self._sync()
+            self._log_window(float(grad_norm), epoch)
+            self.window.restart(self.paused_s)
+
+    def _end_epoch(self, epoch: int, done: int, t_epoch: float, out: Outcome) -> None:
+        if done >= self.steps_per_epoch:  # a full epoch, not one cut by --max-steps
+            out.epochs_completed += 1
+            self._sync()
+            out.epoch_times.append(time.perf_counter() - t_epoch)
+            self.rec.scalars({"perf/epoch_time_s": out.epoch_times[-1]}, self.step)
+            if not self.args.val_every:
+                self._paused(self.validate)
+            self._paused(lambda: self._save(epoch + 1, 0))
+        elif self.step >= self.total_steps:
+            self._paused(lambda: self._save(epoch, done))
+
+    def _finish(self, out: Outcome) -> Outcome:
+        self.prof.close()
         self._sync()
-        t_end = time.perf_counter()
         out.steps = self.step
-        out.train_time_s = t_end - t_start - self.paused_s
-        out.steady_time_s = t_end - t_steady - (self.paused_s - paused_at_steady)
+        out.train_time_s = self.total.seconds(self.paused_s)
+        out.steady_time_s = self.steady.seconds(self.paused_s)
         if not out.stopped and self.last_val_step != self.step and len(self.data.val):
             self.validate()  # so summary.json always carries the final validation figures
         out.final = {"train_loss": self.last_train.get("loss"), "train_acc": self.last_train.get("acc"),
                      "val_loss": self.last_val.get("loss"), "val_acc": self.last_val.get("acc")}
         return out
 
-    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This epoch's batches: the DataLoader, or for in-memory data the same batches by slicing.
 
         The slicing path yields exactly what the DataLoader would (same sampler, same
@@ -235,14 +227,14 @@ class Loop:
 
     def _watch_grad_norm(self, norm: float, limit: float) -> None:
         if norm > limit or not math.isfinite(norm):
-            if self.p.rank == 0:
+            if self.p.is_main:
                 log.warning("step %d: gradient norm %.4g is above --grad-norm-warn %.4g", self.step, norm, limit)
             self.rec.scalars({"train/grad_norm_warning": norm}, self.step)
 
-    def _log_window(self, loss_sum: torch.Tensor, correct: torch.Tensor, n: int, steps: int, data_s: float,
-                    window_s: float, grad_norm: float, epoch: int, elapsed_s: float) -> None:
-        totals = torch.stack([loss_sum.float(), correct.float(), torch.tensor(float(n), device=self.device)])
-        totals = reduce_across_processes(totals).tolist()  # global figures, not rank 0's share
+    def _log_window(self, grad_norm: float, epoch: int) -> None:
+        w = self.window
+        window_s = w.span.seconds(self.paused_s)
+        totals = reduce_across_processes(w.totals()).tolist()  # global figures, not rank 0's share
         loss, acc = totals[0] / totals[2], totals[1] / totals[2]
         sps = totals[2] / window_s if window_s > 0 else 0.0
         self.last_train = {"loss": loss, "acc": acc}
@@ -250,13 +242,13 @@ class Loop:
         self.rec.scalars({
             "train/loss": loss, "train/acc": acc, "train/lr": self.optimizer.param_groups[0]["lr"],
             "train/grad_norm": grad_norm, "perf/samples_per_sec": sps,
-            "perf/step_time_ms": 1000 * window_s / steps, "perf/data_time_ms": 1000 * data_s / steps,
+            "perf/step_time_ms": 1000 * window_s / w.steps, "perf/data_time_ms": 1000 * w.data_s / w.steps,
         }, self.step)
         self.rec.memory(mem, self.step)
         self.peak_mem = {d: v["peak"] for d, v in mem.items()}
         self.rec.progress(step=self.step, total_steps=self.total_steps, epoch=epoch, epochs=self.epochs,
-                          samples_per_sec=sps, elapsed_s=elapsed_s)
-        if self.p.rank == 0:
+                          samples_per_sec=sps, elapsed_s=time.perf_counter() - self.t_start)
+        if self.p.is_main:
             log.info("step %d/%d loss %.3f acc %.2f %.0f samples/s", self.step, self.total_steps, loss, acc, sps)
 
     @torch.no_grad()
@@ -284,11 +276,11 @@ class Loop:
         self.last_val = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1)}
         self.last_val_step = self.step
         self.rec.scalars({"val/loss": self.last_val["loss"], "val/acc": self.last_val["acc"]}, self.step)
-        if p.rank == 0:
+        if p.is_main:
             log.info("step %d validation loss %.3f acc %.3f", self.step, self.last_val["loss"], self.last_val["acc"])
 
     def _save(self, epoch: int, batch_in_epoch: int) -> None:
-        if self.args.checkpoint == "none" or self.p.rank != 0:
+        if self.args.checkpoint == "none" or not self.p.is_main:
             return
         checkpoint.save(self.rec.log_dir / "checkpoints" / checkpoint.LAST, {
             "model": self.model_without_ddp.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -1,4 +1,4 @@
-"""What the trainer writes into the run folder, and the memory figures it reports.
+"""What the trainer writes into the run folder, the figures behind it, and the memory it reports.
 
 Owns the rank-0 outputs of docs/contracts.md section 2: TensorBoard scalars
 under ``tb/`` (through ``torch.utils.tensorboard.SummaryWriter``),
@@ -7,8 +7,11 @@ written atomically (temp file in the same folder, then ``os.replace``) so a
 reader never sees half a file. Also owns per-device memory in MiB: CUDA from
 the caching allocator, CPU from the process's resident set (allocated =
 reserved = current RSS, peak = peak RSS), gathered from every rank in DDP.
-Nothing here creates a file until the first write, so a refused run leaves
-the run folder untouched.
+Also owns a logging window's running sums (``Window``, torchvision's
+``MetricLogger`` cut down to what we log) and spans of step time that leave
+out validation and checkpoints (``Span``). Nothing here creates a file until
+the first write, so a refused run leaves the run folder untouched. Tested by
+tests/test_train_run.py and tests/test_train_ddp.py (real runs).
 """
 from __future__ import annotations
 
@@ -67,6 +70,43 @@ def gathered_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
     for part in gather_objects(local_memory_mib(placement)):
         merged.update(part)
     return merged
+
+
+class Span:
+    """Seconds since it was made, less the time the loop spent paused (validation, checkpoints) since."""
+
+    def __init__(self, paused_s: float) -> None:
+        self.t0, self.paused_at = time.perf_counter(), paused_s
+
+    def seconds(self, paused_s: float) -> float:
+        return time.perf_counter() - self.t0 - (paused_s - self.paused_at)
+
+
+class Window:
+    """One logging window: loss and accuracy sums kept on the device (no ``.item()`` per step), steps, data time."""
+
+    def __init__(self, device: torch.device, paused_s: float) -> None:
+        self.device = device
+        self.restart(paused_s)
+
+    def restart(self, paused_s: float) -> None:
+        """Empty sums, and the window's clock starts now."""
+        self.loss_sum = torch.zeros((), device=self.device)
+        self.correct = torch.zeros((), device=self.device)
+        self.n, self.steps, self.data_s = 0, 0, 0.0
+        self.span = Span(paused_s)
+
+    def update(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        n = labels.shape[0]
+        self.loss_sum += loss.detach().float() * n
+        self.correct += (logits.detach().argmax(1) == labels).sum()
+        self.n += n
+        self.steps += 1
+
+    def totals(self) -> torch.Tensor:
+        """``[loss sum, correct, samples]`` of this rank, ready for ``reduce_across_processes``."""
+        return torch.stack([self.loss_sum.float(), self.correct.float(),
+                            torch.tensor(float(self.n), device=self.device)])
 
 
 class Recorder:

@@ -6,7 +6,8 @@ a pure function of the weights and the batch, so a single-device run and a
 DDP run over the same global batch produce the same losses (the trainer's
 exactness test relies on it). ``resnet18`` comes from torchvision with
 ``weights=None`` (never downloads); its first convolution is replaced when the
-images are not RGB.
+images are not RGB. Tested by tests/test_train_ddp.py (DDP reproduces the
+single-device losses) and tests/test_train_run.py (a run learns).
 """
 from __future__ import annotations
 

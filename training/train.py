@@ -9,7 +9,8 @@ Rank 0 writes ``summary.json`` at the end. ``--amp`` means fp16 autocast with
 a GradScaler on CUDA and bf16 autocast (no scaler) on CPU; summary.json says
 which in ``amp_dtype``. SIGTERM during the loop stops it after the current
 step (exit 143, no checkpoint, ``"completed": false``); during set-up, or a
-second SIGTERM, exits at once with 143.
+second SIGTERM, exits at once with 143. Tested by tests/test_train_run.py,
+tests/test_train_cli.py and tests/test_train_ddp.py (real processes).
 """
 from __future__ import annotations
 
@@ -74,11 +75,13 @@ def _prepare(argv: Sequence[str] | None):
     from training import checkpoint, data
     from training.cli import split_batch
     from training.distributed import check_free_memory, place
+    from training.profiling import check_memory_snapshot
 
     args = parse_args(argv)
     log_dir = Path(args.log_dir).expanduser()
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)
+    check_memory_snapshot(args.memory_snapshot, placement)
     bundle = data.load(args.dataset, args.image_size)
     per_rank_images = len(bundle.train) // placement.world_size
     per_rank_batch = split_batch(args.batch_size, placement.world_size, "ranks")
@@ -96,7 +99,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
 
     g = args.batch_size
     steady_steps = out.steps_this_run - out.steady_excluded_steps
-    return {
+    summary = {
         "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
         "effective_mode_reason": placement.effective_mode_reason,
         "world_size": placement.world_size, "backend": placement.backend,
@@ -114,6 +117,41 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
         "torch_version": torch.__version__, "hostname": socket.gethostname(),
         "started_at": started_at, "ended_at": _now(), "completed": not out.stopped,
     }
+    if loop.prof.written:  # only when profiling ran: profile/breakdown.json, memory snapshots
+        summary["profile"] = dict(loop.prof.written)
+    return summary
+
+
+def _set_up(argv: Sequence[str] | None):
+    """Checks, the process group, the seeded model and the loop; ``BadInput`` before anything is written."""
+    args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
+    import torch
+
+    from training import models
+    from training.distributed import init_distributed_mode
+    from training.loop import Loop
+    from training.metrics import Recorder
+
+    init_distributed_mode(placement)
+    torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
+    model = models.build(args.model, bundle.channels, bundle.num_classes)
+    recorder = Recorder(log_dir, enabled=placement.is_main)
+    loop = Loop(args, placement, bundle, model, recorder, state, stop=lambda: _Stop.requested)
+    return args, log_dir, placement, bundle, ckpt_path, recorder, loop
+
+
+def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, loop) -> None:
+    if placement.effective_mode_reason:
+        log.warning("--mode dp has nothing to split: %s; training on %s",
+                    placement.effective_mode_reason, placement.device)
+    if args.resume == "auto" and ckpt_path is None:
+        log.info("--resume auto: no checkpoint in %s, starting fresh", log_dir / "checkpoints")
+    if ckpt_path is not None:
+        log.info("resumed from %s at step %d (epoch %d, %d steps into it)", ckpt_path, loop.step,
+                 loop.start_epoch, loop.skip_batches)
+    log.info("%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
+             placement.effective_mode, placement.device, placement.world_size, args.batch_size,
+             placement.per_device_batch, loop.total_steps, bundle.name)
 
 
 @record
@@ -121,34 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the trainer; return the process exit code (0, 2 or 143)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
-        import torch
-
-        from training import models
-        from training.distributed import barrier_then_destroy, init_distributed_mode
-        from training.loop import Loop
-        from training.metrics import Recorder, gathered_memory_mib, local_memory_mib
-
-        init_distributed_mode(placement)
-        torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
-        model = models.build(args.model, bundle.channels, bundle.num_classes)
-        recorder = Recorder(log_dir, enabled=placement.rank == 0)
-        loop = Loop(args, placement, bundle, model, recorder, state, stop=lambda: _Stop.requested)
+        args, log_dir, placement, bundle, ckpt_path, recorder, loop = _set_up(argv)
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from training.distributed import barrier_then_destroy
+    from training.metrics import gathered_memory_mib, local_memory_mib
+
     _setup_logging(placement.rank, placement.effective_mode == "ddp")
-    if placement.effective_mode_reason:
-        log.warning("--mode dp has nothing to split: %s; training on %s",
-                    placement.effective_mode_reason, placement.device)
-    if args.resume == "auto" and ckpt_path is None:
-        log.info("--resume auto: no checkpoint in %s, starting fresh", log_dir / "checkpoints")
-    if state is not None:
-        log.info("resumed from %s at step %d (epoch %d, %d steps into it)", ckpt_path, loop.step,
-                 loop.start_epoch, loop.skip_batches)
-    log.info("%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
-             placement.effective_mode, placement.device, placement.world_size, args.batch_size,
-             placement.per_device_batch, loop.total_steps, bundle.name)
+    _announce(args, log_dir, placement, bundle, ckpt_path, loop)
     recorder.open()
     started_at, t0 = _now(), time.perf_counter()
     _Stop.in_loop = True
@@ -172,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = _summary(args, placement, loop, out, started_at, time.perf_counter() - t0, peak)
     recorder.summary(summary)
     recorder.close()
-    if placement.rank == 0:
+    if placement.is_main:
         sps = summary["steady_throughput_samples_per_sec"] or summary["throughput_samples_per_sec"] or 0.0
         val_acc = out.final.get("val_acc")
         log.info("done: %d steps, %.0f samples/s steady, val acc %s", out.steps, sps,

@@ -1,0 +1,145 @@
+"""Where a profiled step's time went: from one rank's Chrome trace to the figures of ``profile/breakdown.json``.
+
+Owns the method (docs/contracts.md section 2, "profile/"), on plain lists of
+``(start, end)`` intervals in microseconds, so that overlaps are counted once.
+The step is the ``ProfilerStep#k`` range on the loop's thread (its thread is
+the main thread); ``data``, ``forward``, ``backward`` and ``optimizer`` are the
+loop's ranges of those names on it; ``other`` is what of the step they leave
+(not negative). Communication is every collective the trace shows: on CUDA
+the NCCL kernels, and ``comm_exposed`` is their time when no other kernel
+runs; on the CPU the ``gloo:*``/``nccl:*`` ranges of the backend's threads and
+the ``c10d::*`` ops on the main thread, and ``comm_exposed`` is their time when
+the main thread runs no op of its own (it waits, e.g. for DDP's all-reduce at
+the end of backward). DataParallel's phases are its ``Scatter``,
+``Broadcast`` (replicate) and ``Gather`` ops on the main thread. Everything is
+clipped to the steps and divided by their number: milliseconds per step.
+Tested by tests/test_train_breakdown.py (hand-made traces) and
+tests/test_train_profile.py (real runs).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+STEP_PREFIX = "ProfilerStep#"
+PHASES = ("data", "forward", "backward", "optimizer")
+KEYS = (*PHASES, "comm_total", "comm_exposed", "dp_scatter", "dp_replicate", "dp_gather", "other")
+DP_OPS = {"dp_scatter": "Scatter", "dp_replicate": "Broadcast", "dp_gather": "Gather"}
+COMM_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
+
+Intervals = list[tuple[float, float]]
+
+
+def union(spans: Iterable[tuple[float, float]]) -> Intervals:
+    """Sorted, non-overlapping intervals covering the same time as ``spans``."""
+    out: Intervals = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def length(spans: Intervals) -> float:
+    return sum(end - start for start, end in spans)
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """The time in both (each argument already a ``union``)."""
+    out: Intervals = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The time in ``a`` and not in ``b`` (each already a ``union``)."""
+    out: Intervals = []
+    j = 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cur = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < end:
+            out.append((cur, end))
+    return out
+
+
+def is_comm(name: str) -> bool:
+    return name.startswith(COMM_PREFIXES)
+
+
+def _span(e: dict[str, Any]) -> tuple[float, float]:
+    return float(e["ts"]), float(e["ts"]) + float(e["dur"])
+
+
+def _comm(events: list[dict[str, Any]], main_ops: list[dict[str, Any]]) -> tuple[Intervals, Intervals]:
+    """(all communication, the part of it the step waited for), before clipping to the steps."""
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    if kernels:  # CUDA: the device's timeline says what overlapped
+        comm = union(_span(e) for e in kernels if "nccl" in e["name"].lower())
+        compute = union(_span(e) for e in kernels if "nccl" not in e["name"].lower())
+        return comm, subtract(comm, compute)
+    comm = union(_span(e) for e in events if e.get("cat") in ("cpu_op", "user_annotation") and is_comm(e["name"]))
+    # A comm op nested in a busy parent (DDP launches its all-reduce inside AccumulateGrad) is waiting, not work.
+    waiting = union(_span(e) for e in main_ops if is_comm(e["name"]))
+    working = subtract(union(_span(e) for e in main_ops if not is_comm(e["name"])), waiting)
+    return comm, subtract(comm, working)
+
+
+def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
+    """``{"rank", "step_ms", "phases_ms"}`` of one rank's trace; ``None`` when it holds no profiled step."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "name" in e]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and str(e["name"]).startswith(STEP_PREFIX)]
+    if not steps:
+        return None
+    main = (steps[0].get("pid"), steps[0].get("tid"))
+    on_main = [e for e in events if (e.get("pid"), e.get("tid")) == main]
+    window, n = union(_span(e) for e in steps), len(steps)
+
+    def per_step(spans: Iterable[tuple[float, float]]) -> float:
+        return length(intersect(union(spans), window)) / n / 1000.0
+
+    phases = {name: per_step(_span(e) for e in on_main if e.get("cat") == "user_annotation" and e["name"] == name)
+              for name in PHASES}
+    main_ops = [e for e in on_main if e.get("cat") == "cpu_op"]
+    comm, exposed = _comm(events, main_ops)
+    phases["comm_total"], phases["comm_exposed"] = per_step(comm), per_step(exposed)
+    for key, op in DP_OPS.items():
+        phases[key] = per_step(_span(e) for e in main_ops if e["name"] == op)
+    step_ms = length(window) / n / 1000.0
+    phases["other"] = max(0.0, step_ms - sum(phases[p] for p in PHASES))
+    return {"rank": rank, "step_ms": round(step_ms, 4),
+            "phases_ms": {k: round(phases[k], 4) for k in KEYS}}
+
+
+def combine(window: tuple[int, int], ranks: list[dict[str, Any]], device: str, effective_mode: str,
+            world_size: int, note: str | None) -> dict[str, Any]:
+    """breakdown.json: the mean over ranks of each figure, and every rank's own."""
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+
+    def mean(values: Iterable[float]) -> float:
+        values = list(values)
+        return round(sum(values) / len(values), 4)
+
+    return {
+        "steps": list(window),
+        "step_ms": mean(r["step_ms"] for r in ranks),
+        "phases_ms": {k: mean(r["phases_ms"][k] for r in ranks) for k in KEYS},
+        "per_rank": ranks,
+        "device": device, "effective_mode": effective_mode, "world_size": world_size,
+        "traces": [f"profile/trace_rank{r['rank']}.json.gz" for r in ranks],
+        "note": note,
+    }
