@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
-from lab import launcher  # noqa: E402
+from lab.engine import launcher  # noqa: E402
 from lab.engine.config import RunConfig  # noqa: E402
 from lab.runfolder import read_json  # noqa: E402
 

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lab.engine import devices, launcher
-from lab import procs  # noqa: E402
+from lab.engine import procs  # noqa: E402
 from lab.engine.config import RunConfig  # noqa: E402
 from lab.runfolder import read_json, write_json_atomic  # noqa: E402
 
