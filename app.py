@@ -21,8 +21,9 @@ st.markdown(
 @st.fragment(run_every=2)
 def device_strip() -> None:
     from lab.engine.devices import holders, snapshot
+    from lab.engine.registry import process_owner
 
-    snap = snapshot(paths.runs_dir())
+    snap = snapshot(process_owner(paths.runs_dir()))
     rows = strip.device_rows(snap)
     if snap.reason:
         st.caption(f"No GPU: {snap.reason}.")

@@ -1,93 +1,76 @@
 """The command line: ``python -m lab launch|sweep|status|stop|logs|gpus|rm|scalars``.
 
-Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``, ``lab.engine.logs``
-and ``lab.engine.devices``; the ``scalars`` subcommand comes from
-``lab.events.export`` when it is present. Runs live in ./runs unless
-``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and exit
-code 2, never a traceback. The JSON keys are documented in the README.
+Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``,
+``lab.engine.logs`` and ``lab.engine.devices``; the run options are made from
+``RunConfig``'s fields and defaults (``lab.engine.config``) and read into a
+config by ``lab.engine.request.run_config``, as the Launch page's form is;
+the ``scalars`` subcommand is ``lab.events.export``'s. Runs live in ./runs
+unless ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and
+exit code 2, never a traceback. The JSON keys are documented in the README.
+Tested by tests/test_engine_cli.py.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from lab.engine.config import RunConfig, compare_modes_configs
-from lab.runfolder import ENDED_STATES
+from lab.engine.config import CHECKPOINTS, MODES, RunConfig, compare_modes_configs
+from lab.events import export as scalars_cli
+from lab.runfolder import ENDED_STATES, runs_dir
 
 
 class UserError(Exception):
     """Bad input from the command line: printed as one line, exit 2."""
 
 
-def _gpus_arg(text: str | None, mode: str, gpu_count: int) -> tuple[int, ...]:
-    if text is None:  # default: what the mode makes sense with on this machine
-        if gpu_count == 0:
-            return ()
-        return (0,) if mode == "single" else tuple(range(gpu_count))
-    if text.strip().lower() in ("", "cpu", "none"):
-        return ()
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise UserError(f"--gpus {text!r} is not a list of GPU numbers: use e.g. --gpus 0,1 or --gpus cpu") from None
-
-
-def _env_arg(items: list[str]) -> dict[str, str]:
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise UserError(f"--env {it!r} is not KEY=VALUE: use e.g. --env NCCL_DEBUG=INFO")
-        k, v = it.split("=", 1)
-        out[k] = v
-    return out
+# How the command line differs from RunConfig's field names and defaults; the
+# other fields are the trainer's options, with RunConfig's defaults.
+_FLAG = {"tags": "tag", "extra_env": "env"}  # repeatable: one tag, one KEY=VALUE each
+_CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS}
+_HELP = {
+    "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
+    "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
+    "rdzv_endpoint": "host:port of node 0 when --nnodes > 1",
+    "dataset": "digits | synthetic | imagefolder:PATH",
+    "batch_size": "the global batch",
+    "tags": "a tag (repeatable)",
+    "extra_env": "extra environment, KEY=VALUE (repeatable)",
+}
 
 
 def _add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
-    if with_mode:
-        p.add_argument("--mode", choices=("single", "dp", "ddp"), default="single")
-    p.add_argument("--gpus", help="physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)")
-    p.add_argument("--nproc", type=int, help="ddp: processes per node (default: one per GPU, 2 on the CPU)")
-    p.add_argument("--nnodes", type=int, default=1)
-    p.add_argument("--node-rank", type=int, default=0)
-    p.add_argument("--rdzv-endpoint", default="", help="host:port of node 0 when --nnodes > 1")
-    p.add_argument("--model", default="tinycnn")
-    p.add_argument("--dataset", default="digits", help="digits | synthetic | imagefolder:PATH")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=64, help="the global batch")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--amp", action="store_true")
-    p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--val-every", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--checkpoint", choices=("last", "none"), default="last")
-    p.add_argument("--grad-norm-warn", type=float, default=0.0)
-    p.add_argument("--name", default="")
-    p.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    for f in dataclasses.fields(RunConfig):
+        if f.name == "mode" and not with_mode:
+            continue
+        flag = "--" + _FLAG.get(f.name, f.name).replace("_", "-")
+        kw: dict[str, Any] = dict(dest=f.name, help=_HELP.get(f.name))
+        if f.name in ("tags", "extra_env"):
+            p.add_argument(flag, action="append", default=[], metavar=_FLAG[f.name].upper(), **kw)
+        elif f.name in ("gpus", "nproc"):  # None: the mode's default, chosen by request.run_config
+            p.add_argument(flag, type=int if f.name == "nproc" else str, **kw)
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action="store_true", **kw)
+        else:
+            p.add_argument(flag, type=type(f.default), default=f.default, choices=_CHOICES.get(f.name), **kw)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _config(a: argparse.Namespace, mode: str, gpu_count: int) -> RunConfig:
-    gpus = _gpus_arg(a.gpus, mode, gpu_count)
-    nproc = a.nproc if a.nproc is not None else ((len(gpus) or 2) if mode == "ddp" else 1)
-    return RunConfig(mode=mode, gpus=gpus, nproc=nproc, nnodes=a.nnodes, node_rank=a.node_rank,
-                     rdzv_endpoint=a.rdzv_endpoint, model=a.model, dataset=a.dataset, batch_size=a.batch_size,
-                     epochs=a.epochs, max_steps=a.max_steps, lr=a.lr, amp=a.amp, workers=a.workers, seed=a.seed,
-                     name=a.name, tags=tuple(a.tag), extra_env=_env_arg(a.env), log_every=a.log_every,
-                     val_every=a.val_every, image_size=a.image_size, checkpoint=a.checkpoint,
-                     grad_norm_warn=a.grad_norm_warn)
+    from lab.engine import request
+
+    values = {f.name: getattr(a, f.name) for f in dataclasses.fields(RunConfig) if hasattr(a, f.name)}
+    config, unreadable = request.run_config(dict(values, mode=mode), gpu_count)
+    if unreadable:
+        raise unreadable[0]
+    return config
 
 
 def _root() -> Path:
-    from lab.runfolder import runs_dir
-
     return runs_dir()
 
 
@@ -95,10 +78,33 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=1, default=str))
 
 
+def _show_command(cfg: RunConfig, gpu_count: int, as_json: bool) -> int:
+    """``launch --dry-run``: the pre-flight lines and the command, as the Launch page shows them."""
+    from lab.engine import devices, registry, request
+    from lab.engine.config import validate
+    from lab.views.text import shell_line
+
+    validate(cfg, gpu_count)
+    p = request.preview(cfg, devices.snapshot(registry.process_owner(_root())), _root())
+    if as_json:
+        _print(dataclasses.asdict(p))
+        return 0
+    for line in p.preflight:
+        print(f"# {line}")
+    print(shell_line(p.argv, p.env, cwd=p.cwd))
+    for i, other in enumerate(p.other_nodes, start=1):
+        print(f"# on node {i} (same repository, same environment):")
+        print(shell_line(other, cwd=p.cwd))
+    return 0
+
+
 def cmd_launch(a: argparse.Namespace) -> int:
     from lab.engine import devices, launcher, registry
 
-    cfg = _config(a, a.mode, devices.gpu_count())
+    gpu_count = devices.gpu_count()
+    cfg = _config(a, a.mode, gpu_count)
+    if a.dry_run:
+        return _show_command(cfg, gpu_count, a.json)
     run_id = launcher.launch(cfg, _root())
     rec = registry.get_run(run_id, _root())
     if a.json:
@@ -113,9 +119,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     n = devices.gpu_count()
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("single", "dp", "ddp")]
+    bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise UserError(f"--modes {a.modes!r}: use a comma list of single, dp, ddp")
+        raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
     by_mode = {c.mode: c for c in compare_modes_configs(_config(a, "single", n), n)}
     configs = []
     for m in modes:
@@ -193,13 +199,11 @@ def cmd_logs(a: argparse.Namespace) -> int:
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
-    from dataclasses import asdict
+    from lab.engine import devices, registry
 
-    from lab.engine import devices
-
-    snap = devices.snapshot(_root())
+    snap = devices.snapshot(registry.process_owner(_root()))
     if a.json:
-        _print(asdict(snap))
+        _print(dataclasses.asdict(snap))
         return 0
     if snap.reason:
         print(snap.reason)
@@ -227,9 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("launch", help="start a run in the background")
     _add_run_options(p)
+    p.add_argument("--dry-run", action="store_true", help="only print the pre-flight check and the command")
     p.set_defaults(func=cmd_launch)
     p = sub.add_parser("sweep", help="run several modes one after another")
-    p.add_argument("--modes", default="single,dp,ddp")
+    p.add_argument("--modes", default=",".join(MODES))
     _add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("status", help="runs and their states")
@@ -252,14 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rm", help="delete a finished run")
     p.add_argument("run")
     p.set_defaults(func=cmd_rm)
-    try:  # written by the event-reader engineer; the CLI works without it
-        from lab.events import export as scalars_cli
-
-        scalars_cli.add_parser(sub)
-        if "scalars" in sub.choices:
-            sub.choices["scalars"].set_defaults(func=scalars_cli.run)
-    except Exception as e:  # a broken optional part must not take the whole CLI down
-        logging.getLogger(__name__).debug("no scalars subcommand: %s", e)
+    scalars_cli.add_parser(sub)
     return ap
 
 
@@ -273,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ConfigError as e:
-        print(f"error: {e.field.replace('_', '-')}: {e.message}", file=sys.stderr)
+    except ConfigError as e:  # named as the flag the user typed
+        print(f"error: {_FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
     except (UserError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)

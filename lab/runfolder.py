@@ -6,7 +6,8 @@ The contract between ``training/`` (and a user's own script) and ``lab/``
 folder names inside a run folder, the run states and their groups, the ISO
 time format of run.json/status.json, and how those files are read (a torn
 or missing file is "not there yet") and written (temp file, then rename).
-It also knows the repository's own folders (sample data).
+It also knows the repository's own folders (sample data). Tested by
+tests/test_runfolder.py.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class BadRunId(ValueError):
 
 def runs_dir() -> Path:
     """The runs folder: ``$LAB_RUNS_DIR`` or ``./runs``, resolved."""
-    return Path(os.environ.get("LAB_RUNS_DIR") or "runs").expanduser().resolve()
+    return root_or_default(None)
 
 
 def check_run_id(run_id: str) -> str:
@@ -80,8 +81,12 @@ def check_run_id(run_id: str) -> str:
 
 
 def root_or_default(root: Path | str | None) -> Path:
-    """``root`` resolved, or the runs folder when None: how every function taking ``runs_dir=`` resolves it."""
-    return Path(root).expanduser().resolve() if root else runs_dir()
+    """``root`` resolved, or the runs folder (``$LAB_RUNS_DIR`` or ``./runs``) when None.
+
+    The one place the runs root is resolved: every function taking
+    ``runs_dir=``/``root=`` passes it through here.
+    """
+    return Path(root or os.environ.get("LAB_RUNS_DIR") or "runs").expanduser().resolve()
 
 
 def now_iso() -> str:

@@ -1,149 +1,111 @@
 """Launch: a form for every field of a run, the pre-flight check in plain
 words, the exact command and environment that will run (copyable, and one
 per other node), then the launch itself. A refused config shows its message
-next to the field and starts nothing. Layout only: the checks, the command
-and the launch are ``lab.engine.config`` and ``lab.engine.launcher``.
+next to the field and starts nothing. Layout only: the form's fields are
+``lab.engine.request.FIELDS``, reading them is ``request.run_config``, what is
+shown before a launch is ``request.preview``, the checks are
+``lab.engine.config`` and the launch is ``lab.engine.launcher``.
 """
 from __future__ import annotations
 
-import os
+from typing import Any
 
 import streamlit as st
 
 from lab import runfolder as paths
+from lab.engine import request
+from lab.engine.config import ConfigError, problems
 from lab.views import text as ui_text
-from lab.engine.config import CHECKPOINTS, MODELS, MODES, ConfigError, RunConfig, problems
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
 st.title("Launch a run")
 
-D = RunConfig()  # the engine's defaults: tinycnn on digits, about a minute on a laptop CPU
-MODE_HELP = {
-    "single": "single — one device",
-    "dp": "dp — nn.DataParallel, one process, batch split over GPUs",
-    "ddp": "ddp — DistributedDataParallel under torchrun, one process per GPU (or CPU process)",
-}
+# Where each field sits: sections (an expander title, or None), rows of
+# columns, a column one field or several stacked.
+LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    (None, [["mode"], ["gpus"], ["nproc"], ["model", ("dataset", request.FOLDER)],
+            ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags"]]),
+    ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
+                      ["extra_env"]]),
+    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
+]
 
 
 @st.cache_data(ttl=5, show_spinner=False)
 def _snapshot():
     from lab.engine.devices import snapshot
+    from lab.engine.registry import process_owner
 
-    return snapshot()
+    return snapshot(process_owner(paths.runs_dir()))
 
 
 snap = _snapshot()
 gpu_count = len(snap.gpus)
-slots: dict = {}  # field -> placeholder under its widget, for its message
-form_errors: list[ConfigError] = []
+# the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a laptop CPU
+start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, gpu_count)[0])
+values: dict[str, Any] = {}  # field -> what its widget gives (None: disabled)
+slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its message
+
+
+def gpu_boxes(f: request.FormField) -> tuple[int, ...]:
+    if not snap.gpus:
+        st.info(f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}.")
+        return ()
+    st.write(f.label)
+    cols = st.columns(min(4, gpu_count))
+    return tuple(g.index for i, g in enumerate(snap.gpus) if cols[i % len(cols)].checkbox(
+        f"GPU {g.index} · {g.name}", value=g.index in start["gpus"], key=f"{f.key}_{g.index}"))
+
+
+def widget(f: request.FormField) -> Any:
+    """Draw one field where we are; return its value (None when disabled)."""
+    on = f.enabled(values)
+    kw: dict[str, Any] = dict(key=f.key, help=f.help or None)
+    if f.kind == "gpus":
+        return gpu_boxes(f)
+    if f.name == "nproc" and values["mode"] == "ddp" and values["gpus"]:
+        st.caption(f"DDP: {request.default_nproc('ddp', values['gpus'])} process(es), one per chosen GPU.")
+        return None  # one process per chosen GPU: nothing to choose
+    if f.kind in ("radio", "select"):
+        draw = st.radio if f.kind == "radio" else st.selectbox
+        return draw(f.label, f.options, index=f.options.index(start[f.name]), format_func=f.shown,
+                    disabled=not on, **kw)
+    if f.kind in ("int", "float"):
+        step = int(f.step) if f.kind == "int" else float(f.step)
+        value = st.number_input(f.label, value=start[f.name], step=step, format=f.fmt, disabled=not on, **kw)
+    elif f.kind == "check":
+        value = st.checkbox(f.label, value=start[f.name], disabled=not on, **kw)
+    elif f.kind == "lines":
+        value = st.text_area(f.label, value=start[f.name], height=80, disabled=not on, **kw)
+    else:
+        value = st.text_input(f.label, value=start[f.name], disabled=not on, **kw)
+    return value if on else None
+
+
+def draw_rows(rows: list[list[str | tuple[str, ...]]]) -> None:
+    for row in rows:
+        cols = st.columns(len(row)) if len(row) > 1 else [st.container()]
+        for col, names in zip(cols, row):
+            names = (names,) if isinstance(names, str) else names
+            with col:
+                for name in names:
+                    values[name] = widget(request.BY_NAME[name])
+                for name in names:
+                    slots[name] = st.empty()
+
 
 left, right = st.columns([3, 2])
 with left:
     st.subheader("What to run")
-    mode = st.radio("Mode", MODES, index=MODES.index(D.mode), key="launch_mode", format_func=MODE_HELP.get)
-    slots["mode"] = st.empty()
+    for title, rows in LAYOUT:
+        if title is None:
+            draw_rows(rows)
+        else:
+            with st.expander(title):
+                draw_rows(rows)
 
-    if snap.gpus:
-        st.write("GPUs")
-        gcols = st.columns(min(4, gpu_count))
-        gpus = tuple(
-            g.index
-            for i, g in enumerate(snap.gpus)
-            if gcols[i % len(gcols)].checkbox(f"GPU {g.index} · {g.name}", value=i == 0, key=f"launch_gpu_{g.index}")
-        )
-    else:
-        st.info(f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}.")
-        gpus = ()
-    slots["gpus"] = st.empty()
-
-    if mode == "ddp" and gpus:
-        nproc = len(gpus)  # one process per chosen GPU: nothing to choose
-        st.caption(f"DDP: {nproc} process(es), one per chosen GPU.")
-    else:
-        nproc = st.number_input(
-            "Processes per node (ddp)", value=2, step=1, key="launch_nproc", disabled=mode != "ddp",
-            help="DDP runs one process per GPU; on the CPU each process is one gloo rank.",
-        )
-    slots["nproc"] = st.empty()
-
-    c1, c2 = st.columns(2)
-    model = c1.selectbox("Model", MODELS, index=MODELS.index(D.model), key="launch_model")
-    slots["model"] = c1.empty()
-    kinds = ["digits", "synthetic", "imagefolder"]
-    kind = c2.selectbox("Dataset", kinds, key="launch_dataset_kind",
-                        help="digits: the 8×8 sample set shipped in sample_data/; synthetic: random tensors; "
-                             "imagefolder: PATH/train/<class>/*, PATH/val/<class>/* or PATH/<class>/*")
-    folder = c2.text_input("Image folder path", key="launch_folder") if kind == "imagefolder" else ""
-    slots["dataset"] = c2.empty()
-
-    c1, c2, c3 = st.columns(3)
-    batch = c1.number_input("Global batch", value=D.batch_size, step=1, key="launch_batch",
-                            help="The same in every mode: DP splits it over GPUs, DDP runs batch / world size per rank.")
-    slots["batch_size"] = c1.empty()
-    epochs = c2.number_input("Epochs", value=ui_text.QUICK_EPOCHS, step=1, key="launch_epochs")
-    slots["epochs"] = c2.empty()
-    max_steps = c3.number_input("Max steps (0 = no limit)", value=D.max_steps, step=10, key="launch_max_steps")
-    slots["max_steps"] = c3.empty()
-
-    c1, c2, c3 = st.columns(3)
-    lr = c1.number_input("Learning rate", value=D.lr, step=0.01, format="%.4f", key="launch_lr")
-    slots["lr"] = c1.empty()
-    seed = c2.number_input("Seed", value=D.seed, step=1, key="launch_seed")
-    slots["seed"] = c2.empty()
-    amp = c3.checkbox("Mixed precision (AMP)", value=D.amp, key="launch_amp",
-                      help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast")
-    slots["amp"] = c3.empty()
-
-    c1, c2 = st.columns(2)
-    name = c1.text_input("Name (optional)", value=D.name, key="launch_name")
-    slots["name"] = c1.empty()
-    tags_text = c2.text_input("Tags (comma separated)", key="launch_tags")
-    slots["tags"] = c2.empty()
-
-    with st.expander("More options"):
-        c1, c2, c3 = st.columns(3)
-        workers = c1.number_input("DataLoader workers", value=D.workers, step=1, key="launch_workers")
-        slots["workers"] = c1.empty()
-        log_every = c2.number_input("Log every (steps)", value=D.log_every, step=1, key="launch_log_every")
-        slots["log_every"] = c2.empty()
-        val_every = c3.number_input("Validate every (steps, 0 = each epoch)", value=D.val_every, step=10, key="launch_val_every")
-        slots["val_every"] = c3.empty()
-        c1, c2, c3 = st.columns(3)
-        image_size = c1.number_input("Image size", value=D.image_size, step=8, key="launch_image_size")
-        slots["image_size"] = c1.empty()
-        checkpoint = c2.selectbox("Checkpoint", CHECKPOINTS, index=CHECKPOINTS.index(D.checkpoint), key="launch_checkpoint")
-        slots["checkpoint"] = c2.empty()
-        grad_warn = c3.number_input("Warn above grad norm (0 = off)", value=float(D.grad_norm_warn), step=1.0, key="launch_grad_warn")
-        slots["grad_norm_warn"] = c3.empty()
-        env_text = st.text_area("Extra environment (KEY=VALUE per line)", key="launch_env", height=80)
-        slots["extra_env"] = st.empty()
-
-    with st.expander("Several machines (DDP over nodes)"):
-        c1, c2, c3 = st.columns(3)
-        nnodes = c1.number_input("Nodes", value=D.nnodes, step=1, key="launch_nnodes")
-        slots["nnodes"] = c1.empty()
-        node_rank = c2.number_input("This node's rank", value=D.node_rank, step=1, key="launch_node_rank")
-        slots["node_rank"] = c2.empty()
-        endpoint = c3.text_input("Rendezvous host:port (node 0)", value=D.rdzv_endpoint, key="launch_endpoint")
-        slots["rdzv_endpoint"] = c3.empty()
-
-tags = tuple(ui_text.parse_tags(tags_text))
-try:
-    extra_env = ui_text.parse_env_lines(env_text)
-except ValueError as e:
-    extra_env = {}
-    form_errors.append(ConfigError("extra_env", str(e)))
-
-cfg = RunConfig(
-    mode=mode, gpus=gpus, nproc=int(nproc) if mode == "ddp" else 1, nnodes=int(nnodes), node_rank=int(node_rank),
-    rdzv_endpoint=endpoint.strip(), model=model,
-    dataset=f"imagefolder:{folder.strip()}" if kind == "imagefolder" else kind,
-    batch_size=int(batch), epochs=int(epochs), max_steps=int(max_steps), lr=float(lr), amp=bool(amp),
-    workers=int(workers), seed=int(seed), name=name.strip(), tags=tags, extra_env=extra_env,
-    log_every=int(log_every), val_every=int(val_every), image_size=int(image_size), checkpoint=checkpoint,
-    grad_norm_warn=float(grad_warn),
-)
-found = form_errors + problems(cfg, gpu_count)
+cfg, found = request.run_config(values, gpu_count)
+found = found + problems(cfg, gpu_count)
 by_field: dict[str, list[str]] = {}
 for err in found:
     by_field.setdefault(err.field if err.field in slots else "", []).append(err.message)
@@ -157,23 +119,18 @@ with right:
         st.warning("Fix before launching (also marked next to each field):\n"
                    + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found))
     else:
-        from lab.engine import launcher
-
-        run_dir = paths.runs_dir() / "<run-id>"
         try:
-            checks = launcher.preflight(cfg, snap)
-            argv, env = launcher.build_command(cfg, run_dir, 29500)
-            others = launcher.other_node_commands(cfg, run_dir) if cfg.nnodes > 1 else []
+            shown = request.preview(cfg, snap)
         except Exception as e:  # the engine names the fix; never a traceback
             st.error(f"Cannot prepare this run: {e}")
             st.stop()
         st.markdown("**Pre-flight**")
-        st.markdown("\n".join(f"- {ui_text.md_escape(line)}" for line in checks))
-        st.markdown("**The command that will run** (the port is chosen free at launch)")
-        st.code(ui_text.shell_line(argv, ui_text.env_changes(env, dict(os.environ)), cwd=str(paths.REPO_ROOT)), language="bash")
-        for i, other in enumerate(others, start=1):
+        st.markdown("\n".join(f"- {ui_text.md_escape(line)}" for line in shown.preflight))
+        st.markdown(f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free at launch)")
+        st.code(ui_text.shell_line(shown.argv, shown.env, cwd=shown.cwd), language="bash")
+        for i, other in enumerate(shown.other_nodes, start=1):
             st.markdown(f"**On node {i}** (same repository, same environment)")
-            st.code(ui_text.shell_line(other, cwd=str(paths.REPO_ROOT)), language="bash")
+            st.code(ui_text.shell_line(other, cwd=shown.cwd), language="bash")
     st.caption(f"Runs are written to `{paths.runs_dir()}`")
 
     if st.button("Launch", type="primary", key="launch_go"):

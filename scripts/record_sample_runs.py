@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab.views import compare, compare_runs, fairness  # noqa: E402
 from lab.engine import launcher  # noqa: E402
 from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
-from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, read_json, write_json_atomic  # noqa: E402
+from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
 
 MAX_BYTES = 2_000_000
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(max(1, args.tries)):
             load_before = _wait_quiet(args.max_load, args.wait_quiet)
             out.mkdir(parents=True)
-            started, t0 = launcher.now_iso(), time.monotonic()
+            started, t0 = now_iso(), time.monotonic()
             try:
                 sweep_id, run_ids = _record(out, configs, args.timeout)
             except RuntimeError as exc:

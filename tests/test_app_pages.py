@@ -57,6 +57,25 @@ def test_launch_shows_command_and_cpu_note(runs_dir):
     assert any("runs use the CPU" in t for t in _texts(at, "info"))
     code = "\n".join(c.value for c in at.code)
     assert "training.train" in code and "--epochs 10" in code and "CUDA_VISIBLE_DEVICES=''" in code
+    at.radio(key="launch_mode").set_value("ddp").run()
+    code = at.code[0].value
+    assert "--nproc-per-node 2" in code and "--master-port '<port>'" in code  # chosen free at launch, not 29500
+
+
+def test_launch_draws_every_field_of_the_table(runs_dir):
+    """The page is a loop over lab.engine.request.FIELDS: each field has its widget, label and key."""
+    from lab.engine.request import FIELDS
+
+    at = _app("pages/1_Launch.py")
+    drawn = {w.key: w for kind in ("radio", "selectbox", "number_input", "checkbox", "text_input", "text_area")
+             for w in getattr(at, kind)}
+    missing = [f.name for f in FIELDS if f.kind != "gpus" and f.key not in drawn]  # no GPU here: no GPU boxes
+    assert missing == []
+    assert all(drawn[f.key].label == f.label for f in FIELDS if f.key in drawn)
+    assert drawn["launch_nproc"].disabled and drawn["launch_folder"].disabled  # single mode, digits
+    at.selectbox(key="launch_dataset_kind").set_value("imagefolder").run()
+    assert not at.text_input(key="launch_folder").disabled
+    assert any("no image folder given" in e for e in _texts(at, "error"))
 
 
 def test_launch_refuses_batch_zero_and_starts_nothing(runs_dir):

@@ -1,4 +1,4 @@
-"""lab/engine/devices.py and the supervisor's sampler: the real GPU-less path, and a fake NVML.
+"""lab/engine/devices.py and the supervisor's sampler (lab/engine/sampler.py): the real GPU-less path, and a fake NVML.
 
 FAKE: the GPU tests inject tests/fake_nvml.py in place of the ``pynvml``
 module that lab/engine/devices.py imports (this machine has no NVIDIA GPU). The CPU
@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from lab.engine import devices
+from lab.engine import devices, registry
 from lab.engine.config import RunConfig, problems
 from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
@@ -51,7 +51,7 @@ def test_real_machine_without_driver_gives_cpu_view_and_one_reason():
     assert len(snap.cpu.per_core_pct) == snap.cpu.cores
     assert 0 < snap.cpu.mem_used_mib < snap.cpu.mem_total_mib
     assert devices.gpu_count() == 0
-    assert devices.describe_machine(snap).startswith("CPU (gloo)")
+    assert devices.describe_machine(snap.gpus, snap.cpu.cores).startswith("CPU (gloo)")
 
 
 def test_fake_gpus_with_unsupported_metrics(fake):
@@ -76,6 +76,22 @@ def test_fake_no_driver_reason(fake):
     assert snap.gpus == () and snap.reason == devices.NO_DRIVER
 
 
+def test_gpu_processes_are_named_by_the_owner_the_caller_gives(fake):
+    """devices knows no run folder: it asks the ``owner`` callable, and only when NVML lists processes."""
+    asked: list[int] = []
+
+    def owner(pid: int) -> str | None:
+        asked.append(pid)
+        return {7: "run-x"}.get(pid)
+
+    fake([FakeGpu(), FakeGpu(processes=[(7, 100), (8, None)])])
+    snap = devices.snapshot(owner)
+    assert [(p.pid, p.run_id) for p in snap.gpus[1].processes] == [(7, "run-x"), (8, None)]
+    assert asked == [7, 8] and snap.gpus[0].processes == ()
+    assert all(p.run_id is None for p in devices.snapshot().gpus[1].processes)  # no owner: nobody's
+    assert devices.read_gpus(owner=owner, with_processes=False)[1].processes == ()
+
+
 def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
     # a real process tree: this test process plays the run's supervisor, a real child holds "GPU memory"
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -85,7 +101,7 @@ def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
         (runs_dir / ".hidden").mkdir()  # skipped
         vanished = 4_000_000  # above pid_max: a process gone between NVML's list and our walk
         fake([FakeGpu(), FakeGpu(processes=[(child.pid, 3174), (vanished, 512), (1, None)])])
-        snap = devices.snapshot(runs_dir)
+        snap = devices.snapshot(registry.process_owner(runs_dir))
         procs = {p.pid: p for p in snap.gpus[1].processes}
         assert procs[child.pid].run_id == "run-a"
         assert procs[vanished].run_id is None and procs[vanished].used_mib == 512.0

@@ -52,7 +52,9 @@ def test_launch_status_logs_stop_rm(runs_dir):
 @pytest.mark.parametrize("args,text", [
     (["launch", "--mode", "ddp", "--nproc", "2", "--batch-size", "33"], "batch 33 does not split over 2 processes: use 32 or 34"),
     (["launch", "--gpus", "0,1", "--mode", "dp"], "GPU 0 does not exist"),
-    (["launch", "--gpus", "x"], "--gpus 'x' is not a list"),
+    (["launch", "--gpus", "x"], "gpus: 'x' is not a list of GPU numbers"),
+    (["launch", "--env", "1X=y"], "env: '1X' is not a variable name"),  # named as the flag, not the field
+    (["launch", "--dry-run", "--mode", "dp", "--nproc", "2"], "runs in one process, nproc 2 given"),
     (["launch", "--env", "NOEQUALS"], "is not KEY=VALUE"),
     (["launch", "--name", "bad name!"], "name"),
     (["status", "no-such-run"], "no run 'no-such-run'"),
@@ -92,3 +94,20 @@ def test_sweep_json(runs_dir):
     assert r.returncode == 0
     states = [json.loads(lab(runs_dir, "status", rid, "--json").stdout)["state"] for rid in out["run_ids"]]
     assert all(s in ("stopped", "succeeded") for s in states), states
+
+
+def test_launch_dry_run_shows_the_command_of_the_defaults_and_starts_nothing(runs_dir):
+    """With no options the command is RunConfig's defaults: the CLI restates none of them."""
+    from lab.engine.config import RunConfig
+    from lab.engine.launcher import build_command
+    from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER
+
+    r = lab(runs_dir, "launch", "--dry-run", "--json", timeout=60)
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)
+    assert shown["argv"] == build_command(RunConfig(), runs_dir / RUN_ID_PLACEHOLDER, PORT_PLACEHOLDER)[0]
+    assert shown["env"]["CUDA_VISIBLE_DEVICES"] == "" and shown["preflight"][0].startswith("Devices: the CPU")
+    r = lab(runs_dir, "launch", "--dry-run", "--mode", "ddp", "--nproc", "2", "--tag", "a", "--env", "X=1", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--master-port '<port>'" in r.stdout and "X=1" in r.stdout and r.stdout.startswith("# Devices:")
+    assert list(runs_dir.iterdir()) == []

@@ -1,4 +1,5 @@
-"""RunConfig validation, the exact commands built for each mode, preflight lines."""
+"""lab/engine/config.py, lab/engine/launcher.py's commands and lab/engine/preflight.py:
+RunConfig validation, the exact commands built for each mode, preflight lines."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.config import ConfigError, RunConfig, compare_modes_configs, problems, validate
-from lab.engine.launcher import build_command, other_node_commands, preflight
+from lab.engine.launcher import build_command, other_node_commands
+from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT
 
 RUN = Path("/runs/r1")
@@ -83,6 +85,7 @@ def test_multi_node_commands():
     (RunConfig(model="vgg"), 0, "model", "use tinycnn or resnet18"),
     (RunConfig(dataset="mnist"), 0, "dataset", "use digits, synthetic or imagefolder:PATH"),
     (RunConfig(dataset="imagefolder:/no/such/folder"), 0, "dataset", "does not exist"),
+    (RunConfig(dataset="imagefolder: "), 0, "dataset", "no image folder given"),  # not "." quietly
     (RunConfig(extra_env={"BAD-KEY": "1"}), 0, "extra_env", "is not a variable name"),
     (RunConfig(extra_env={"CUDA_VISIBLE_DEVICES": "1"}), 0, "extra_env", "choose GPUs with gpus"),
     (RunConfig(mode="ddp", nproc=1, nnodes=2), 0, "rdzv_endpoint", "needs a rendezvous endpoint"),

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from lab.engine import logs, registry
-from lab.runfolder import BadRunId, write_json_atomic
+from lab.runfolder import BadRunId, now_iso, write_json_atomic
 
 
 def _run(root, run_id, status=None, **extra):
@@ -59,9 +59,16 @@ def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):
     _run(runs_dir, "reused", {"state": "starting", "supervisor_pid": me.pid, "supervisor_ct": me.create_time() - 100})
     _run(runs_dir, "live", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
     _run(runs_dir, "sweep-queued", {"state": "queued", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    on_disk = {p.name: (p / "status.json").read_bytes() for p in runs_dir.iterdir()}
+    mtimes = {p.name: (p / "status.json").stat().st_mtime_ns for p in runs_dir.iterdir()}
     states = {r.run_id: r.state for r in registry.list_runs(runs_dir)}
     assert states == {"dead": "lost", "reused": "lost", "live": "running", "sweep-queued": "lost"}
-    assert json.loads((runs_dir / "dead" / "status.json").read_text())["state"] == "lost"
+    assert registry.get_run("dead", runs_dir).state == "lost"
+    # a listing is a read: status.json stays as the supervisor left it, lost is computed each time
+    assert {p.name: (p / "status.json").read_bytes() for p in runs_dir.iterdir()} == on_disk
+    assert {p.name: (p / "status.json").stat().st_mtime_ns for p in runs_dir.iterdir()} == mtimes
+    assert json.loads((runs_dir / "dead" / "status.json").read_text())["state"] == "running"
+    assert registry.status(runs_dir / "dead")["state"] == "lost"
 
 
 def test_get_and_delete(runs_dir):
@@ -98,15 +105,49 @@ def test_logs_tail_ranks_and_follow(runs_dir):
 
 
 def test_folder_states_without_a_status_file(runs_dir):
-    _run(runs_dir, "just-created", None, created_at=launcher_now())
+    _run(runs_dir, "just-created", None, created_at=now_iso())
     _run(runs_dir, "abandoned", None, created_at="2026-11-29T07:00:00+00:00")
     (runs_dir / "by-hand").mkdir()  # python -m training.train --log-dir by-hand: only the trainer's files
     (runs_dir / "by-hand" / "summary.json").write_text(json.dumps({"completed": True, "mode": "dp", "config": {"mode": "dp"}}))
     states = {r.run_id: (r.state, r.mode) for r in registry.list_runs(runs_dir)}
     assert states == {"just-created": ("queued", "ddp"), "abandoned": ("lost", "ddp"), "by-hand": ("succeeded", "dp")}
+    assert not any((runs_dir / r / "status.json").exists() for r in states)  # nothing written by the listing
 
 
-def launcher_now() -> str:
-    from lab.engine.launcher import now_iso
+def test_process_owner_walks_ancestry_to_a_recorded_pid(runs_dir):
+    """A real child of this process belongs to the run that recorded this process; strangers to none."""
+    me = psutil.Process()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _run(runs_dir, "mine", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
+        _run(runs_dir, "ended", {"state": "succeeded", "pid": 1})  # an ended run owns nothing
+        (runs_dir / ".sweeps").mkdir()
+        assert registry.run_pids(runs_dir) == {me.pid: "mine"}
+        owner = registry.process_owner(runs_dir)
+        assert owner(child.pid) == "mine" and owner(me.pid) == "mine"
+        assert owner(1) is None  # init: an ancestor of everything, recorded by no live run
+        assert owner(4_000_000) is None  # above pid_max: vanished before we asked
+    finally:
+        child.kill()
+        child.wait()
 
-    return now_iso()
+
+def test_follow_ends_when_the_supervisor_is_gone(runs_dir):
+    """A run that says running but whose supervisor died is over (lost) for ``logs --follow`` too."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    d = _run(runs_dir, "orphan", {"state": "running", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    (d / "stdout.log").write_text("last words\n")
+    t = time.monotonic()
+    assert list(logs.follow(d, poll_s=0.05)) == ["last words"]
+    assert time.monotonic() - t < 5
+
+
+def test_rank_dirs_latest_attempt_wins(tmp_path):
+    for attempt in (0, 2, 10):  # attempt_10 sorts before attempt_2 as text: numbers decide
+        for rank in (0, 1):
+            (tmp_path / "logs" / "job" / f"attempt_{attempt}" / str(rank)).mkdir(parents=True)
+    (tmp_path / "logs" / "job" / "attempt_10" / "notarank").mkdir()
+    dirs = logs.rank_dirs(tmp_path)
+    assert sorted(dirs) == [0, 1] and all(d.parent.name == "attempt_10" for d in dirs.values())
+    assert logs.rank_dirs(tmp_path / "missing") == {}

@@ -1,4 +1,4 @@
-"""Real runs end to end: launch, supervise, stop, kill, lose, sweep, two nodes.
+"""Real runs end to end (lab/engine/launcher.py, supervisor.py): launch, supervise, stop, kill, lose, sweep, two nodes.
 
 Everything here starts real processes on this machine (the trainer on the
 CPU, torchrun with gloo). Runs are kept tiny (a few steps of 8x8 images,
@@ -19,7 +19,7 @@ import pytest
 
 from lab.engine import launcher, procs, registry
 from lab.engine.config import ConfigError, RunConfig
-from lab.runfolder import read_json, write_json_atomic
+from lab.runfolder import now_iso, read_json, write_json_atomic
 
 pytestmark = pytest.mark.slow
 FINAL = ("succeeded", "failed", "stopped", "lost")
@@ -81,10 +81,10 @@ def cheap_run(root: Path, code: str, args: tuple[str, ...] = ()) -> str:
     d.mkdir()
     write_json_atomic(d / "run.json", {"run_id": run_id, "name": "", "config": {"mode": "single", "gpus": []},
                                        "argv": [sys.executable, "-c", code, *args], "env": {}, "sweep_id": None,
-                                       "created_at": launcher.now_iso()})
-    write_json_atomic(d / "status.json", {"state": "queued", "updated_at": launcher.now_iso()})
-    p = launcher._spawn_supervisor([str(d)], d / "supervisor.log")
-    launcher._wait_up(p, d / "status.json", d / "supervisor.log")
+                                       "created_at": now_iso()})
+    assert state(run_id, root) == "queued"  # run.json alone: queued until the supervisor writes status.json
+    launcher.start_supervisor(d)
+    assert read_json(d / "status.json")["supervisor_pid"]
     return run_id
 
 
@@ -203,8 +203,7 @@ def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     d.mkdir()
     write_json_atomic(d / "run.json", {"run_id": rid, "config": {"mode": "single"}, "env": {},
                                        "argv": ["/nonexistent/python", "-m", "training.train"]})
-    write_json_atomic(d / "status.json", {"state": "queued", "updated_at": launcher.now_iso()})
-    launcher._spawn_supervisor([str(d)], d / "supervisor.log")
+    launcher.start_supervisor(d)  # it comes up, then records the failure itself
     assert launcher.wait(rid, runs_dir, 20) == "failed"
     diag = registry.get_run(rid, runs_dir).diagnosis
     assert diag["key"] == "supervisor" and "/nonexistent/python" in diag["cause"]
@@ -234,12 +233,13 @@ def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     recs = {r.run_id: r for r in registry.list_runs(runs_dir)}
     assert time.monotonic() - t < 2
     assert recs[rid].state == "lost"
-    assert read_json(d / "status.json")["state"] == "lost"  # persisted
+    assert read_json(d / "status.json")["state"] == "running"  # computed on read: the listing wrote nothing
     assert "half-written" not in recs or recs["half-written"].state in ("lost", "unknown")
-    # the training processes outlived their supervisor; stop ends them
+    # the training processes outlived their supervisor; stop ends them and records the end
     assert alive_of(d)
     assert launcher.stop(rid, runs_dir, grace_s=0.5) == "stopped"
     wait_for(lambda: alive_of(d) == [], 5, "no process of the run")
+    assert read_json(d / "status.json")["state"] == "stopped" and state(rid, runs_dir) == "stopped"
 
 
 def test_bad_configs_are_refused_before_anything_starts(runs_dir):

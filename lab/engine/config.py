@@ -6,6 +6,7 @@ starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``).
 Nothing here starts a process or touches NVML: the GPU count is an argument.
+Tested by tests/test_engine_config.py.
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from lab.runfolder import DIGITS
 MODES = ("single", "dp", "ddp")
 MODELS = ("tinycnn", "resnet18")
 CHECKPOINTS = ("last", "none")
+DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
+IMAGEFOLDER = "imagefolder"
+CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -119,13 +123,16 @@ def _batch_problem(config: RunConfig) -> ConfigError | None:
 
 
 def _dataset_problem(spec: str) -> ConfigError | None:
-    if spec in ("digits", "synthetic"):
+    if spec in DATASETS:
         if spec == "digits" and not DIGITS.is_dir():
             return ConfigError("dataset", f"the digits sample set is missing at {DIGITS}: restore sample_data/ or use 'synthetic'")
         return None
-    if spec.startswith("imagefolder:"):
-        path = Path(spec.split(":", 1)[1]).expanduser()
-        if not str(path) or not path.is_dir():
+    if spec.startswith(f"{IMAGEFOLDER}:"):
+        raw = spec.split(":", 1)[1].strip()
+        if not raw:  # Path("") is ".", which would quietly mean the current folder
+            return ConfigError("dataset", "no image folder given: give an existing folder as imagefolder:PATH")
+        path = Path(raw).expanduser()
+        if not path.is_dir():
             return ConfigError("dataset", f"image folder {str(path)!r} does not exist: give an existing folder as imagefolder:PATH")
         return None
     return ConfigError("dataset", f"unknown dataset {spec!r}: use digits, synthetic or imagefolder:PATH")
@@ -236,9 +243,9 @@ def validate(config: RunConfig, gpu_count: int) -> None:
 
 def normalized(config: RunConfig) -> RunConfig:
     """The same config with an ``imagefolder:`` path made absolute (the run starts elsewhere)."""
-    if config.dataset.startswith("imagefolder:"):
+    if config.dataset.startswith(f"{IMAGEFOLDER}:"):
         p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
-        return dataclasses.replace(config, dataset=f"imagefolder:{p}")
+        return dataclasses.replace(config, dataset=f"{IMAGEFOLDER}:{p}")
     return config
 
 
@@ -250,7 +257,7 @@ def compare_modes_configs(base: RunConfig, gpu_count: int) -> list[RunConfig]:
     """
     gpus = tuple(range(gpu_count))
     first = gpus[:1]
-    nproc = len(gpus) if gpus else 2
+    nproc = len(gpus) or CPU_DDP_PROCESSES
     stem = base.name or f"cmp-{base.model}"
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     return [

@@ -1,23 +1,22 @@
-"""The one gateway to NVML (nvidia-ml-py) and the machine's CPU view.
+"""The one gateway to NVML (nvidia-ml-py).
 
 Every NVML call goes through ``_query``, which initialises NVML lazily and
 turns "not supported" into None, nvitop-style. ``snapshot()`` reads every
 device once into immutable records; pages and the supervisor never call NVML
-themselves. Without a driver the snapshot has no GPUs, a CPU view (psutil)
-and one reason string. GPU processes are matched to runs by process ancestry
-against the pids recorded in the runs' status.json files.
+themselves. Without a driver the snapshot has no GPUs, the CPU view (from
+``lab.engine.procs``) and one reason string. Which run holds a GPU process is
+asked of an ``owner`` callable the caller passes (``registry.process_owner``):
+this module knows nothing of run folders. Tested by tests/test_devices.py.
 """
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-import psutil
+from lab.engine.procs import CpuRecord, cpu_record
 
 try:  # the module is named pynvml; nvidia-ml-py provides it
     import pynvml
@@ -51,15 +50,6 @@ class GpuRecord:
     power_w: float | None
     temp_c: float | None
     processes: tuple[GpuProcess, ...] = ()
-
-
-@dataclass(frozen=True)
-class CpuRecord:
-    cores: int
-    util_pct: float
-    per_core_pct: tuple[float, ...]
-    mem_used_mib: float
-    mem_total_mib: float
 
 
 @dataclass(frozen=True)
@@ -122,55 +112,21 @@ def driver_version() -> str | None:
     return None if v is None else _text(v)
 
 
-def _run_pids(runs_root: Path | None) -> dict[int, str]:
-    """pid -> run_id for every pid recorded by a live-looking run."""
-    from lab.runfolder import HAS_PROCESSES, read_json, runs_dir
-
-    root = Path(runs_root) if runs_root else runs_dir()
-    out: dict[int, str] = {}
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return out
-    for e in entries:
-        if e.name.startswith(".") or not e.is_dir():
-            continue
-        st = read_json(Path(e.path) / "status.json")
-        if not st or st.get("state") not in HAS_PROCESSES:
-            continue
-        for key in ("supervisor_pid", "pid"):
-            if st.get(key):
-                out[int(st[key])] = e.name
-        for pid, _ct in st.get("tree") or []:
-            out[int(pid)] = e.name
-    return out
+Owner = Callable[[int], str | None]  # pid -> the run it belongs to (None: not a run's)
 
 
-def _owner(pid: int, run_pids: dict[int, str]) -> str | None:
-    """The run whose recorded pid is ``pid`` or one of its ancestors."""
-    try:
-        p: psutil.Process | None = psutil.Process(pid)
-        while p is not None:
-            if p.pid in run_pids:
-                return run_pids[p.pid]
-            p = p.parent()
-    except psutil.Error:  # vanished between NVML's list and our walk: normal
-        return None
-    return None
-
-
-def _processes(handle: Any, run_pids: dict[int, str]) -> tuple[GpuProcess, ...]:
+def _processes(handle: Any, owner: Owner | None) -> tuple[GpuProcess, ...]:
     seen: dict[int, GpuProcess] = {}
     for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         for p in _query(fn, handle, default=[]) or []:
             used = getattr(p, "usedGpuMemory", None)
             used_mib = None if used is None else round(used / _MIB, 1)
             if p.pid not in seen:
-                seen[p.pid] = GpuProcess(int(p.pid), used_mib, _owner(int(p.pid), run_pids))
+                seen[p.pid] = GpuProcess(int(p.pid), used_mib, owner(int(p.pid)) if owner else None)
     return tuple(seen.values())
 
 
-def _gpu(i: int, run_pids: dict[int, str] | None) -> GpuRecord | None:
+def _gpu(i: int, owner: Owner | None, with_processes: bool) -> GpuRecord | None:
     h = _query("nvmlDeviceGetHandleByIndex", i)
     if h is None:
         return None
@@ -187,39 +143,26 @@ def _gpu(i: int, run_pids: dict[int, str] | None) -> GpuRecord | None:
         mem_total_mib=None if mem is None else round(mem.total / _MIB, 1),
         power_w=None if power is None else power / 1000.0,
         temp_c=None if temp is None else float(temp),
-        processes=_processes(h, run_pids) if run_pids is not None else (),
+        processes=_processes(h, owner) if with_processes else (),
     )
 
 
-def read_gpus(indices: tuple[int, ...] | None = None, runs_root: Path | None = None,
+def read_gpus(indices: tuple[int, ...] | None = None, owner: Owner | None = None,
               with_processes: bool = True) -> tuple[GpuRecord, ...]:
-    """Read the GPUs (all, or physical ``indices``) once; empty without NVML."""
+    """Read the GPUs (all, or physical ``indices``) once; empty without NVML.
+
+    ``owner(pid)`` names the run a GPU process belongs to; without it every
+    process's ``run_id`` is None.
+    """
     n = gpu_count()
     wanted = range(n) if indices is None else [i for i in indices if 0 <= i < n]
-    run_pids = _run_pids(runs_root) if with_processes else None
-    return tuple(g for g in (_gpu(i, run_pids) for i in wanted) if g is not None)
+    return tuple(g for g in (_gpu(i, owner, with_processes) for i in wanted) if g is not None)
 
 
-def cpu_record() -> CpuRecord:
-    """Cores, utilisation since the last call, and memory, from psutil."""
-    # psutil measures since the previous call; too recent a previous call gives noise
-    wait = 0.2 if time.monotonic() - _state.get("cpu_read", 0.0) < 0.1 else None
-    per = tuple(float(x) for x in psutil.cpu_percent(interval=wait, percpu=True))
-    _state["cpu_read"] = time.monotonic()
-    vm = psutil.virtual_memory()
-    return CpuRecord(
-        cores=psutil.cpu_count() or 1,
-        util_pct=round(sum(per) / len(per), 1) if per else 0.0,
-        per_core_pct=per,
-        mem_used_mib=round((vm.total - vm.available) / _MIB, 1),
-        mem_total_mib=round(vm.total / _MIB, 1),
-    )
-
-
-def snapshot(runs_root: Path | None = None) -> DeviceSnapshot:
-    """Every device read once: GPUs (with the runs holding them), the CPU, and why there are no GPUs."""
+def snapshot(owner: Owner | None = None) -> DeviceSnapshot:
+    """Every device read once: GPUs (with the runs holding them, see ``read_gpus``), the CPU, and why there are no GPUs."""
     reason = _init()
-    gpus = () if reason else read_gpus(runs_root=runs_root)
+    gpus = () if reason else read_gpus(owner=owner)
     if not reason and not gpus:
         reason = "NVML sees no GPUs: runs use the CPU with the gloo backend"
     return DeviceSnapshot(gpus=gpus, cpu=cpu_record(), reason=reason, taken_at=time.time())
@@ -238,16 +181,12 @@ def holders(snap: DeviceSnapshot) -> list[str]:
     return out
 
 
-def describe_machine(snap: DeviceSnapshot) -> str:
-    """A short line for run.json's ``recorded_on``."""
+def describe_machine(gpus: tuple[GpuRecord, ...], cores: int) -> str:
+    """A short line for run.json's ``recorded_on``: the GPUs (or the CPU), the backend, host and cores."""
     import socket
 
     host = socket.gethostname()
-    if snap.gpus:
-        names = sorted({g.name for g in snap.gpus})
-        return f"{len(snap.gpus)}x {', '.join(names)} (nccl), {host}, {snap.cpu.cores} cores"
-    return f"CPU (gloo), {host}, {snap.cpu.cores} cores"
-
-
-psutil.cpu_percent(interval=None, percpu=True)  # prime: the first reading is meaningless
-_state["cpu_read"] = time.monotonic()
+    if gpus:
+        names = ", ".join(sorted({g.name for g in gpus}))
+        return f"{len(gpus)}x {names} (nccl), {host}, {cores} cores"
+    return f"CPU (gloo), {host}, {cores} cores"

@@ -5,6 +5,9 @@
 logs/**/error.json), and returns the first matching entry of ``KNOWN`` as a
 ``Diagnosis``: a key, the cause in one sentence, the fix, and where torchrun
 says so, the failed rank, its exit code and the last lines of its traceback.
+Every diagnosis in status.json is a ``Diagnosis`` (``to_dict``), including
+the supervisor's own failures (``supervisor_failure``). Tested by
+tests/test_diagnose.py.
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from lab.engine.logs import RANK_FILES, rank_dirs
+from lab.runfolder import ERROR_JSON, LOGS_DIR, STDOUT_LOG
 
 _TAIL_BYTES = 256 * 1024
 _EXCERPT_LINES = 12
@@ -28,7 +34,13 @@ class Diagnosis:
     excerpt: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object status.json's ``diagnosis`` holds."""
         return asdict(self)
+
+
+def supervisor_failure(cause: str, fix: str, exit_code: int | None = None) -> Diagnosis:
+    """The diagnosis of a run the supervisor itself could not start or see through (key ``supervisor``)."""
+    return Diagnosis("supervisor", cause, fix, exit_code=exit_code)
 
 
 # (key, pattern, cause, fix). Order matters: the specific before the generic.
@@ -82,7 +94,7 @@ def _last_lines(text: str, n: int = _EXCERPT_LINES) -> str:
 
 def _error_files(run_dir: Path) -> list[dict]:
     out = []
-    for p in [run_dir / "error.json", *sorted((run_dir / "logs").glob("**/error.json"))]:
+    for p in [run_dir / ERROR_JSON, *sorted((run_dir / LOGS_DIR).glob(f"**/{ERROR_JSON}"))]:
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -105,11 +117,7 @@ def _int(v: Any) -> int | None:
 
 def _rank_logs(run_dir: Path) -> dict[int, str]:
     """local rank -> its stdout then stderr text (the traceback ends up last); latest attempt wins."""
-    out: dict[int, str] = {}
-    for d in sorted((run_dir / "logs").glob("**/attempt_*/*"), key=lambda p: str(p)):
-        if d.is_dir() and d.name.isdigit():
-            out[int(d.name)] = _read_tail(d / "stdout.log") + "\n" + _read_tail(d / "stderr.log")
-    return out
+    return {rank: "\n".join(_read_tail(d / name) for name in RANK_FILES) for rank, d in rank_dirs(run_dir).items()}
 
 
 def _traceback_excerpt(text: str) -> str:
@@ -122,7 +130,7 @@ def _traceback_excerpt(text: str) -> str:
 def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | None:
     """The known failure that best explains the run's logs, or None when nothing is found."""
     run_dir = Path(run_dir)
-    stdout = _read_tail(run_dir / "stdout.log")
+    stdout = _read_tail(run_dir / STDOUT_LOG)
     ranks = _rank_logs(run_dir)
     errors = _error_files(run_dir)
     root = None

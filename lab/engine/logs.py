@@ -3,8 +3,9 @@
 The supervisor writes the combined output of the training command to
 RUN_DIR/stdout.log; under torchrun (``--tee 3``) each line there carries a
 ``[default<local rank>]:`` prefix and each rank also has its own files under
-RUN_DIR/logs/<job>/attempt_<n>/<local rank>/. ``tail`` and ``follow`` read
-these without ever loading a whole large file.
+RUN_DIR/logs/<job>/attempt_<n>/<local rank>/ (``rank_dirs`` finds them, for
+``diagnose`` too). ``tail`` and ``follow`` read these without ever loading a
+whole large file. Tested by tests/test_engine_registry.py.
 """
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from lab.runfolder import FINAL_STATES, read_json
-
-_PREFIX = re.compile(r"^\[default(\d+)\]:")
+from lab.engine import registry
+from lab.runfolder import LOGS_DIR, STDOUT_LOG, is_final
 
 
 def _tail_text(path: Path, lines: int) -> list[str]:
@@ -40,34 +40,40 @@ def _tail_text(path: Path, lines: int) -> list[str]:
     return out[-lines:] if lines > 0 else []
 
 
-def _rank_dirs(run_dir: Path) -> dict[int, Path]:
-    """local rank -> its folder in the latest attempt."""
-    out: dict[int, Path] = {}
-    for d in sorted(Path(run_dir, "logs").glob("*/attempt_*/*"), key=lambda p: (p.parent.name, str(p))):
-        if d.is_dir() and d.name.isdigit():
-            out[int(d.name)] = d
-    return out
+RANK_FILES = ("stdout.log", "stderr.log")  # torchrun's names inside each rank folder
+
+
+def _attempt(d: Path) -> int:
+    m = re.fullmatch(r"attempt_(\d+)", d.name)
+    return int(m.group(1)) if m else -1
+
+
+def rank_dirs(run_dir: Path | str) -> dict[int, Path]:
+    """local rank -> its log folder (logs/<job>/attempt_<n>/<rank>/); the latest attempt wins."""
+    found = [d for d in Path(run_dir, LOGS_DIR).glob("*/attempt_*/*") if d.is_dir() and d.name.isdigit()]
+    found.sort(key=lambda d: (_attempt(d.parent), str(d)))
+    return {int(d.name): d for d in found}
 
 
 def ranks(run_dir: Path | str) -> list[int]:
     """The local ranks that have logs (empty for single/dp runs)."""
-    return sorted(_rank_dirs(Path(run_dir)))
+    return sorted(rank_dirs(run_dir))
 
 
 def tail(run_dir: Path | str, lines: int = 200, rank: int | None = None) -> str:
     """The last ``lines`` lines of the run's output, or of one rank's output."""
     run_dir = Path(run_dir)
     if rank is None:
-        return "\n".join(_tail_text(run_dir / "stdout.log", lines))
+        return "\n".join(_tail_text(run_dir / STDOUT_LOG, lines))
     # the combined log keeps stdout and stderr of a rank in their real order
     wanted = f"[default{int(rank)}]:"
-    mine = [ln[len(wanted):] for ln in _tail_text(run_dir / "stdout.log", lines * 8) if ln.startswith(wanted)]
+    mine = [ln[len(wanted):] for ln in _tail_text(run_dir / STDOUT_LOG, lines * 8) if ln.startswith(wanted)]
     if mine:
         return "\n".join(mine[-lines:])
-    d = _rank_dirs(run_dir).get(int(rank))
+    d = rank_dirs(run_dir).get(int(rank))
     if d is None:
         return ""
-    both = _tail_text(d / "stdout.log", lines) + _tail_text(d / "stderr.log", lines)
+    both = [ln for name in RANK_FILES for ln in _tail_text(d / name, lines)]
     return "\n".join(both[-lines:])
 
 
@@ -75,14 +81,14 @@ def follow(run_dir: Path | str, rank: int | None = None, poll_s: float = 0.5,
            start_lines: int = 20) -> Iterator[str]:
     """Yield the last ``start_lines`` lines, then each new line, until the run is over."""
     run_dir = Path(run_dir)
-    path = run_dir / "stdout.log"
+    path = run_dir / STDOUT_LOG
     for ln in tail(run_dir, start_lines, rank).splitlines():
         yield ln
     pos = path.stat().st_size if path.exists() else 0
     buf = b""
     wanted = None if rank is None else f"[default{int(rank)}]:"
     while True:
-        done = (read_json(run_dir / "status.json") or {}).get("state") in FINAL_STATES
+        done = is_final(registry.status(run_dir).get("state"))  # a lost run is over too
         try:
             with open(path, "rb") as f:
                 f.seek(pos)

@@ -1,10 +1,13 @@
-"""Process-tree helpers shared by the launcher, the supervisor and the registry.
+"""The one gateway to psutil: processes, their trees, and the machine's CPU view.
 
 This module owns the low-level questions about processes: is this pid still
 the process we recorded (a pid can be reused, so the create time is compared;
-a zombie counts as dead), which processes belong to a run's tree, and how to
-end a tree for sure (SIGTERM to the groups and every member, then SIGKILL
-after a grace period). It also picks free TCP ports. It never starts a process.
+a zombie counts as dead), which processes belong to a run's tree, a
+process's ancestry, how much CPU and memory a tree uses (``TreeMeter``), the
+machine's CPU record, and how to end a tree for sure (SIGTERM to the groups
+and every member, then SIGKILL after a grace period). It also picks free TCP
+ports. It never starts a process and knows nothing of run folders. Tested by
+tests/test_engine_procs.py (and the real runs of tests/test_engine_runs.py).
 """
 from __future__ import annotations
 
@@ -13,11 +16,15 @@ import os
 import signal
 import socket
 import time
+from dataclasses import dataclass
 from typing import Iterable
 
 import psutil
 
 log = logging.getLogger(__name__)
+
+Process = psutil.Process  # the handle ``tree`` returns, for callers' type hints
+_MIB = 1024 * 1024
 
 # psutil derives create times from boot time + clock ticks; two reads of the
 # same process agree far better than this, a reused pid almost never does.
@@ -206,3 +213,75 @@ def end_recorded(status: dict, grace_s: float = 5.0) -> list[int]:
     # the group id is only signalled while its leader is provably ours: a pgid can be reused too
     groups = [status.get("pgid")] if alive(status.get("pid"), status.get("pid_ct")) else []
     return end_tree([m for m in members if m[0]], groups, grace_s)
+
+
+def lineage(pid: int) -> list[int]:
+    """``pid``, its parent, grandparent, ... up to the first process; empty when ``pid`` is gone."""
+    out: list[int] = []
+    try:
+        p: psutil.Process | None = psutil.Process(int(pid))
+        while p is not None:
+            out.append(p.pid)
+            p = p.parent()
+    except psutil.Error:  # vanished during the walk: what was seen is still true
+        pass
+    return out
+
+
+class TreeMeter:
+    """CPU percent and RSS summed over a process tree, one reading per ``read``.
+
+    psutil's ``cpu_percent`` measures since the previous call on the same
+    ``Process`` object, so the objects are kept from one reading to the next.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, float], psutil.Process] = {}
+
+    def read(self, procs: Iterable[psutil.Process]) -> tuple[float, float]:
+        """(CPU percent, RSS in MiB) of ``procs``; a process that exits meanwhile is skipped."""
+        cpu, rss = 0.0, 0
+        current: dict[tuple[int, float], psutil.Process] = {}
+        for p in procs:
+            try:
+                key = (p.pid, p.create_time())
+                q = self._seen.get(key, p)
+                with q.oneshot():
+                    cpu += q.cpu_percent(interval=None)
+                    rss += q.memory_info().rss
+                current[key] = q
+            except psutil.Error:  # exited between the walk and the read: normal
+                continue
+        self._seen = current
+        return cpu, rss / _MIB
+
+
+@dataclass(frozen=True)
+class CpuRecord:
+    cores: int
+    util_pct: float
+    per_core_pct: tuple[float, ...]
+    mem_used_mib: float
+    mem_total_mib: float
+
+
+_cpu_read = {"at": time.monotonic()}
+
+
+def cpu_record() -> CpuRecord:
+    """Cores, utilisation since the last call, and memory of this machine."""
+    # psutil measures since the previous call; too recent a previous call gives noise
+    wait = 0.2 if time.monotonic() - _cpu_read["at"] < 0.1 else None
+    per = tuple(float(x) for x in psutil.cpu_percent(interval=wait, percpu=True))
+    _cpu_read["at"] = time.monotonic()
+    vm = psutil.virtual_memory()
+    return CpuRecord(
+        cores=psutil.cpu_count() or 1,
+        util_pct=round(sum(per) / len(per), 1) if per else 0.0,
+        per_core_pct=per,
+        mem_used_mib=round((vm.total - vm.available) / _MIB, 1),
+        mem_total_mib=round(vm.total / _MIB, 1),
+    )
+
+
+psutil.cpu_percent(interval=None, percpu=True)  # prime: the first reading after import is meaningless

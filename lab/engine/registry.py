@@ -4,26 +4,29 @@
 summary.json; a missing or half-written file counts as absent, so listing
 never hangs or raises on a folder being written). A run that says it is
 queued/starting/running but whose supervisor is gone (dead, a zombie, or its
-pid reused by another process: the create time differs) is marked ``lost``
-on disk. ``delete_run`` refuses a live run and checks the id first.
+pid reused by another process: the create time differs) is reported ``lost``:
+computed on every read, never written (a listing writes nothing; whoever ends
+such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
+live run and checks the id first. ``process_owner`` tells which run a process
+belongs to (for the GPU process list of ``devices.snapshot``). Tested by
+tests/test_engine_registry.py.
 """
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lab.engine import procs
-from lab.runfolder import LIVE_STATES, age_s, check_run_id, now_iso, read_json, runs_dir, write_json_atomic
+from lab.runfolder import (HAS_PROCESSES, LIVE_STATES, LOST, PROGRESS_JSON, QUEUED, RUN_JSON, STATUS_JSON,
+                           SUCCEEDED, SUMMARY_JSON, age_s, check_run_id, is_live, read_json, root_or_default)
 
-log = logging.getLogger(__name__)
-
-# the launcher writes "queued" before its supervisor records a pid; only after
-# this long without one is the run considered lost
+# a run is queued from the moment run.json is written until its supervisor
+# records a pid; only after this long without one is the run considered lost
 _QUEUED_GRACE_S = 60.0
+LOST_REASON = "its supervisor process is gone (killed, or the machine restarted)"
 
 
 class RunNotFound(LookupError):
@@ -56,37 +59,44 @@ class RunRecord:
 def _supervisor_gone(st: dict) -> bool:
     pid = st.get("supervisor_pid")
     if not pid:
-        return st.get("state") == "queued" and (age_s(st.get("updated_at")) or 0.0) > _QUEUED_GRACE_S
+        return st.get("state") == QUEUED and (age_s(st.get("updated_at")) or 0.0) > _QUEUED_GRACE_S
     return not procs.alive(pid, st.get("supervisor_ct"))
 
 
 def _reconcile(run_dir: Path, st: dict) -> dict:
-    if st.get("state") not in LIVE_STATES or not _supervisor_gone(st):
+    """``st``, or a copy saying ``lost`` when it claims to be live but its supervisor is gone. Writes nothing."""
+    if not is_live(st.get("state")) or not _supervisor_gone(st):
         return st
-    fresh = read_json(run_dir / "status.json") or st  # it may have finished between our reads
-    if fresh.get("state") not in LIVE_STATES or not _supervisor_gone(fresh):
+    fresh = read_json(run_dir / STATUS_JSON) or st  # it may have finished between our reads
+    if not is_live(fresh.get("state")) or not _supervisor_gone(fresh):
         return fresh
-    fresh = dict(fresh, state="lost", updated_at=now_iso(),
-                 lost_reason="its supervisor process is gone (killed, or the machine restarted)")
-    try:
-        write_json_atomic(run_dir / "status.json", fresh)
-    except OSError as e:  # a read-only folder still lists, just not persisted
-        log.warning("could not mark %s lost: %s", run_dir.name, e)
-    return fresh
+    return dict(fresh, state=LOST, lost_reason=LOST_REASON)
+
+
+def status(run_dir: Path | str) -> dict:
+    """A run's status.json as the registry sees it: with ``lost`` computed, and the state a folder
+    without status.json implies (``queued`` when run.json is there; a trainer run made by hand,
+    with only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
+    run_dir = Path(run_dir)
+    st = read_json(run_dir / STATUS_JSON)
+    if st is None:
+        run = read_json(run_dir / RUN_JSON)
+        summary = read_json(run_dir / SUMMARY_JSON)
+        if run is not None:  # queued until its supervisor writes status.json
+            st = {"state": QUEUED, "updated_at": run.get("created_at")}
+        elif summary is not None:  # python -m training.train --log-dir by hand: only the trainer's files
+            st = {"state": SUCCEEDED if summary.get("completed") else "unknown"}
+        else:
+            return {}
+    return _reconcile(run_dir, st)
 
 
 def _record(run_dir: Path) -> RunRecord | None:
-    run = read_json(run_dir / "run.json")
-    st = read_json(run_dir / "status.json")
-    summary = read_json(run_dir / "summary.json")
-    if run is None and st is None and summary is None:
+    st = status(run_dir)
+    if not st:
         return None
-    run = run or {}
-    if st is None and run:  # the launcher writes run.json a moment before status.json
-        st = {"state": "queued", "updated_at": run.get("created_at")}
-    elif st is None:  # a trainer run made by hand (python -m training.train): only its summary
-        st = {"state": "succeeded" if summary and summary.get("completed") else "unknown"}
-    st = _reconcile(run_dir, st)
+    run = read_json(run_dir / RUN_JSON) or {}
+    summary = read_json(run_dir / SUMMARY_JSON)
     cfg = run.get("config") if isinstance(run.get("config"), dict) else (summary or {}).get("config") or {}
     return RunRecord(
         run_id=run_dir.name,
@@ -99,14 +109,13 @@ def _record(run_dir: Path) -> RunRecord | None:
         diagnosis=st.get("diagnosis"),
         config=cfg,
         sweep_id=run.get("sweep_id"),
-        progress=read_json(run_dir / "progress.json"),
+        progress=read_json(run_dir / PROGRESS_JSON),
         summary=summary,
     )
 
 
-def list_runs(root: Path | None = None) -> list[RunRecord]:
-    """Every run under ``root`` (default: the runs folder), newest first."""
-    root = Path(root).resolve() if root else runs_dir()
+def _run_dirs(root: Path) -> list[Path]:
+    """The run folders under ``root``: plain run-id names, hidden ones (``.sweeps``) left out."""
     try:
         entries = [e for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir()]
     except OSError:
@@ -114,19 +123,22 @@ def list_runs(root: Path | None = None) -> list[RunRecord]:
     out = []
     for e in entries:
         try:
-            check_run_id(e.name)
+            out.append(Path(root, check_run_id(e.name)))
         except ValueError:
             continue
-        rec = _record(Path(e.path))
-        if rec is not None:
-            out.append(rec)
+    return out
+
+
+def list_runs(root: Path | None = None) -> list[RunRecord]:
+    """Every run under ``root`` (default: the runs folder), newest first."""
+    out = [r for r in map(_record, _run_dirs(root_or_default(root))) if r is not None]
     out.sort(key=lambda r: (r.created_at or "", r.run_id), reverse=True)
     return out
 
 
 def get_run(run_id: str, root: Path | None = None) -> RunRecord:
     """One run, reconciled; ``RunNotFound`` when there is none."""
-    root = Path(root).resolve() if root else runs_dir()
+    root = root_or_default(root)
     run_dir = root / check_run_id(run_id)
     rec = _record(run_dir) if run_dir.is_dir() else None
     if rec is None:
@@ -139,7 +151,38 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
-    st = read_json(Path(rec.run_dir) / "status.json") or {}
-    if rec.state == "lost" and procs.alive(st.get("pid"), st.get("pid_ct")):
+    st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
+    if rec.state == LOST and procs.alive(st.get("pid"), st.get("pid_ct")):
         raise RunIsLive(f"run {run_id} is lost but its training processes still run: stop it first (python -m lab stop {run_id})")
     shutil.rmtree(rec.run_dir)
+
+
+def run_pids(root: Path | None = None) -> dict[int, str]:
+    """pid -> run_id for every pid recorded by a run that has processes (supervisor, training root, tree)."""
+    out: dict[int, str] = {}
+    for run_dir in _run_dirs(root_or_default(root)):
+        st = read_json(run_dir / STATUS_JSON)
+        if not st or st.get("state") not in HAS_PROCESSES:
+            continue
+        for key in ("supervisor_pid", "pid"):
+            if st.get(key):
+                out[int(st[key])] = run_dir.name
+        for pid, _ct in st.get("tree") or []:
+            out[int(pid)] = run_dir.name
+    return out
+
+
+def process_owner(root: Path | None = None) -> Callable[[int], str | None]:
+    """``owner(pid)``: the run whose recorded process is ``pid`` or one of its ancestors, else None.
+
+    The runs' status files are read once, on the first question: a machine
+    whose GPUs run nothing never reads them.
+    """
+    pids: dict[int, str] | None = None
+
+    def owner(pid: int) -> str | None:
+        nonlocal pids
+        if pids is None:
+            pids = run_pids(root)
+        return next((pids[p] for p in procs.lineage(pid) if p in pids), None)
+    return owner

@@ -1,12 +1,12 @@
 """The supervisor's device sampler: ``sys/`` scalars as TensorBoard events.
 
-Once per interval the supervisor calls ``SysSampler.sample(procs)``: the run's
-GPUs are read through ``lab.engine.devices`` and the run's whole process tree through
-psutil (CPU percent summed over processes, RSS summed), and each value is
-written as a scalar event under ``RUN_DIR/sys``. The events are written with
-tensorboard's own ``EventFileWriter`` and protos, never torch (importing torch
-costs the supervisor seconds and hundreds of MB). Step = sample number,
-wall time = sample time.
+Once per interval the supervisor calls ``SysSampler.sample(tree)``: the run's
+GPUs are read through ``lab.engine.devices`` and the run's whole process tree
+through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
+summed), and each value is written as a scalar event under ``RUN_DIR/sys``.
+The events are written with tensorboard's own ``EventFileWriter`` and protos,
+never torch (importing torch costs the supervisor seconds and hundreds of MB).
+Step = sample number, wall time = sample time. Tested by tests/test_devices.py.
 """
 from __future__ import annotations
 
@@ -14,12 +14,10 @@ import logging
 import time
 from pathlib import Path
 
-import psutil
-
-from lab.engine import devices
+from lab.engine import devices, procs
+from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)
-_MIB = 1024 * 1024
 
 
 class ScalarWriter:
@@ -52,28 +50,10 @@ class SysSampler:
     def __init__(self, run_dir: Path, gpus: tuple[int, ...]) -> None:
         self.gpus = tuple(gpus)
         self.step = 0
-        self._writer = ScalarWriter(Path(run_dir) / "sys")
-        # psutil's cpu_percent needs the same Process object on every call
-        self._procs: dict[tuple[int, float], psutil.Process] = {}
+        self._writer = ScalarWriter(Path(run_dir) / SYS_DIR)
+        self._meter = procs.TreeMeter()
 
-    def _tree_values(self, procs: list[psutil.Process]) -> dict[str, float]:
-        cpu = 0.0
-        rss = 0
-        current: dict[tuple[int, float], psutil.Process] = {}
-        for p in procs:
-            try:
-                key = (p.pid, p.create_time())
-                q = self._procs.get(key, p)
-                with q.oneshot():
-                    cpu += q.cpu_percent(interval=None)
-                    rss += q.memory_info().rss
-                current[key] = q
-            except psutil.Error:  # exited between the walk and the read: normal
-                continue
-        self._procs = current
-        return {"sys/cpu_pct": cpu, "sys/rss_mib": rss / _MIB}
-
-    def sample(self, procs: list[psutil.Process]) -> dict[str, float]:
+    def sample(self, tree: list[procs.Process]) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
         now = time.time()
         values: dict[str, float] = {}
@@ -83,7 +63,7 @@ class SysSampler:
                                ("power_w", g.power_w), ("temp_c", g.temp_c)):
                     if v is not None:
                         values[f"sys/gpu{g.index}/{key}"] = v
-        values.update(self._tree_values(procs))
+        values["sys/cpu_pct"], values["sys/rss_mib"] = self._meter.read(tree)
         self._writer.add(values, self.step, now)
         self._writer.flush()
         self.step += 1

@@ -7,7 +7,9 @@ stderr to RUN_DIR/stdout.log), keeps status.json up to date (atomically, at
 every change), samples devices into RUN_DIR/sys every interval, stops the run
 on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after
 the grace period, stragglers found through the recorded process tree), and on
-a non-zero exit stores a diagnosis. It never imports torch.
+a non-zero exit stores a diagnosis. It is status.json's writer (the launcher
+writes it only where no supervisor exists, see docs/contracts.md). It never
+imports torch. Tested by tests/test_engine_runs.py.
 """
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ import time
 from pathlib import Path
 
 from lab.engine import procs
-from lab.runfolder import REPO_ROOT, now_iso, read_json, write_json_atomic
+from lab.engine.diagnose import Diagnosis, diagnose, supervisor_failure
+from lab.engine.launcher import PORT_FLAG
+from lab.runfolder import (ERROR_JSON, FAILED, LOGS_DIR, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING, STATUS_JSON,
+                           STDOUT_LOG, STOP_REQUEST, STOPPED, SUCCEEDED, SUPERVISOR_LOG, now_iso, read_json,
+                           write_json_atomic)
 
 log = logging.getLogger("lab.engine.supervisor")
 
@@ -37,8 +43,8 @@ class Status:
     """status.json of one run: merge-and-rewrite atomically on every change."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / "status.json"
-        self.data = read_json(self.path) or {"state": "queued"}
+        self.path = run_dir / STATUS_JSON
+        self.data = read_json(self.path) or {"state": QUEUED}
 
     def update(self, **kw) -> None:
         self.data.update(kw)
@@ -47,7 +53,7 @@ class Status:
 
 
 def _stop_request(run_dir: Path) -> dict | None:
-    req = run_dir / "stop.request"
+    req = run_dir / STOP_REQUEST
     if _Flags.stop_all:
         return {"grace_s": 5.0}
     if req.exists():
@@ -57,9 +63,9 @@ def _stop_request(run_dir: Path) -> dict | None:
 
 def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | None]:
     """argv with ``--master-port`` set to a port free right now (the recorded one may be taken since)."""
-    if "--master-port" not in argv:
+    if PORT_FLAG not in argv:
         return argv, None
-    i = argv.index("--master-port") + 1
+    i = argv.index(PORT_FLAG) + 1
     port = int(argv[i])
     try:
         if force:
@@ -75,7 +81,7 @@ def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | 
 
 def _set_aside_attempt(run_dir: Path, n: int) -> None:
     """Keep a failed attempt's logs under other names so the diagnosis reads the new attempt."""
-    for name in ("stdout.log", "logs", "error.json"):
+    for name in (STDOUT_LOG, LOGS_DIR, ERROR_JSON):
         p = run_dir / name
         if p.exists():
             p.rename(run_dir / f"{name}.port-retry-{n}")
@@ -88,17 +94,17 @@ class RunSupervisor:
         self.run_dir = run_dir
         self.interval_s = interval_s
         self.on_tick = on_tick or (lambda: None)
-        self.run = read_json(run_dir / "run.json") or {}
+        self.run = read_json(run_dir / RUN_JSON) or {}
         self.status = Status(run_dir)
         self.me = [os.getpid(), procs.create_time(os.getpid())]
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
         env = dict(os.environ)
         env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
-        with open(self.run_dir / "stdout.log", "ab") as out:
+        with open(self.run_dir / STDOUT_LOG, "ab") as out:
             child = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
-        self.status.update(state="running", pid=child.pid, pgid=child.pid,
+        self.status.update(state=RUNNING, pid=child.pid, pgid=child.pid,
                            pid_ct=procs.create_time(child.pid), tree=[], exit_code=None, signal=None)
         log.info("started pid %s: %s", child.pid, argv)
         return child
@@ -155,9 +161,9 @@ class RunSupervisor:
 
     def run_to_end(self) -> str:
         if _stop_request(self.run_dir) is not None:
-            self.status.update(state="stopped", ended_at=now_iso(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
-            return "stopped"
-        self.status.update(state="starting", supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso())
+            self.status.update(state=STOPPED, ended_at=now_iso(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
+            return STOPPED
+        self.status.update(state=STARTING, supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso())
         sampler = None
         argv = list(self.run.get("argv") or [])
         try:
@@ -171,8 +177,6 @@ class RunSupervisor:
                     sampler = self._sampler()  # after the start: tensorboard takes ~0.5 s to import
                 rc, req = self._watch(child, sampler)
                 if req is None and rc != 0 and attempt < _PORT_RETRIES and port and time.monotonic() - started < 60:
-                    from lab.engine.diagnose import diagnose
-
                     d = diagnose(self.run_dir, rc)
                     if d is not None and d.key == "port_in_use":
                         log.warning("port %s was taken; retrying on another", port)
@@ -187,21 +191,17 @@ class RunSupervisor:
     def _finish(self, rc: int, req: dict | None) -> str:
         fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=now_iso(), stopping=False)
         if req is not None:
-            state, diag = "stopped", None
+            state, diag = STOPPED, None
         elif rc == 0:
-            state, diag = "succeeded", None
+            state, diag = SUCCEEDED, None
         else:
-            from lab.engine.diagnose import diagnose
-
-            state = "failed"
+            state = FAILED
             try:
-                d = diagnose(self.run_dir, rc)
-                diag = d.to_dict() if d else None
+                diag = diagnose(self.run_dir, rc)
             except Exception as e:  # a diagnosis bug must not hide the failure itself
                 log.exception("diagnosis failed")
-                diag = {"key": "unknown", "cause": f"the run exited with code {rc}", "fix": f"diagnosis failed: {e}",
-                        "rank": None, "exit_code": rc, "excerpt": ""}
-        self.status.update(state=state, diagnosis=diag, **fields)
+                diag = Diagnosis("unknown", f"the run exited with code {rc}", f"diagnosis failed: {e}", exit_code=rc)
+        self.status.update(state=state, diagnosis=diag.to_dict() if diag else None, **fields)
         log.info("run %s: %s (exit %s)", self.run_dir.name, state, rc)
         return state
 
@@ -214,11 +214,10 @@ def supervise(run_dir: Path, interval_s: float, on_tick=None) -> str:
     except Exception as e:
         log.exception("supervisor failed")
         procs.end_recorded(sup.status.data, 2.0)
-        log_path = run_dir / "supervisor.log"
-        sup.status.update(state="failed", ended_at=now_iso(), diagnosis={
-            "key": "supervisor", "cause": f"the supervisor failed: {e}",
-            "fix": f"see {log_path if log_path.exists() else 'the sweep log under .sweeps/'}",
-            "rank": None, "exit_code": None, "excerpt": ""})
+        log_path = run_dir / SUPERVISOR_LOG
+        where = log_path if log_path.exists() else "the sweep log under .sweeps/"
+        sup.status.update(state=FAILED, ended_at=now_iso(),
+                          diagnosis=supervisor_failure(f"the supervisor failed: {e}", f"see {where}").to_dict())
         return "error"
 
 
@@ -234,16 +233,19 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
     for d in run_dirs:  # recorded so the registry can tell a dead sweep's queued runs are lost
         _mark(d, supervisor_pid=me[0], supervisor_ct=me[1])
 
+    def queued(d: Path) -> bool:
+        return (read_json(d / STATUS_JSON) or {"state": QUEUED}).get("state") == QUEUED
+
     def cancel_requested() -> None:
         for d in run_dirs:
-            if (d / "stop.request").exists() and (read_json(d / "status.json") or {}).get("state") == "queued":
-                _mark(d, state="stopped", ended_at=now_iso())
+            if (d / STOP_REQUEST).exists() and queued(d):
+                _mark(d, state=STOPPED, ended_at=now_iso())
 
     for d in run_dirs:
-        if (read_json(d / "status.json") or {}).get("state") != "queued":
+        if not queued(d):
             continue
         if _Flags.stop_all:
-            _mark(d, state="stopped", ended_at=now_iso())
+            _mark(d, state=STOPPED, ended_at=now_iso())
             continue
         supervise(d, interval_s, on_tick=cancel_requested)
 
