@@ -181,10 +181,6 @@ def test_ui_text_formatting():
     assert ui_text.fmt_mib(3174.4) == "3.1 GiB" and ui_text.fmt_bytes(512) == "512 B"
     assert ui_text.fmt_rate(812.5) == "812 samples/s" and ui_text.fmt_rate(12.34) == "12.3 samples/s"
     assert ui_text.md_escape("train/<class>/* a_b $x") == r"train/\<class\>/\* a\_b \$x"
-    assert ui_text.parse_env_lines("# c\nA=1\n\nB = x=y\n") == {"A": "1", "B": "x=y"}
-    with pytest.raises(ValueError, match="line 1"):
-        ui_text.parse_env_lines("1A=2")
-    assert ui_text.parse_tags("a, b  c,a") == ["a", "b", "c"]
     from datetime import datetime, timezone
 
     now = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)

@@ -15,7 +15,6 @@ from typing import Any
 
 from lab.runfolder import parse_time
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # The dashboard's starting point for a run (Launch form, "Compare modes"):
 # tinycnn on digits for 10 epochs takes ~6 s of training on one busy CPU core
@@ -89,39 +88,6 @@ def fmt_ago(value: Any, now: datetime | None = None) -> str:
     if s < 86400:
         return f"{s / 3600:.0f} h ago"
     return f"{s / 86400:.0f} d ago"
-
-
-def parse_tags(text: str) -> list[str]:
-    """``"a, b  c"`` -> ``["a", "b", "c"]`` (comma or space separated, no duplicates)."""
-    seen: list[str] = []
-    for part in re.split(r"[,\s]+", text.strip()):
-        if part and part not in seen:
-            seen.append(part)
-    return seen
-
-
-def parse_env_lines(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines (blank lines and ``#`` comments ignored) as a dict.
-
-    Raises ValueError with one line naming the fix for a malformed line. The
-    values go into the run's environment verbatim, never through a shell.
-    """
-    env: dict[str, str] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not _IDENT.match(key):
-            raise ValueError(f"line {n} {raw.strip()!r}: write KEY=VALUE with KEY a plain identifier")
-        env[key] = value.strip()
-    return env
-
-
-def env_changes(env: dict[str, str], base_env: dict[str, str]) -> dict[str, str]:
-    """The variables of ``env`` that differ from ``base_env`` (what the launcher set)."""
-    return {k: v for k, v in sorted(env.items()) if base_env.get(k) != v}
 
 
 def shell_line(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Every module of lab/views and ui/ has a test file: one named after it, or one its docstring names (and that exists)."""
+"""Every module of lab/, training/ and ui/ has a test file: one named after it, or one its docstring names (and that exists)."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +8,8 @@ import pytest
 
 from lab.runfolder import REPO_ROOT
 
-MODULES = [p for d in ("lab/views", "ui") for p in sorted((REPO_ROOT / d).glob("*.py")) if p.name != "__init__.py"]
+MODULES = [p for d in ("lab", "lab/events", "lab/engine", "lab/views", "ui", "training")
+           for p in sorted((REPO_ROOT / d).glob("*.py")) if p.name not in ("__init__.py", "__main__.py")]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda p: p.relative_to(REPO_ROOT).as_posix())
