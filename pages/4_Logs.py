@@ -133,11 +133,11 @@ def draw_sections(charts: list[scalar_chart.ScalarChart], log_y: bool, outliers:
                     fig = scalar_chart.scalar_figure(chart, log_y=log_y, ignore_outliers=outliers)
                     st.plotly_chart(fig, key=f"logs_chart_{chart.tag}", width="stretch")
                     stem = scalar_chart.file_stem(chart.tag)
-                    d1, d2, _ = st.columns([1, 1, 3])
+                    row = st.container(horizontal=True)
                     # Callables: a chart's points are serialised only when the user clicks.
-                    d1.download_button("CSV", data=lambda c=chart: scalar_chart.chart_csv(c), file_name=f"{stem}.csv",
+                    row.download_button("CSV", data=lambda c=chart: scalar_chart.chart_csv(c), file_name=f"{stem}.csv",
                                        mime="text/csv", key=f"logs_csv_{chart.tag}", on_click="ignore")
-                    d2.download_button("JSON", data=lambda c=chart: scalar_chart.chart_json(c), file_name=f"{stem}.json",
+                    row.download_button("JSON", data=lambda c=chart: scalar_chart.chart_json(c), file_name=f"{stem}.json",
                                        mime="application/json", key=f"logs_json_{chart.tag}", on_click="ignore")
 
 
@@ -186,9 +186,7 @@ def show(runs: list[str], pattern: str, axis: str, weight: float, log_y: bool, o
         data=lambda: browse.scalars_csv(scalars, runs, tags, weight=weight),
         file_name="scalars.csv", mime="text/csv", key="logs_csv", on_click="ignore",
     )
-    key_html = scalar_chart.colour_key(runs)
-    if key_html:
-        st.markdown(key_html, unsafe_allow_html=True)
+    st.markdown(scalar_chart.colour_key(runs), unsafe_allow_html=True)  # the legend of every chart
     draw_sections(charts[:MAX_CHARTS], log_y, outliers)
 
 

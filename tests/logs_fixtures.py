@@ -75,7 +75,7 @@ def make_experiments(root: Path, experiments: int = 10, points: int = 100, hpara
     for i, name in enumerate(names):
         exp, rest = name.split("/")
         lr, bs, seed = (p[2:] if p.startswith(("lr", "bs")) else p[1:] for p in rest.split("-"))
-        steps, loss, acc = curves(points, float(lr), int(seed))
+        steps, loss, acc = curves(points, float(lr), int(seed) * 100 + int(bs))
         run_dir = root / name
         write_events(run_dir / f"events.out.tfevents.{int(T0) + i}.gen", {TAGS[0]: (steps, loss), TAGS[1]: (steps, acc)},
                      t0=T0 + i)

@@ -56,8 +56,8 @@ def test_same_run_same_colour_on_every_chart_whatever_else_is_drawn(scalars):
 def test_smoothed_line_over_the_faint_raw_line(scalars):
     chart = sc.scalar_charts(scalars, ["a"], ["train/loss"], weight=0.6)[0]
     raw, smoothed = sc.scalar_figure(chart).data
-    assert raw.opacity == sc.RAW_OPACITY and raw.hoverinfo == "skip" and raw.showlegend is False
-    assert smoothed.opacity is None and smoothed.showlegend and raw.line.color == smoothed.line.color
+    assert raw.opacity == sc.RAW_OPACITY and raw.hoverinfo == "skip"
+    assert smoothed.opacity is None and raw.line.color == smoothed.line.color
     np.testing.assert_allclose(raw.y, [3.0, 2.0, 1.0, 0.5])
     last, out = 0.0, []
     for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):  # TensorBoard's debiased EMA, by hand
@@ -125,16 +125,12 @@ def test_point_budget_keeps_spikes_and_pairs_raw_with_smoothed():
     np.testing.assert_allclose(smoothed.y, chart.lines[0].smoothed[np.asarray(raw.x, dtype=int)])
 
 
-def test_legend_gives_way_to_a_colour_key_for_many_runs(scalars):
-    from lab.events.columns import Series
-
-    s = Series(np.arange(3), np.arange(3.0), np.arange(3.0))
-    many = [f"run<{i}>" for i in range(sc.LEGEND_MAX + 1)]
-    chart = sc.scalar_charts({r: {"t": s} for r in many}, many, ["t"])[0]
+def test_one_colour_key_instead_of_a_legend_on_each_chart(scalars):
+    chart = sc.scalar_charts(scalars, ["a", "nested/b"], ["train/loss"])[0]
     assert sc.scalar_figure(chart).layout.showlegend is False
-    key = sc.colour_key(many)
-    assert "run&lt;0&gt;" in key and sc.run_colour(many[0]) in key  # names escaped, colours as drawn
-    assert sc.colour_key(many[:3]) is None
+    key = sc.colour_key(["run<0>", "a"])
+    assert "run&lt;0&gt;" in key and "<0>" not in key  # names escaped
+    assert key.index(sc.run_colour("run<0>")) < key.index("run&lt;0&gt;") < key.index(sc.run_colour("a"))
 
 
 def test_chart_csv_and_json_hold_every_point(scalars):
@@ -155,3 +151,10 @@ def test_json_writes_nan_as_null():
     s = Series(np.arange(2), np.arange(2.0), np.array([1.0, np.nan]))
     chart = sc.scalar_charts({"r": {"t": s}}, ["r"], ["t"])[0]
     assert json.loads(sc.chart_json(chart))["runs"]["r"][1][2] is None
+
+
+def test_a_single_point_is_drawn_as_a_dot(scalars):
+    chart = sc.scalar_charts(scalars, ["a", "nested/b"], ["val/loss", "train/loss"])
+    [dot] = sc.scalar_figure(chart[0]).data  # nested/b logged val/loss once
+    assert dot.mode == "markers" and dot.marker.color == sc.run_colour("nested/b")
+    assert {t.mode for t in sc.scalar_figure(chart[1]).data} == {"lines"}

@@ -2,7 +2,7 @@
 
 Owns one chart per tag with one line per run: the smoothed line over the raw
 one in a faint shade of the same colour, a colour fixed by the run's name
-(the same on every chart and in every legend, whatever else is selected), a
+(the same on every chart and in the colour key, whatever else is selected), a
 linear or log y axis, TensorBoard's "ignore outliers in chart scaling" (the
 y axis spans the 5th to 95th percentile of the drawn values), plotly's
 unified hover naming every run at that x with its smoothed and raw value,
@@ -14,11 +14,11 @@ tests/test_scalar_chart.py.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import io
 import json
 import math
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +28,14 @@ import plotly.graph_objects as go
 
 from lab.views.browse import X_AXES, X_TITLES, smooth, x_values
 
-# Dark24 then Plotly's ten, without repeats: colours that read on white.
+# d3's category10 then CARTO's Bold: hues that read on white and differ from each other.
 PALETTE = (
-    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86", "#EB663B", "#511CFB",
-    "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#1616A7",
-    "#DA60CA", "#6C4516", "#0D2A63", "#AF0038", "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3",
-    "#FF6692", "#B6E880", "#FF97FF", "#FECB52",
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#7f3c8d", "#11a579", "#3969ac", "#f2b701", "#e73f74", "#80ba5a", "#e68310", "#008695", "#cf1c90", "#f97b72",
+    "#a5aa99",
 )
 RAW_OPACITY = 0.25
 POINT_BUDGET = 24_000  # points per chart over all its lines: what a browser draws quickly
-LEGEND_MAX = 12  # more runs than this: no legend on the chart, the hover names them
 NO_PREFIX = "(no prefix)"
 OUTLIER_BAND = (5.0, 95.0)
 _HOVER = "%{fullData.name}: %{y:.4g}"  # the run's name in plotly's unified hover, then its value
@@ -64,8 +62,13 @@ class ScalarChart:
 
 
 def run_colour(run: str) -> str:
-    """The colour of a run on every chart: from a CRC of its name, so it never depends on the other runs."""
-    return PALETTE[zlib.crc32(run.encode("utf-8")) % len(PALETTE)]
+    """The colour of a run on every chart: from a hash of its name, so it never depends on the other runs.
+
+    A cryptographic hash, not CRC-32: a CRC of names one character apart (``s1``, ``s2``) differs by a
+    fixed pattern, which gives sibling runs the same colour far more often than chance.
+    """
+    digest = hashlib.blake2s(run.encode("utf-8"), digest_size=4).digest()
+    return PALETTE[int.from_bytes(digest, "big") % len(PALETTE)]
 
 
 def scalar_charts(scalars_by_run: Mapping[str, Mapping[str, Any]], runs: Sequence[str], tags: Sequence[str],
@@ -123,17 +126,20 @@ def _x(x: np.ndarray, is_time: bool) -> np.ndarray:
     return x.astype("datetime64[ms]") if is_time else x
 
 
-def _add_run(fig: go.Figure, line: RunLine, max_points: int, is_time: bool, legend: bool) -> None:
+def _add_run(fig: go.Figure, line: RunLine, max_points: int, is_time: bool) -> None:
     ix = _indices(len(line.raw), line.raw, max_points)
     x, raw = _x(line.x[ix], is_time), line.raw[ix]
     colour = run_colour(line.run)
-    common = dict(mode="lines", legendgroup=line.run, name=line.run, line=dict(color=colour, width=1.5))
+    # A run with one point (the metric add_hparams writes) would be an invisible line: a dot then.
+    mode = "lines" if len(ix) > 1 else "markers"
+    common = dict(mode=mode, legendgroup=line.run, name=line.run, line=dict(color=colour, width=1.5),
+                  marker=dict(color=colour, size=7))
     if line.smoothed is None:
-        fig.add_trace(go.Scatter(x=x, y=raw, showlegend=legend, hovertemplate=_HOVER + "<extra></extra>", **common))
+        fig.add_trace(go.Scatter(x=x, y=raw, hovertemplate=_HOVER + "<extra></extra>", **common))
         return
     # The raw line first, faint, so the smoothed one is drawn over it; the hover names the run once.
-    fig.add_trace(go.Scatter(x=x, y=raw, opacity=RAW_OPACITY, showlegend=False, hoverinfo="skip", **common))
-    fig.add_trace(go.Scatter(x=x, y=line.smoothed[ix], customdata=raw, showlegend=legend,
+    fig.add_trace(go.Scatter(x=x, y=raw, opacity=RAW_OPACITY, hoverinfo="skip", **common))
+    fig.add_trace(go.Scatter(x=x, y=line.smoothed[ix], customdata=raw,
                              hovertemplate=_HOVER + " (raw %{customdata:.4g})<extra></extra>", **common))
 
 
@@ -142,9 +148,8 @@ def scalar_figure(chart: ScalarChart, *, log_y: bool = False, ignore_outliers: b
     """The chart as a plotly figure (see the module docstring for what it shows)."""
     fig = go.Figure()
     per_line = max(200, min(2000, POINT_BUDGET // max(1, len(chart.lines) * (1 if chart.weight <= 0 else 2))))
-    legend = len(chart.lines) <= LEGEND_MAX
     for line in chart.lines:
-        _add_run(fig, line, per_line, chart.x_is_time, legend)
+        _add_run(fig, line, per_line, chart.x_is_time)
     fig.update_xaxes(title_text=chart.x_title, type="date" if chart.x_is_time else None)
     fig.update_yaxes(title_text=chart.tag.rsplit("/", 1)[-1], type="log" if log_y else "linear")
     if ignore_outliers:
@@ -152,16 +157,16 @@ def scalar_figure(chart: ScalarChart, *, log_y: bool = False, ignore_outliers: b
         band = outlier_range(drawn, log_y)
         if band is not None:
             fig.update_yaxes(range=list(band), autorange=False)
-    fig.update_layout(height=height, margin=dict(l=50, r=20, t=30, b=40), hovermode="x unified", showlegend=legend,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
+    # No legend on the chart: one colour key above all charts (``colour_key``) names the runs, as
+    # TensorBoard's runs list does, and leaves the plot its height whatever the number of runs.
+    fig.update_layout(height=height, margin=dict(l=50, r=20, t=20, b=40), hovermode="x unified", showlegend=False)
     return fig
 
 
-def colour_key(runs: Sequence[str]) -> str | None:
-    """The runs with their colours as an HTML line when the charts carry no legend (too many runs); else None."""
-    if len(runs) <= LEGEND_MAX:
-        return None
-    return " &nbsp; ".join(f'<span style="color:{run_colour(r)}">&#9632;</span> {html.escape(r)}' for r in runs)
+def colour_key(runs: Sequence[str]) -> str:
+    """The legend of every chart: the runs with their colours, as one line of HTML (names escaped)."""
+    return " &nbsp; ".join(f'<span style="white-space:nowrap"><span style="color:{run_colour(r)}">&#9632;</span> '
+                           f'{html.escape(r)}</span>' for r in runs)
 
 
 def chart_csv(chart: ScalarChart) -> bytes:
