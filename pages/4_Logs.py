@@ -26,6 +26,7 @@ REFRESH_S = 5
 TYPED = "a folder I type"
 SELECTION = "logs_selection"  # folder -> the selected run names, kept across reruns, folders and pages
 RUNS = "logs_runs"
+RUN_RE = "logs_run_re"
 TABLE = "logs_hp_table"  # the hyperparameters table's selection state
 TABLE_DRAWN = "logs_hp_drawn"  # what that table showed last: folder, each row's runs, the rows ticked
 
@@ -57,6 +58,12 @@ def store(where: str, runs: list[str]) -> None:
 
 def from_multiselect(where: str) -> None:
     store(where, st.session_state[RUNS])
+
+
+def select_matching(where: str, names: list[str]) -> None:
+    # The filter as it is now, not as it was when the button was drawn: a click that
+    # follows the typing at once must not select what the previous filter matched.
+    store(where, run_select.match_runs(names, st.session_state.get(RUN_RE, ""))[0])
 
 
 def from_toggle(where: str, runs: list[str], key: str, names: list[str]) -> None:
@@ -105,11 +112,11 @@ def choose_runs(folder: LogFolder, where: str) -> list[str]:
                                       st.session_state.get(TABLE_DRAWN), where, st.session_state.get(TABLE), names)
     store(where, selected)
     c1, c2 = st.columns([4, 1])
-    pattern = c1.text_input("Filter runs (regex)", key="logs_run_re", placeholder=r"e.g. ^exp3/  or  lr0\.1")
+    pattern = c1.text_input("Filter runs (regex)", key=RUN_RE, placeholder=r"e.g. ^exp3/  or  lr0\.1")
     matching, err = run_select.match_runs(names, pattern)
     if err:
         st.error(err)
-    c2.button("Select all matching", key="logs_select_matching", on_click=store, args=(where, matching),
+    c2.button("Select all matching", key="logs_select_matching", on_click=select_matching, args=(where, names),
               disabled=not matching, width="stretch")
     drawn = run_select.shown(selected, matching)
     st.caption(run_select.count_line(len(matching), len(names), len(selected), len(drawn)))

@@ -73,6 +73,16 @@ def test_run_regex_and_select_all_matching(runs_dir, big):
     assert any("not a valid regular expression" in e.value for e in at.error) and not at.exception
 
 
+def test_select_all_matching_right_after_typing_uses_the_new_filter(runs_dir, big):
+    at = _open(big)
+    # The typing and the click reach the server in one rerun (a quick user, a slow page):
+    # the button must select what the filter matches now, not what it matched when drawn.
+    at.text_input(key="logs_run_re").set_value("^exp7/")
+    at.button(key="logs_select_matching").click()
+    at.run()
+    assert at.multiselect(key="logs_runs").value == [n for n in NAMES if n.startswith("exp7/")]
+
+
 def test_experiment_toggle_selects_its_runs(runs_dir, big):
     at = _open(big)
     labels = {c.key: c.label for c in at.checkbox if c.key and c.key.startswith("logs_group_")}
