@@ -19,12 +19,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lab.runfolder import RUN_JSON, read_json
-from lab.views.runscalars import PARTS, run_folder_of
+from lab.views.runscalars import PARTS
+
+if TYPE_CHECKING:  # pandas is imported where a table is built, not when the page imports this
+    import pandas as pd
 
 DEFAULT_METRICS = ("train/loss", "val/loss", "train/acc", "val/acc")
 RUN_COLUMN = "run"
@@ -147,7 +150,7 @@ def hp_rows(root: Path, groups: Mapping[str, Sequence[str]], sessions: Mapping[s
     return out
 
 
-def hp_table(rows: Sequence[HpRow], order: Sequence[str] = (), varying_only: bool = False):
+def hp_table(rows: Sequence[HpRow], order: Sequence[str] = (), varying_only: bool = False) -> pd.DataFrame:
     """The rows as a DataFrame: ``run``, hyperparameters (``order`` first), then metrics.
 
     ``varying_only`` drops hyperparameters equal in every row (when there are two rows or more).
@@ -175,7 +178,7 @@ def rows_for(rows: Sequence[HpRow], runs: Iterable[str]) -> list[HpRow]:
     return [r for r in rows if r.run in keep]
 
 
-def row_runs(table, rows: Sequence[HpRow]) -> list[tuple[str, ...]]:
+def row_runs(table: pd.DataFrame, rows: Sequence[HpRow]) -> list[tuple[str, ...]]:
     """For each line of ``table`` (as drawn, top to bottom), the runs its row stands for."""
     by_run = {r.run: r.runs for r in rows}
     return [by_run.get(run, (run,)) for run in table[RUN_COLUMN]]
@@ -191,7 +194,7 @@ def _as_number(text: str) -> float | None:
         return None
 
 
-def _condition(df, part: str) -> tuple[np.ndarray | None, str | None]:
+def _condition(df: pd.DataFrame, part: str) -> tuple[np.ndarray | None, str | None]:
     m = _CONDITION.match(part)
     if not m:
         return None, f"{part.strip()!r} is not a condition: write column=value, column<value or column~regex."
@@ -219,7 +222,7 @@ def _condition(df, part: str) -> tuple[np.ndarray | None, str | None]:
     return np.array(out, dtype=bool), None
 
 
-def filter_table(df, text: str):
+def filter_table(df: pd.DataFrame, text: str) -> tuple[pd.DataFrame, str | None]:
     """The rows meeting every comma-separated condition of ``text`` (``lr<0.01, opt=adam, run~exp3``).
 
     Returns ``(rows kept as a DataFrame, error line or None)``; an empty text keeps all.
