@@ -1,6 +1,6 @@
 """lab.views.browse on real event files written by torch's SummaryWriter: folder
-resolution and its messages, the tag regex, x axes, smoothing, overlay charts
-and the CSV."""
+resolution and its messages, the tag regex, x axes, smoothing and the CSV.
+The charts built from them are tested in tests/test_scalar_chart.py."""
 from __future__ import annotations
 
 import io
@@ -80,31 +80,6 @@ def test_x_values_on_real_series(logdir):
         browse.x_values(s, "epoch")
 
 
-def test_overlay_charts_one_chart_per_tag_one_trace_per_run(logdir):
-    sc = _scalars(logdir)
-    runs = sorted(sc)
-    assert runs == ["a", "nested/b"]
-    tags, _ = browse.filter_tags(browse.all_tags(sc), "loss")
-    specs = browse.overlay_charts(sc, runs, tags, axis="step", weight=0.0)
-    assert [s.title for s in specs] == ["train/loss", "val/loss"]
-    assert [t[0] for t in specs[0].traces] == ["a", "nested/b"]
-    assert [t[0] for t in specs[1].traces] == ["nested/b"]  # run a has no val/loss
-    np.testing.assert_allclose(specs[0].traces[0][2], [3.0, 2.0, 1.0, 0.5])
-    wall = browse.overlay_charts(sc, runs, ["train/loss"], axis="wall")
-    assert wall[0].x_is_time and wall[0].x_title == "wall time"
-
-
-def test_smoothing_is_tensorboards_debiased_ema(logdir):
-    sc = _scalars(logdir)
-    spec = browse.overlay_charts(sc, ["a"], ["train/loss"], weight=0.6)[0]
-    # reference: TensorBoard's vz_line_chart smoothing, written out by hand
-    last, out = 0.0, []
-    for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):
-        last = last * 0.6 + 0.4 * v
-        out.append(last / (1 - 0.6 ** i))
-    np.testing.assert_allclose(spec.traces[0][2], out, rtol=1e-6)
-
-
 def test_scalars_csv_holds_every_selected_point(logdir):
     sc = _scalars(logdir)
     data = browse.scalars_csv(sc, ["a", "nested/b"], ["train/loss"])
@@ -129,20 +104,18 @@ def test_folder_choices(tmp_path):
     assert list(browse.folder_choices(runs, samples).values()) == [runs, samples]
 
 
+def test_smooth_is_tensorboards_debiased_ema(logdir):
+    s = _scalars(logdir)["a"]["train/loss"]
+    # reference: TensorBoard's vz_line_chart smoothing, written out by hand
+    last, out = 0.0, []
+    for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):
+        last = last * 0.6 + 0.4 * v
+        out.append(last / (1 - 0.6 ** i))
+    np.testing.assert_allclose(browse.smooth(s.value, 0.6), out, rtol=1e-6)
+    np.testing.assert_array_equal(browse.smooth(s.value, 0.0), [3.0, 2.0, 1.0, 0.5])
+
+
 def test_order_tags_puts_loss_and_accuracy_first():
     tags = ["mem/cpu0/peak_mib", "zeta", "perf/samples_per_sec", "val/acc", "train/lr", "train/loss", "sys/cpu_pct"]
     assert browse.order_tags(tags) == ["train/loss", "val/acc", "train/lr", "perf/samples_per_sec", "sys/cpu_pct",
                                        "mem/cpu0/peak_mib", "zeta"]
-
-
-def test_tensorboardx_and_torch_runs_overlay(tmp_path, logdir):
-    from tensorboardX import SummaryWriter as XWriter
-
-    w = XWriter(str(logdir / "tbx"))
-    for i, v in enumerate([4.0, 3.0]):
-        w.add_scalar("train/loss", v, global_step=i * 5, walltime=WALL0 + i)
-    w.close()
-    sc = _scalars(logdir)
-    spec = browse.overlay_charts(sc, sorted(sc), ["train/loss"])[0]
-    assert [t[0] for t in spec.traces] == ["a", "nested/b", "tbx"]
-    np.testing.assert_allclose(spec.traces[2][2], [4.0, 3.0])

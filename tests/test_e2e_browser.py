@@ -4,7 +4,8 @@ with a private runs folder, driven by Debian's Chromium through Playwright.
 Scenario: the home page; Compare on the shipped sample runs (table and
 charts); Logs on sample_data/runs; a 2-rank DDP run launched from the Launch
 page and watched on the Live page until it has ``succeeded`` with its loss
-chart drawn. Screenshots of each page go to test-artifacts/ (gitignored);
+chart drawn. Then the Logs page on a generated folder of 300 runs: a run
+regex, "Select all matching", and the charts drawing exactly those runs. Screenshots of each page go to test-artifacts/ (gitignored);
 no tracked file is written (the README's pictures are refreshed by hand with
 scripts/refresh_screenshots.py). Nothing of the server or the run may be
 left running afterwards.
@@ -18,6 +19,7 @@ import psutil
 import pytest
 
 from tests.e2e_helpers import REPO, chromium_page, processes_mentioning, streamlit_server, wait_ready
+from tests.logs_fixtures import make_experiments, run_names
 
 ARTIFACTS = REPO / "test-artifacts"
 SAMPLES = REPO / "sample_data" / "runs"
@@ -126,3 +128,34 @@ def test_launch_watch_compare_browse(server, browser_page):
     _no_exception(page)
     wait_ready(page)
     page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)
+
+
+def test_logs_filters_300_runs_by_regex(server, browser_page, tmp_path):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    root = tmp_path / "experiments"
+    make_experiments(root, experiments=10, points=50, hparams=True)
+    _open(page, f"{server.url}/Logs", ARTIFACTS)
+    page.locator('[data-testid="stRadio"] label', has_text="a folder I type").click()
+    wait_ready(page)
+    path = page.get_by_label("Path of a folder with event files (searched recursively)")
+    path.fill(str(root))
+    path.press("Enter")
+    _charts_drawn(page, at_least=2)
+    expect(page.get_by_text("300 runs · 6 selected, 6 drawn")).to_be_visible()
+    regex = page.get_by_label("Filter runs (regex)")
+    regex.fill(r"^exp3/lr0\.1-")
+    regex.press("Enter")
+    expect(page.get_by_text("10 of 300 runs match the filter · 6 selected, 0 drawn")).to_be_visible(timeout=30_000)
+    wait_ready(page)
+    page.get_by_role("button", name="Select all matching").click()
+    expect(page.get_by_text("10 of 300 runs match the filter · 10 selected, 10 drawn")).to_be_visible(timeout=30_000)
+    _charts_drawn(page, at_least=2)
+    wait_ready(page)
+    _no_exception(page)
+    # What plotly drew in the browser: every chart holds exactly the 10 matching runs.
+    drawn = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.map(t => t.name))")
+    expected = {n for n in run_names(10) if n.startswith("exp3/lr0.1-")}
+    assert len(drawn) >= 2 and all(set(names) == expected for names in drawn), drawn
+    page.screenshot(path=str(ARTIFACTS / "logs-regex.png"), full_page=True)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from lab.events import LogdirReader
+from lab.events.hparams import HparamsReader
 from lab.views import charts, text
 from lab.views.text import ChartSpec
 
@@ -26,6 +27,15 @@ def event_reader(path: str) -> LogdirReader:
     The reader locks itself, so sessions may share it.
     """
     return LogdirReader(path)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def hparams_reader(path: str) -> HparamsReader:
+    """The Logs page's incremental reader of the hyperparameters (hparams plugin records) under ``path``.
+
+    Kept like ``event_reader``: one per folder, shared by sessions (it locks itself).
+    """
+    return HparamsReader(path)
 
 
 def chart_grid(specs: Sequence[ChartSpec], key: str, *, titles_above: bool = False) -> None:

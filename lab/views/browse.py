@@ -3,9 +3,9 @@ a browser: resolve the folder a user picked or typed (with one clear line
 when it does not exist or holds no event files), choose the tags a regex
 selects (a bad regex is a message, not an exception), put scalars on an x
 axis (step, relative time or wall time), smooth them with TensorBoard's
-debiased EMA, build one chart per tag with one trace per run, and the CSV of
-the selected scalars. Event files themselves are read by ``lab.events``; a
-run folder's ``tb/`` and ``sys/`` show as one run (``lab.views.runscalars``).
+debiased EMA, and the CSV of the selected scalars. Event files themselves
+are read by ``lab.events``; the runs of a folder are ``lab.views.logfolder``,
+choosing them ``lab.views.run_select``, the charts ``lab.views.scalar_chart``.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from lab.views.text import ChartSpec
 
 X_AXES = ("step", "relative", "wall")
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time"}
@@ -139,29 +138,6 @@ def smooth(values: np.ndarray, weight: float) -> np.ndarray:
     return np.asarray(ema_debiased(v, weight), dtype=float)
 
 
-def overlay_charts(
-    scalars_by_run: Mapping[str, Mapping[str, Any]],
-    runs: Sequence[str],
-    tags: Sequence[str],
-    axis: str = "step",
-    weight: float = 0.0,
-) -> list[ChartSpec]:
-    """One chart per tag, one trace per run that has the tag (smoothed when weight > 0)."""
-    if axis not in X_AXES:
-        raise ValueError(f"unknown x axis {axis!r}: use one of {', '.join(X_AXES)}")
-    specs = []
-    for tag in tags:
-        traces = []
-        for run in runs:
-            s = scalars_by_run.get(run, {}).get(tag)
-            if s is None or not len(s.value):
-                continue
-            traces.append((run, x_values(s, axis), smooth(s.value, weight)))
-        if traces:
-            specs.append(ChartSpec(tag, X_TITLES[axis], tag.rsplit("/", 1)[-1], traces, x_is_time=axis == "wall"))
-    return specs
-
-
 def scalars_csv(
     scalars_by_run: Mapping[str, Mapping[str, Any]],
     runs: Sequence[str],
@@ -207,8 +183,3 @@ def folder_choices(runs_dir: Path, sample_runs: Path) -> dict[str, Path]:
     if sample_runs.is_dir():
         out[f"sample runs ({sample_runs})"] = sample_runs
     return out
-
-
-def default_runs(run_names: Sequence[str], limit: int = 6) -> list[str]:
-    """Runs selected when a folder opens: all of them, up to ``limit``."""
-    return sorted(run_names)[:limit]
