@@ -5,8 +5,11 @@ curves and device timelines), ``runscalars`` (a run folder's ``tb/`` and
 ``sys/`` as one run), ``live`` (which runs, the failure box, the notes) and
 ``device_strip`` (the home page's devices). Runs side by side:
 ``compare_runs`` (which runs, their names), ``compare`` (the table),
-``fairness`` (the warnings), ``compare_curves`` (the charts) and ``report``
-(the HTML export). Any folder of event files: ``browse``. Helpers:
+``fairness`` (the warnings), ``spread`` (medians, intervals, "within
+noise"), ``compare_curves`` (the charts) and ``report`` (the HTML export).
+Any folder of event files: ``logfolder`` (its runs), ``run_select`` (filter,
+experiments, selection), ``hparams_table``, ``browse`` (tags, x axes,
+smoothing) and ``scalar_chart`` (the Logs charts). Helpers:
 ``charts`` (plotly figures), ``downsample``, ``smoothing`` and ``text``
 (formatting). Pages import from here and draw; nothing here imports
 streamlit.
