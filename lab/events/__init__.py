@@ -6,7 +6,9 @@ columns with numpy (``protobuf`` decodes, with TensorBoard's own messages,
 what the fast decoder hands over), ``file_loader`` reads one file
 incrementally (offsets, truncation, errors), ``columns`` holds the growing
 arrays, ``reader`` merges a run folder's files and discovers the runs of a
-log directory, and ``export`` is the ``python -m lab scalars`` command. The
+log directory, ``hparams`` reads what TensorBoard's hparams plugin stores
+(``add_hparams``, Keras ``hp.hparams``), and ``export`` is the ``python -m
+lab scalars`` command. The
 reader's API is re-exported here, so callers write
 ``from lab.events import LogdirReader``. Tested by tests/test_events_*.py.
 """
