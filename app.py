@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import device_strip as strip, live, progress, text as ui_text
+from lab.views import device_strip as strip, live, progress, scaling as scaling_view, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 st.title("Parallel Training Lab")
@@ -90,9 +90,11 @@ runs_at_a_glance()
 
 st.subheader("Compare modes")
 st.markdown(
-    "One click runs **single**, **DP** and **DDP** with the same model, data, seed and global batch, "
+    "One click runs **single**, **DP** and **DDP** with the same model, data and seed, "
     "one after another so each has the machine to itself, then compare them on the Compare page."
 )
+scaling = st.radio("Scaling", list(scaling_view.CHOICES), format_func=scaling_view.CHOICES.get,
+                   horizontal=True, key="home_scaling", help=scaling_view.CHOICE_HELP)
 if st.button("Compare modes", type="primary", key="home_compare"):
     try:
         from lab.engine.config import RunConfig, compare_modes_configs
@@ -100,7 +102,7 @@ if st.button("Compare modes", type="primary", key="home_compare"):
         from lab.engine.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
-        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()), root)
+        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count(), scaling), root, scaling=scaling)
         st.session_state["home_sweep"] = (sweep_id, run_ids)
     except Exception as e:  # the engine names the fix; never a traceback
         st.error(f"Could not start the comparison: {e}")

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.engine.config import CHECKPOINTS, MODES, RunConfig, compare_modes_configs
+from lab.engine.config import CHECKPOINTS, MODES, STRONG, RunConfig, compare_modes_configs, scaled
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
 
@@ -40,6 +40,7 @@ _HELP = {
     "batch_size": "the global batch",
     "tags": "a tag (repeatable)",
     "extra_env": "extra environment, KEY=VALUE (repeatable)",
+    "profile_steps": "A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. 20:25); off by default",
 }
 
 
@@ -122,14 +123,14 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
-    by_mode = {c.mode: c for c in compare_modes_configs(_config(a, "single", n), n)}
+    by_mode = {c.mode: c for c in compare_modes_configs(_config(a, "single", n), n, a.scaling)}
     configs = []
     for m in modes:
         c = by_mode[m]
         if a.gpus is not None or a.nproc is not None:  # the user chose devices: keep them for every mode
-            c = _config(a, m, n)
+            c = scaled(_config(a, m, n), a.scaling)
         configs.append(c)
-    sweep_id, run_ids = launcher.launch_sweep(configs, _root())
+    sweep_id, run_ids = launcher.launch_sweep(configs, _root(), scaling=a.scaling)
     if a.json:
         _print({"sweep_id": sweep_id, "run_ids": run_ids, "runs_dir": str(_root())})
     else:
@@ -235,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_launch)
     p = sub.add_parser("sweep", help="run several modes one after another")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--scaling", default=STRONG, metavar="strong|weak",
+                   help="strong (default): every mode gets --batch-size as its global batch, the same training; "
+                        "weak: every device gets --batch-size, so the global batch grows with the devices")
     _add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("status", help="runs and their states")

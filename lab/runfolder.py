@@ -35,6 +35,8 @@ TB_DIR = "tb"                    # trainer's event files (rank 0)
 SYS_DIR = "sys"                  # supervisor's device samples as event files
 LOGS_DIR = "logs"                # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.log
 CHECKPOINTS_DIR = "checkpoints"
+PROFILE_DIR = "profile"          # trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
+BREAKDOWN_JSON = f"{PROFILE_DIR}/breakdown.json"
 SWEEPS_DIR = ".sweeps"           # in the runs root: <sweep_id>.json and .log
 
 # ---- run states ------------------------------------------------------------

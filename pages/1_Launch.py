@@ -24,7 +24,7 @@ st.title("Launch a run")
 # columns, a column one field or several stacked.
 LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     (None, [["mode"], ["gpus"], ["nproc"], ["model", ("dataset", request.FOLDER)],
-            ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags"]]),
+            ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags", "profile_steps"]]),
     ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
                       ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),

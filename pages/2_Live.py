@@ -1,16 +1,18 @@
 """Live: one run as it trains — state, progress with ETA and throughput,
 per-device utilisation and memory over time, loss and accuracy curves, the
-log tail (per rank for DDP), a Stop button, and on failure the diagnosis.
+log tail (per rank for DDP), each rank's profiler trace once written (a run
+launched with Profile steps), a Stop button, and on failure the diagnosis.
 The live part refreshes every 2 s inside a fragment, reading the run's event
 files incrementally through the shared cached reader (``ui.shared``). Layout
-only: see ``lab.views.live``, ``lab.views.progress`` and ``lab.views.run_charts``.
+only: see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``
+and ``lab.views.anatomy`` (the traces).
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import live, progress, run_charts, runscalars, text as ui_text
+from lab.views import anatomy, live, progress, run_charts, runscalars, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -100,6 +102,16 @@ def _charts(rec) -> None:
         st.caption(sys_note)
 
 
+def _traces(rec) -> None:
+    files = anatomy.trace_downloads(rec.run_dir, rec.run_id)
+    if not files:
+        return
+    st.markdown("**Profiler traces** (open them in ui.perfetto.dev)")
+    for col, (label, file_name, path) in zip(st.columns(min(len(files), 4)) * len(files), files):
+        col.download_button(label, lambda p=path: p.read_bytes(), file_name=file_name, mime="application/gzip",
+                            on_click="ignore", key=f"live_trace_{file_name}")
+
+
 def _log(rec) -> None:
     from lab.engine.logs import ranks, tail
 
@@ -131,6 +143,7 @@ def live_view(run_id: str, started_active: bool) -> None:
     _header(rec)
     _failure(rec)
     _charts(rec)
+    _traces(rec)
     _log(rec)
 
 

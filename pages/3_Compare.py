@@ -2,8 +2,11 @@
 
 Thin by design: it reads the widgets, asks ``lab.views.compare_runs`` for the
 runs, ``lab.views.compare`` for the table and its formats,
-``lab.views.fairness`` for the warnings, ``lab.views.compare_curves`` for the
-figures and ``lab.views.report`` for the HTML export, and draws them. Event
+``lab.views.fairness`` for the warnings, ``lab.views.anatomy_text`` for the
+anatomy of a step (bars and their reading), ``lab.views.anatomy`` for each
+rank's trace, ``lab.views.scaling`` for what strong and weak scaling mean,
+``lab.views.compare_curves`` for the figures and ``lab.views.report`` for the
+HTML export, and draws them. Event
 files are read through the shared cached readers (``ui.shared``). Session
 keys carry the ``cmp_`` prefix.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import compare, compare_curves, compare_runs, fairness, report
+from lab.views import anatomy, anatomy_text, compare, compare_curves, compare_runs, fairness, report, scaling
 from lab.views.runscalars import run_scalars
 from ui.shared import event_reader
 
@@ -46,9 +49,45 @@ def _table(table) -> None:
     st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
 
 
-def _figures(chosen, table, scalars) -> list:
+def _reading(chosen) -> None:
     with st.expander("How to read this"):
         st.markdown(compare.HOW_TO_READ)
+        st.markdown(scaling.HOW_TO_READ)
+        lines = anatomy_text.explain(chosen)
+        if lines:
+            st.markdown(f"**{anatomy_text.CAPTION}.** " + anatomy_text.INTRO)
+            st.markdown("\n".join(f"- {line}" for line in lines))
+
+
+def _traces(chosen, names: dict[str, str]) -> None:
+    found = [(r, anatomy.trace_downloads(r.run_dir, r.run_id)) for r in chosen]
+    found = [(r, files) for r, files in found if files]
+    if not found:
+        return
+    with st.expander("Each rank's trace (open it in ui.perfetto.dev)"):
+        for r, files in found:
+            cols = st.columns(len(files) + 1)
+            cols[0].markdown(f"**{names[r.key]}**")
+            for col, (label, file_name, path) in zip(cols[1:], files):
+                col.download_button(label, lambda p=path: p.read_bytes(), file_name=file_name,
+                                    mime="application/gzip", on_click="ignore", key=f"cmp_trace_{r.key}_{file_name}")
+
+
+def _anatomy(chosen, names: dict[str, str]) -> list:
+    """The anatomy bars and each rank's trace; returns the figures, for the export."""
+    figures = anatomy_text.anatomy_figures(chosen)
+    if not figures:
+        st.caption("None of these runs was profiled: launch with Profile steps (e.g. 20:25) to see where the time "
+                   "of a step goes.")
+        return []
+    st.subheader(anatomy_text.CAPTION)
+    st.plotly_chart(figures[0][1], key="cmp_anatomy")
+    st.caption(anatomy_text.INTRO + " *How to read this*, above, reads them with these runs' numbers.")
+    _traces(chosen, names)
+    return figures
+
+
+def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
     x = col2.radio("Against", list(compare_curves.X_AXES), format_func=compare_curves.X_AXES.get,
@@ -98,14 +137,15 @@ def main() -> None:
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
         return
-    warns = fairness.fairness_warnings(chosen)
+    warns = fairness.fairness_warnings(chosen, baseline, scalars)
     for w in warns:
         st.warning(w.message, icon="⚠️")
     table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars)
     _table(table)
     st.caption("  \n".join(compare_runs.provenance(chosen)))
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-    figures = _figures(chosen, table, scalars)
+    _reading(chosen)
+    figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
     _downloads(downloads, chosen, table, warns, figures, names[baseline])
 
 

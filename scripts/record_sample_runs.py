@@ -1,8 +1,11 @@
 """Record the sample runs shipped in sample_data/runs with this project's own launcher.
 
-Three runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP,
-same seed and global batch, on the CPU with gloo (``lab.engine.config.compare_modes_configs``
-on a machine seen as GPU-less) — are started as one sweep with
+Four runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP
+with the same seed and global batch (strong scaling), and a 2-rank DDP run
+with the same batch per device (weak scaling: twice the global batch), on the
+CPU with gloo (``lab.engine.config.compare_modes_configs`` on a machine seen as
+GPU-less), each profiled over a few steps (``--profile-steps``) so that the
+Compare page draws the anatomy of their steps — are started as one sweep with
 ``lab.engine.launcher.launch_sweep`` (one after another, never side by side, so the
 throughputs are not disturbed by each other), waited for, labelled in run.json
 ``recorded_on`` (machine, cores, torch version), and described in
@@ -10,7 +13,8 @@ throughputs are not disturbed by each other), waited for, labelled in run.json
 every figure is what the trainer and supervisor recorded. The previous sample
 runs are kept until the new ones have all succeeded.
 
-    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--out sample_data/runs]
+    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--profile-steps 20:25] [--no-weak]
+                                         [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
@@ -18,6 +22,7 @@ CPU was.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import shutil
@@ -28,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.views import compare, compare_runs, fairness  # noqa: E402
+from lab.views import anatomy_text, compare, compare_runs, fairness  # noqa: E402
 from lab.engine import launcher  # noqa: E402
-from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
+from lab.engine.config import STRONG, WEAK, RunConfig, compare_modes_configs  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
 
 MAX_BYTES = 2_000_000
@@ -82,7 +87,8 @@ def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], start
             loads: tuple[float, float], cfg: RunConfig) -> str:
     runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
     table = compare.compare_table(runs)
-    cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", "speedup", "efficiency",
+    cols = ["run", "mode", "effective mode", "devices", "global batch", "throughput (samples/s)", "speedup",
+            "efficiency", "scaling", "comm exposed % of step",
             "memory imbalance", "final val acc"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table[cols].iterrows():
@@ -90,9 +96,13 @@ def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], start
         lines.append("| " + " | ".join(cells) + " |")
     warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs)) or "- none"
     recorded_on = runs[0].recorded_on if runs else "unknown"
+    anatomy = "\n".join(f"- {line}" for line in anatomy_text.explain(runs))
+    weak = [r for r in runs if r.scaling == "weak"]
+    weak_line = (f", and DDP with 2 gloo processes at {cfg.batch_size} per process ({weak[0].option('batch_size')} "
+                 "global, weak scaling)") if weak else ""
     return f"""# Sample runs
 
-Three real runs recorded by `scripts/record_sample_runs.py` with this
+{len(runs)} real runs recorded by `scripts/record_sample_runs.py` with this
 project's own launcher (`lab.engine.launcher.launch_sweep`, sweep `{sweep_id}`), so
 that the Compare page has something to show on a fresh clone. Nothing here
 was written by hand.
@@ -102,8 +112,9 @@ was written by hand.
   average {loads[0]:.2f} before, {loads[1]:.2f} after
 - **Command:** `python {' '.join(argv)}`
 - **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
-  global batch {cfg.batch_size}, seed {cfg.seed} for all three, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
-  processes, run one after another (never side by side).
+  seed {cfg.seed}, `--checkpoint none`, profiled over steps `{cfg.profile_steps or 'none'}`; single, DataParallel
+  and DDP with 2 gloo processes at global batch {cfg.batch_size} (strong scaling){weak_line}, run one
+  after another (never side by side).
 
 On a machine without GPUs DataParallel has nothing to split over, so the
 trainer falls back to one device and says so (`effective_mode` in
@@ -114,6 +125,9 @@ benchmark of DP or DDP.
 ## What the Compare page computes from them
 
 {chr(10).join(lines)}
+
+Where the time of a step goes (the Compare page's *Anatomy of a step*):
+{anatomy or "- no run was profiled"}
 
 Warnings:
 {warns}
@@ -126,11 +140,22 @@ the previous runs are replaced only when all new runs succeed.
 """
 
 
-def _record(out: Path, configs: list[RunConfig], timeout_s: float) -> tuple[str, list[str]]:
+def _configs(base: RunConfig, weak: bool) -> tuple[list[RunConfig], list[str]]:
+    """The strong-scaling trio and, with ``weak``, a weak-scaling DDP run; CPU/gloo on purpose, even where GPUs exist."""
+    configs = compare_modes_configs(base, gpu_count=0)
+    scalings = [STRONG] * len(configs)
+    if weak:
+        ddp = next(c for c in compare_modes_configs(base, gpu_count=0, scaling=WEAK) if c.mode == "ddp")
+        configs.append(dataclasses.replace(ddp, name=f"{base.name}-ddp-weak"))
+        scalings.append(WEAK)
+    return configs, scalings
+
+
+def _record(out: Path, configs: list[RunConfig], scalings: list[str], timeout_s: float) -> tuple[str, list[str]]:
     """One sweep into ``out``, waited for; raises RuntimeError (nothing left running) unless all succeed."""
     run_ids: list[str] = []
     try:
-        sweep_id, run_ids = launcher.launch_sweep(configs, runs_dir=out)
+        sweep_id, run_ids = launcher.launch_sweep(configs, runs_dir=out, scaling=scalings)
         print(f"sweep {sweep_id}: {', '.join(run_ids)}", flush=True)
         states = {rid: launcher.wait(rid, out, timeout_s=timeout_s) for rid in run_ids}
         for rid, state in states.items():
@@ -160,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--log-every", type=int, default=2)
+    ap.add_argument("--profile-steps", default="20:25", metavar="A:B",
+                    help="profile optimizer steps A to B-1 of every run ('' for none); B-1 must not pass the shortest "
+                         "run's last step (the weak DDP run takes half the steps per epoch)")
+    ap.add_argument("--no-weak", dest="weak", action="store_false",
+                    help="leave out the weak-scaling DDP run (same batch per device, twice the global batch)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
     ap.add_argument("--max-load", type=float, default=1.0,
                     help="start once the 1-minute load average is below this (other work skews throughput)")
@@ -170,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out.resolve()
     base = RunConfig(model="tinycnn", dataset="digits", batch_size=args.batch_size, epochs=args.epochs,
-                     seed=0, checkpoint="none", log_every=args.log_every, name="sample")
-    configs = compare_modes_configs(base, gpu_count=0)  # CPU/gloo on purpose, even where GPUs exist
+                     seed=0, checkpoint="none", log_every=args.log_every, name="sample",
+                     profile_steps=args.profile_steps)
+    configs, scalings = _configs(base, args.weak)
     # Denser sys/ samples than the default 1 s: these runs last seconds.
     os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
 
@@ -186,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             out.mkdir(parents=True)
             started, t0 = now_iso(), time.monotonic()
             try:
-                sweep_id, run_ids = _record(out, configs, args.timeout)
+                sweep_id, run_ids = _record(out, configs, scalings, args.timeout)
             except RuntimeError as exc:
                 print(f"error: {exc}. Previous sample runs kept.", file=sys.stderr)
                 failed = out.with_name(out.name + ".failed")

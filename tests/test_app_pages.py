@@ -92,6 +92,17 @@ def test_launch_refuses_batch_zero_and_starts_nothing(runs_dir):
     assert not list(runs_dir.iterdir())
 
 
+def test_launch_profile_steps_reach_the_command_or_name_the_fix(runs_dir):
+    at = _app("pages/1_Launch.py")
+    assert at.text_input(key="launch_profile").value == ""  # off by default
+    assert "--profile-steps" not in at.code[0].value
+    at.text_input(key="launch_profile").set_value("20:25").run()
+    assert "--profile-steps 20:25" in at.code[0].value
+    at.text_input(key="launch_profile").set_value("25:20").run()
+    assert any("B must be greater than A" in e for e in _texts(at, "error"))
+    assert not list(runs_dir.iterdir())
+
+
 def test_launch_refuses_batch_that_does_not_split(runs_dir):
     at = _app("pages/1_Launch.py")
     at.radio(key="launch_mode").set_value("ddp")
@@ -193,13 +204,16 @@ def test_live_stop_button_stops_a_running_run(runs_dir):
     assert any("### stopped" == m.value for m in at.markdown)
 
 
-def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir):
+@pytest.mark.parametrize("scaling", ["strong", "weak"])
+def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir, scaling):
     import json
 
     from lab.engine.registry import list_runs
     from tests.e2e_helpers import processes_mentioning
 
     at = _app()
+    assert at.radio(key="home_scaling").value == "strong"  # today's behaviour unless asked
+    at.radio(key="home_scaling").set_value(scaling)
     at.button(key="home_compare").click()
     at.run(timeout=60)
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -207,9 +221,14 @@ def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir):
     runs = list_runs(runs_dir)
     assert sorted(r.mode for r in runs) == ["ddp", "dp", "single"]
     assert len({r.sweep_id for r in runs}) == 1
-    configs = [json.loads((runs_dir / r.run_id / "run.json").read_text())["config"] for r in runs]
-    for key in ("model", "dataset", "seed", "batch_size", "epochs"):
-        assert len({c[key] for c in configs}) == 1, key  # same model, data, seed, global batch
+    metas = {r.mode: json.loads((runs_dir / r.run_id / "run.json").read_text()) for r in runs}
+    configs = [m["config"] for m in metas.values()]
+    for key in ("model", "dataset", "seed", "epochs"):
+        assert len({c[key] for c in configs}) == 1, key  # same model, data, seed
+    assert {m["scaling"] for m in metas.values()} == {scaling}
+    batches = {mode: m["config"]["batch_size"] for mode, m in metas.items()}
+    # strong: one global batch; weak: one batch per device (no GPU here: DP is one device, DDP two processes)
+    assert batches == ({"single": 64, "dp": 64, "ddp": 64} if scaling == "strong" else {"single": 64, "dp": 64, "ddp": 128})
     at.button(key="home_stop_sweep").click()
     at.run(timeout=60)
     assert not at.exception

@@ -78,3 +78,17 @@ def test_bar_and_grouped_bar():
     assert list(fig.data[1].y) == [None, 310.0]
     with pytest.raises(ValueError, match="2 categories"):
         charts.grouped_bar_figure(["a", "b"], {"x": [1.0]}, y_title="v")
+
+
+def test_stacked_bars_one_row_per_bar_first_on_top():
+    fig = charts.stacked_bar_figure(
+        ["ddp", "ddp · communication"], {"forward": [1.5, None], "idle": [0.0, 0.0], "hidden": [None, 2.0]},
+        x_title="ms", colours={"forward": "#111111", "hidden": "#222222"}, patterns={"hidden": "/"})
+    assert [t.name for t in fig.data] == ["forward", "hidden"]  # a segment that is zero everywhere is left out
+    assert fig.layout.barmode == "stack" and fig.layout.yaxis.autorange == "reversed"
+    forward, hidden = fig.data
+    assert list(forward.y) == ["ddp", "ddp · communication"] and list(forward.x) == [1.5, None]
+    assert forward.orientation == "h" and forward.marker.color == "#111111" and list(forward.text) == ["1.5", ""]
+    assert hidden.marker.pattern.shape == "/" and hidden.marker.pattern.fgcolor == "#222222"
+    with pytest.raises(ValueError, match="2 rows"):
+        charts.stacked_bar_figure(["a", "b"], {"x": [1.0]}, x_title="ms")

@@ -95,6 +95,7 @@ def test_table_figures_are_exact(trio):
     assert df.loc["c-ddp", "epoch time (s)"] == pytest.approx(6400 / 1800)
     assert df.loc["a-single", "final val acc"] == 0.875
     assert df.loc["b-dp", "devices"] == "cuda0, cuda1"
+    assert list(df["scaling"]) == ["strong"] * 3  # one global batch, no scaling recorded: read from the batches
 
 
 def test_baseline_choice(trio):
@@ -219,6 +220,7 @@ def test_csv_columns_and_values(trio):
     back = pd.read_csv(io.BytesIO(compare.table_csv(df)))
     assert list(back.columns) == (
         compare.COLUMNS_BEFORE_DEVICES + ["peak MiB cuda0", "peak MiB cuda1"] + compare.COLUMNS_AFTER_DEVICES
+        + compare.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
     )
     assert back["speedup"].tolist() == pytest.approx([1.8, 1.5, 1.0])
 

@@ -62,6 +62,9 @@ def test_launch_status_logs_stop_rm(runs_dir):
     (["logs", "no-such-run"], "no run"),
     (["sweep", "--modes", "single,fsdp"], "use a comma list of single, dp, ddp"),
     (["sweep", "--modes", "single,ddp", "--batch-size", "33"], "run 2 (ddp): batch 33 does not split"),
+    (["sweep", "--scaling", "medium"], "scaling: unknown scaling 'medium': use strong (same global batch) or weak"),
+    (["launch", "--profile-steps", "5"], "profile-steps: profile steps '5': not A:B in whole steps"),
+    (["sweep", "--max-steps", "4", "--profile-steps", "3:9"], "stops after max_steps 4: end the window by 5"),
 ])
 def test_errors_are_one_line_and_exit_2(runs_dir, args, text):
     r = lab(runs_dir, *args, timeout=60)

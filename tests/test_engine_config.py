@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.config import ConfigError, RunConfig, compare_modes_configs, problems, validate
+from lab.engine.config import ConfigError, RunConfig, compare_modes_configs, problems, scaled, validate
 from lab.engine.launcher import build_command, other_node_commands
 from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT
@@ -96,6 +96,10 @@ def test_multi_node_commands():
     (RunConfig(lr=0), 0, "lr", "must be above 0"),
     (RunConfig(image_size=2), 0, "image_size", "outside 4..1024"),
     (RunConfig(checkpoint="best"), 0, "checkpoint", "use last or none"),
+    (RunConfig(profile_steps="20-25"), 0, "profile_steps", "not A:B in whole steps: e.g. 20:25"),
+    (RunConfig(profile_steps="0:5"), 0, "profile_steps", "steps count from 1: start at 1 or later, e.g. 1:5"),
+    (RunConfig(profile_steps="5:5"), 0, "profile_steps", "B must be greater than A (the window is steps A to B-1), e.g. 5:10"),
+    (RunConfig(max_steps=8, profile_steps="5:11"), 0, "profile_steps", "stops after max_steps 8: end the window by 9"),
 ])
 def test_bad_configs_name_the_fix(cfg, gpus, field, text):
     errs = problems(cfg, gpus)
@@ -104,6 +108,13 @@ def test_bad_configs_name_the_fix(cfg, gpus, field, text):
     with pytest.raises(ConfigError) as e:
         validate(cfg, gpus)
     assert e.value.field == field
+
+
+def test_profile_steps_reach_the_trainer_only_when_asked():
+    assert "--profile-steps" not in build_command(RunConfig(), RUN, 0, base_env={})[0]
+    argv, _ = build_command(RunConfig(mode="ddp", nproc=2, profile_steps="20:25"), RUN, 1, base_env={})
+    assert argv[-2:] == ["--profile-steps", "20:25"]
+    assert problems(RunConfig(max_steps=9, profile_steps="5:10"), 0) == []  # steps 5-9 of 9: fits
 
 
 def test_problems_lists_all_and_good_configs_pass(tmp_path):
@@ -125,6 +136,21 @@ def test_compare_modes_configs_share_everything_but_the_mode():
         assert (c.model, c.dataset, c.seed, c.batch_size) == ("resnet18", "synthetic", 7, 64)
         assert problems(c, 4 if c.gpus else 0) == []
     assert [c.name for c in cpu] == ["cmp-single", "cmp-dp", "cmp-ddp"]
+    assert compare_modes_configs(base, 4, "strong") == gpu  # strong is the default
+
+
+def test_weak_scaling_keeps_the_batch_per_device():
+    base = RunConfig(batch_size=32, name="w")
+    cpu = compare_modes_configs(base, 0, "weak")  # DP on the CPU is one device: its batch stays
+    assert [(c.mode, c.batch_size, c.batch_size // c.world_size) for c in cpu] == [
+        ("single", 32, 32), ("dp", 32, 32), ("ddp", 64, 32)]
+    gpu = compare_modes_configs(base, 4, "weak")
+    assert [(c.mode, c.batch_size) for c in gpu] == [("single", 32), ("dp", 128), ("ddp", 128)]
+    two_nodes = scaled(RunConfig(mode="ddp", nproc=2, nnodes=2, rdzv_endpoint="h:1", batch_size=8), "weak")
+    assert two_nodes.batch_size == 32  # every rank of every node
+    with pytest.raises(ConfigError) as e:
+        compare_modes_configs(base, 0, "medium")
+    assert e.value.field == "scaling" and "use strong (same global batch) or weak" in e.value.message
 
 
 def _snap(gpus=()):

@@ -54,6 +54,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
     # the folder only counts with the imagefolder kind; a bare kind is left for problems() to name
     assert request.run_config({"dataset": "synthetic", request.FOLDER: "/x"}, 0)[0].dataset == "synthetic"
     assert request.run_config({"dataset": "imagefolder"}, 0)[0].dataset == "imagefolder"
+    assert request.run_config({"profile_steps": " 20:25 "}, 0)[0].profile_steps == "20:25"  # as typed, trimmed
 
 
 @pytest.mark.parametrize("cfg,gpu_count", [
@@ -61,6 +62,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
     (RunConfig(mode="ddp", nproc=3, tags=("a", "b"), extra_env={"X": "1", "Y": "a=b"}, amp=True, lr=0.1), 0),
     (RunConfig(mode="dp", gpus=(1, 2), dataset="imagefolder:/data/x", name="n", checkpoint="none"), 4),
     (RunConfig(mode="ddp", gpus=(0, 1), nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="h:29400"), 2),
+    (RunConfig(profile_steps="20:25"), 0),
 ])
 def test_form_values_give_the_config_back(cfg, gpu_count):
     values = request.form_values(cfg)

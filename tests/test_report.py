@@ -140,3 +140,21 @@ def test_text_is_escaped(tmp_path):
     html = report.build_html(runs=runs, table=compare.compare_table(runs),
                              warnings=[fairness.FairnessWarning("k", "<script>alert(1)</script>")], figures=[])
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
+
+
+def test_html_holds_the_anatomy_bars_and_their_reading(tmp_path):
+    """The page passes the anatomy figure first; the export draws its bars and prints its reading under it."""
+    from lab.views import anatomy_text
+    from tests.test_anatomy import DDP, write_breakdown
+
+    d = make_run(tmp_path / "r", "ddp", mode="ddp", devices=("cpu0", "cpu1"))
+    write_breakdown(d, mode="ddp", world=2, step=6.0, phases=DDP)
+    runs = compare_runs.load_runs(tmp_path / "r")
+    figures = anatomy_text.anatomy_figures(runs)
+    html = report.build_html(runs=runs, table=compare.compare_table(runs), warnings=[], figures=figures)
+    [(bars, _)] = embedded_figures(html)
+    assert {t["name"] for t in bars} >= {"forward", "backward", "communication, waited for"}
+    assert next(_array(t["x"]) for t in bars if t["name"] == "backward") == [4.69, None]
+    assert "<h2>Anatomy of a step</h2>" in html
+    assert "<b>ddp</b> (DDP, 2 ranks) waits 3.1 ms per step on all-reduce, 52% of its 6.0 ms step" in html
+    assert "<b>Strong or weak scaling.</b>" in html  # the scaling text is part of "How to read this"

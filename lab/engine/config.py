@@ -4,7 +4,9 @@ This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
 starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
-three configs of the "Compare modes" button (``compare_modes_configs``).
+three configs of the "Compare modes" button (``compare_modes_configs``), under
+strong scaling (the global batch kept) or weak scaling (the per-device batch
+kept, ``scaled``).
 Nothing here starts a process or touches NVML: the GPU count is an argument.
 Tested by tests/test_engine_config.py.
 """
@@ -24,6 +26,8 @@ CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
+STRONG, WEAK = "strong", "weak"
+SCALINGS = (STRONG, WEAK)  # a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -70,6 +74,7 @@ class RunConfig:
     image_size: int = 32
     checkpoint: str = "last"
     grad_norm_warn: float = 0.0
+    profile_steps: str = ""  # "A:B": the trainer's --profile-steps (steps A..B-1); empty = off
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -195,7 +200,24 @@ def _number_problems(c: RunConfig) -> list[ConfigError]:
     need(isinstance(c.image_size, int) and 4 <= c.image_size <= 1024, "image_size", f"image size {c.image_size} is outside 4..1024: use e.g. 32")
     need(isinstance(c.grad_norm_warn, (int, float)) and c.grad_norm_warn >= 0, "grad_norm_warn", f"grad_norm_warn {c.grad_norm_warn} must be 0 (off) or more")
     need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
+    window = _profile_problem(c.profile_steps, c.max_steps)
+    need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
     return out
+
+
+def _profile_problem(text: object, max_steps: object) -> str | None:
+    """What is wrong with a ``--profile-steps`` window, as far as it can be told without the data set."""
+    m = re.fullmatch(r"(\d+):(\d+)", text) if isinstance(text, str) else None
+    if text == "" or not m:
+        return None if text == "" else "not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24; leave it empty for none"
+    a, b = int(m.group(1)), int(m.group(2))
+    if a < 1:
+        return f"steps count from 1: start at 1 or later, e.g. 1:{max(b, 2)}"
+    if b <= a:
+        return f"B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}"
+    if isinstance(max_steps, int) and 0 < max_steps < b - 1:
+        return f"the run stops after max_steps {max_steps}: end the window by {max_steps + 1} or raise max_steps"
+    return None
 
 
 def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
@@ -249,19 +271,30 @@ def normalized(config: RunConfig) -> RunConfig:
     return config
 
 
-def compare_modes_configs(base: RunConfig, gpu_count: int) -> list[RunConfig]:
-    """single, DP and DDP configs of the same model, data, seed and global batch.
+def scaled(config: RunConfig, scaling: str) -> RunConfig:
+    """``config`` in a sweep of ``scaling``: strong keeps its global batch, weak makes it the batch per device."""
+    if scaling not in SCALINGS:
+        raise ConfigError("scaling", f"unknown scaling {scaling!r}: use strong (same global batch) or weak "
+                                     "(same batch per device)")
+    if scaling == WEAK:
+        return dataclasses.replace(config, batch_size=config.batch_size * config.world_size)
+    return config
+
+
+def compare_modes_configs(base: RunConfig, gpu_count: int, scaling: str = STRONG) -> list[RunConfig]:
+    """single, DP and DDP configs of the same model, data and seed, under ``scaling``.
 
     With GPUs: single on the first GPU, DP and DDP over all of them. Without:
     everything on the CPU, DDP as two gloo processes (DP falls back to one device).
+    ``base.batch_size`` is every mode's global batch (strong) or every device's batch (weak, ``scaled``).
     """
     gpus = tuple(range(gpu_count))
     first = gpus[:1]
     nproc = len(gpus) or CPU_DDP_PROCESSES
     stem = base.name or f"cmp-{base.model}"
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
-    return [
+    return [scaled(c, scaling) for c in (
         dataclasses.replace(base, mode="single", gpus=first, nproc=1, name=f"{stem}-single"[:40], **common),
         dataclasses.replace(base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common),
         dataclasses.replace(base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common),
-    ]
+    )]

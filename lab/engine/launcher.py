@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from lab.engine import devices, procs, registry
-from lab.engine.config import RunConfig, normalized, problems, validate
+from lab.engine.config import SCALINGS, RunConfig, normalized, problems, validate
 from lab.engine.diagnose import supervisor_failure
 from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
@@ -50,6 +50,8 @@ def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
             "--grad-norm-warn", str(float(c.grad_norm_warn)), "--device", "cuda" if c.gpus else "cpu"]
     if c.amp:
         args.append("--amp")
+    if c.profile_steps:
+        args += ["--profile-steps", c.profile_steps]
     return args
 
 
@@ -111,7 +113,7 @@ def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
 
 # ---- starting -------------------------------------------------------------
 
-def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str) -> str:
+def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str, scaling: str | None = None) -> str:
     """Create the run folder and its run.json; the run is queued until its supervisor writes status.json."""
     root.mkdir(parents=True, exist_ok=True)
     for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
@@ -129,6 +131,7 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         "argv": argv, "env": run_env(config, run_dir, None, os.environ.get("PYTHONPATH")),
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
+        "scaling": scaling,
     })
     return run_id
 
@@ -211,10 +214,19 @@ def _sweep_file(root: Path, sweep_id: str, suffix: str = ".json") -> Path:
     return root / SWEEPS_DIR / f"{check_run_id(sweep_id)}{suffix}"
 
 
-def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tuple[str, list[str]]:
-    """Run ``configs`` one after another under one background supervisor."""
+def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
+                 scaling: str | list[str | None] | None = None) -> tuple[str, list[str]]:
+    """Run ``configs`` one after another under one background supervisor.
+
+    ``scaling`` (``config.SCALINGS``, one for all or one per config) is what the
+    configs were made under (``config.compare_modes_configs``); each run.json
+    records its own, for the Compare page to label and compute efficiency by.
+    """
     if not configs:
         raise ValueError("a sweep needs at least one config")
+    scalings = list(scaling) if isinstance(scaling, (list, tuple)) else [scaling] * len(configs)
+    if len(scalings) != len(configs) or not set(scalings) <= set(SCALINGS) | {None}:
+        raise ValueError(f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config")
     gpu_count, recorded_on = _machine()
     for i, c in enumerate(configs):
         found = problems(c, gpu_count)
@@ -223,11 +235,11 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tupl
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
     root = root_or_default(runs_dir)
     sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
-    run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on) for c in configs]
+    run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)]
     sweep_file = _sweep_file(root, sweep_id)
     sweep_file.parent.mkdir(exist_ok=True)
     write_json_atomic(sweep_file, {"sweep_id": sweep_id, "run_ids": run_ids, "runs_dir": str(root),
-                                   "created_at": now_iso()})
+                                   "created_at": now_iso(), "scaling": scaling})
     log_path = _sweep_file(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
     return sweep_id, run_ids

@@ -88,6 +88,10 @@ FIELDS: tuple[FormField, ...] = (
     FormField("image_size", "Image size", "int", "launch_image_size", step=8),
     FormField("checkpoint", "Checkpoint", "select", "launch_checkpoint", options=CHECKPOINTS),
     FormField("grad_norm_warn", "Warn above grad norm (0 = off)", "float", "launch_grad_warn", step=1.0),
+    FormField("profile_steps", "Profile steps (A:B, empty = off)", "text", "launch_profile",
+              help="torch.profiler over optimizer steps A to B-1 on every rank, e.g. 20:25 (steps 20-24): the "
+                   "Compare page then shows where each step's time goes, and each rank's trace opens in Perfetto. "
+                   "Keep it short and after the first steps: profiled steps are slower and count in throughput."),
     FormField("extra_env", "Extra environment (KEY=VALUE per line)", "lines", "launch_env"),
     FormField("nnodes", "Nodes", "int", "launch_nnodes"),
     FormField("node_rank", "This node's rank", "int", "launch_node_rank"),
@@ -168,7 +172,7 @@ def run_config(values: Mapping[str, Any], gpu_count: int) -> tuple[RunConfig, li
     except ConfigError as e:
         errors.append(e)
         kw["extra_env"] = {}
-    for name in ("name", "rdzv_endpoint"):
+    for name in ("name", "rdzv_endpoint", "profile_steps"):
         if isinstance(kw.get(name), str):
             kw[name] = kw[name].strip()
     return RunConfig(**kw), errors

@@ -21,6 +21,10 @@ Public API (stable; other pages build on it):
 - ``grouped_bar_figure(categories, series, *, y_title, x_title="", title=None,
   text_format=".0f")``: ``series`` maps a legend name (e.g. a device) to one
   value per category (e.g. per run); ``None`` leaves a gap.
+- ``stacked_bar_figure(rows, segments, *, x_title, colours=None, patterns=None,
+  title=None, text_format=".1f")``: one horizontal bar per row, the first on
+  top, stacked from ``segments`` (legend name -> one value per row) in their
+  order; a segment keeps its colour (and fill pattern) in every row.
 """
 from __future__ import annotations
 
@@ -212,6 +216,46 @@ def grouped_bar_figure(
     fig.update_yaxes(title_text=y_title)
     fig = _base_layout(fig, title)
     fig.update_layout(hovermode="closest")
+    return fig
+
+
+def stacked_bar_figure(
+    rows: Sequence[str],
+    segments: Mapping[str, Sequence[float | None]],
+    *,
+    x_title: str,
+    colours: Mapping[str, str] | None = None,
+    patterns: Mapping[str, str] | None = None,
+    title: str | None = None,
+    text_format: str = ".1f",
+) -> go.Figure:
+    """Horizontal bars, one per row (first on top), each stacked from the segments in order.
+
+    A segment with no value above zero in any row is left out of the figure
+    and its legend; values too small for their text show it on hover only.
+    """
+    fig = go.Figure()
+    for name, values in segments.items():
+        if len(values) != len(rows):
+            raise ValueError(f"segment {name!r} has {len(values)} values for {len(rows)} rows")
+        vals = [_none_if_nan(v) for v in values]
+        if not any(v for v in vals):
+            continue
+        marker: dict[str, Any] = {"color": (colours or {}).get(name)}
+        if (patterns or {}).get(name):
+            # hatched on white, outlined in the colour: the same hue as its solid sibling, visibly apart
+            marker["pattern"] = {"shape": patterns[name], "fillmode": "overlay", "fgcolor": marker["color"]}
+            marker["line"] = {"color": marker["color"], "width": 1}
+            marker["color"] = "rgba(255,255,255,0)"
+        fig.add_trace(go.Bar(y=list(rows), x=vals, name=name, orientation="h", marker=marker,
+                             text=[("" if not v else format(v, text_format)) for v in vals],
+                             textposition="inside", insidetextanchor="middle", textangle=0,
+                             hovertemplate=f"{name}: %{{x:{text_format}}}<extra>%{{y}}</extra>"))
+    fig.update_layout(barmode="stack", uniformtext=dict(minsize=9, mode="hide"))
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
+    fig = _base_layout(fig, title, height=max(_HEIGHT // 2, 110 + 34 * len(rows)))
+    fig.update_layout(hovermode="closest", legend=dict(traceorder="normal"))  # stacked bars list it reversed
     return fig
 
 

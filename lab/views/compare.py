@@ -12,7 +12,13 @@ browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 
 - speedup = steady throughput / the baseline's steady throughput;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
-  speedup / number of devices when the baseline is a one-device run;
+  speedup / number of devices when the baseline is a one-device run, for a
+  run that keeps the baseline's global batch (strong scaling); throughput per
+  device / the baseline's for one that keeps its batch per device (weak);
+  none for a run that keeps neither (``lab.views.scaling``);
+- mean utilisation per GPU and overall, or the CPU share of a CPU run
+  (``lab.views.utilisation``), and exposed communication as a share of the
+  step of a profiled run (``lab.views.anatomy``);
 - memory imbalance = (max - min) / mean of the per-device peak memory;
 - loss matches baseline to step = the last logged step up to which the run's
   ``train/loss`` stays within 0.1% (relative) of the baseline's at every
@@ -30,12 +36,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.views import anatomy, scaling, utilisation
 from lab.views.compare_runs import CompareRun, labels
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
 warm-up steps) divided by the baseline's. **Scaling efficiency** is the speedup
-divided by the number of devices (relative to the baseline's): 1.0 means every
+divided by the number of devices (relative to the baseline's; under weak
+scaling, throughput per device against the baseline's): 1.0 means every
 added device paid for itself fully, 0.5 means half of it went to communication,
 waiting or a bottleneck such as DataParallel's single process. **Memory
 imbalance** is (max − min) / mean of the per-device peak memory: DataParallel
@@ -62,7 +70,11 @@ class Column:
 BEFORE_DEVICES = (
     Column("run"), Column("mode"), Column("effective mode"), Column("devices"), Column("world size"),
     Column("global batch"), Column("per-device batch"), Column("throughput (samples/s)", "%.1f"),
-    Column("speedup", "%.2f"), Column("efficiency", "%.2f"), Column("epoch time (s)", "%.2f"),
+    Column("speedup", "%.2f"), Column("efficiency", "%.2f"),
+    Column("scaling", None, "strong: the baseline's global batch (the same training); weak: its batch per device "
+                            "(efficiency = throughput per device against the baseline's). Recorded by the sweep, "
+                            "else read from the batches."),
+    Column("epoch time (s)", "%.2f"),
 )
 AFTER_DEVICES = (
     Column("memory imbalance", "%.3f"),
@@ -70,19 +82,28 @@ AFTER_DEVICES = (
            "Last step up to which train/loss stays within 0.1% of the baseline's."),
     Column("final train loss", "%.4f"), Column("final val loss", "%.4f"), Column("final val acc", "%.4f"),
 )
+# Why one mode is faster, last: mean utilisation of each GPU ("util % gpu<i>", physical index), then these.
+WHY = (
+    Column("mean util %", "%.0f", "Mean utilisation of the run's GPUs while it trained (NVML samples); "
+                                  "on a CPU run its CPU share: its processes' CPU time over the cores it was given."),
+    Column("comm exposed % of step", "%.0f", "Communication the step waited for, as a share of the step "
+                                             "(profiled runs only: Profile steps on the Launch page)."),
+)
 PEAK_PREFIX = "peak MiB "
 PEAK_FORMAT = "%.0f"
+UTIL_PREFIX = "util % "
 COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
 COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
-TEXT_COLUMNS = ("run", "mode", "effective mode", "devices")  # all others are numbers (NaN = unknown)
-_BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES}
+COLUMNS_WHY = [c.name for c in WHY]
+TEXT_COLUMNS = ("run", "mode", "effective mode", "devices", "scaling")  # all others are numbers (NaN = unknown)
+_BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES + WHY}
 
 
 def column_formats(columns: Iterable[str]) -> dict[str, Column]:
     """The formatted columns among ``columns`` (a table's), peak memory columns included."""
     out = {}
     for name in columns:
-        col = Column(name, PEAK_FORMAT) if name.startswith(PEAK_PREFIX) else _BY_NAME.get(name)
+        col = Column(name, PEAK_FORMAT) if name.startswith((PEAK_PREFIX, UTIL_PREFIX)) else _BY_NAME.get(name)
         if col is not None and col.format:
             out[name] = col
     return out
@@ -212,17 +233,20 @@ def compare_table(
     of runs without a summary.json, and of the loss agreement column. The baseline defaults to ``choose_baseline``.
     """
     if not runs:
-        return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES)
+        return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES + COLUMNS_WHY)
     names = labels(runs)
     baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
     metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
     base = metrics[baseline_key]
     base_devices = len(base["devices"]) or 1
     all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
+    util = {r.key: utilisation.utilisation(r, (scalars or {}).get(r.key)) for r in runs}
+    all_gpus = sorted({g for u in util.values() for g in u.per_gpu}, key=device_order)
     rows = []
     for r in runs:
         m = metrics[r.key]
         sp = speedup(m["throughput"], base["throughput"])
+        related = scaling.relation(m, base)
         row = {
             "run": names[r.key],
             "mode": m["mode"],
@@ -233,7 +257,9 @@ def compare_table(
             "per-device batch": m["per-device batch"],
             "throughput (samples/s)": m["throughput"],
             "speedup": sp,
-            "efficiency": efficiency(sp, len(m["devices"]) or 1, base_devices),
+            "efficiency": scaling.efficiency(related, m["throughput"], len(m["devices"]) or 1, base["throughput"],
+                                             base_devices),
+            "scaling": scaling.label(r.scaling, related),
             "epoch time (s)": m["epoch time"],
         }
         for d in all_devices:
@@ -244,8 +270,12 @@ def compare_table(
             (scalars or {}).get(baseline_key, {}).get("train/loss"))
         for c in ("final train loss", "final val loss", "final val acc"):
             row[c] = None if m[c] is None else float(m[c])
+        row.update({UTIL_PREFIX + g: util[r.key].per_gpu.get(g) for g in all_gpus})
+        row["mean util %"] = util[r.key].overall
+        row["comm exposed % of step"] = anatomy.comm_share(anatomy.breakdown(r.run_dir, r.summary))
         rows.append(row)
-    df = pd.DataFrame(rows, columns=COLUMNS_BEFORE_DEVICES + [PEAK_PREFIX + d for d in all_devices] + COLUMNS_AFTER_DEVICES)
+    df = pd.DataFrame(rows, columns=COLUMNS_BEFORE_DEVICES + [PEAK_PREFIX + d for d in all_devices]
+                      + COLUMNS_AFTER_DEVICES + [UTIL_PREFIX + g for g in all_gpus] + COLUMNS_WHY)
     # Numeric columns stay numeric (NaN for unknown) so CSV and sorting work.
     for c in df.columns:
         if c not in TEXT_COLUMNS:

@@ -3,9 +3,10 @@
 A run is read by ``lab.engine.registry`` (the one parser of a run folder:
 run.json, status.json, summary.json, progress.json, reconciled with the
 processes) and wrapped as a ``CompareRun``, which adds what comparing needs:
-a key unique across the user's runs and the samples, and where and when the
+a key unique across the user's runs and the samples, where and when the
 run was recorded (run.json's ``recorded_on`` and ``host``, kept only for the
-provenance line). This module also owns which runs are compared by default,
+provenance line), the scaling its sweep was made under and the CPU cores it
+was given (run.json's ``scaling`` and ``env``). This module also owns which runs are compared by default,
 their short display names and the provenance lines. Tested by
 tests/test_compare.py.
 """
@@ -31,6 +32,8 @@ class CompareRun:
     sample: bool = False
     recorded_on: str | None = None
     host: str | None = None
+    scaling: str | None = None    # run.json's: the scaling its Compare-modes sweep was made under (lab.views.scaling)
+    cpu_cores: int | None = None  # cores the launcher gave it (OMP_NUM_THREADS x processes): a CPU share's whole
 
     @property
     def run_id(self) -> str:
@@ -81,7 +84,20 @@ def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
         sample=sample,
         recorded_on=meta.get("recorded_on"),
         host=meta.get("host") or (record.summary or {}).get("hostname"),
+        scaling=meta.get("scaling"),
+        cpu_cores=_cores(meta),
     )
+
+
+def _cores(meta: dict) -> int | None:
+    """The cores the launcher shared out to the run: OMP_NUM_THREADS per process times its processes."""
+    config = meta.get("config") or {}
+    try:
+        threads = int((meta.get("env") or {}).get("OMP_NUM_THREADS"))
+        processes = int(config.get("nproc") or 1) if config.get("mode") == "ddp" else 1
+    except (TypeError, ValueError):
+        return None
+    return threads * processes if threads > 0 and processes > 0 else None
 
 
 def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:

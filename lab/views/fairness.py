@@ -3,17 +3,21 @@
 Owns the warnings the Compare page and the HTML export show above the table:
 runs that differ in model, dataset, global batch, seed, precision, device
 count (among multi-device runs) or host; a run that ran in another mode than
-asked; a run without summary.json. Each warning names the runs and their
-values and says what to compare instead. Tested by tests/test_compare.py.
+asked; a run without summary.json; runs compared across scalings
+(``lab.views.scaling.warnings``). With the runs' scalars it also carries
+DataParallel's "only GPU 0 works" symptom (``lab.views.utilisation``). Each
+warning names the runs and their values and says what to compare instead.
+Tested by tests/test_compare.py and tests/test_scaling.py.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.views.compare import run_metrics
+from lab.views import scaling, utilisation
+from lab.views.compare import choose_baseline, run_metrics
 from lab.views.compare_runs import CompareRun, labels
 
 
@@ -25,13 +29,16 @@ class FairnessWarning:
     message: str
 
 
-def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
+def fairness_warnings(runs: Sequence[CompareRun], baseline_key: str | None = None,
+                      scalars: Mapping[str, Mapping[str, Any]] | None = None) -> list[FairnessWarning]:
     """What makes the chosen runs an unfair comparison, one warning per cause.
 
     Differences in model, dataset, global batch, seed, precision (amp) or, among
     the runs that really used several devices, device count; a run whose
     effective mode is not the asked one; a run without summary.json; runs
-    recorded on different hosts.
+    recorded on different hosts; runs compared across scalings against the
+    baseline (default: ``choose_baseline``); with ``scalars``, a DataParallel
+    run whose first GPU did most of the work.
     """
     if not runs:
         return []
@@ -48,8 +55,10 @@ def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
            "throughput and memory measure different work.")
     differ("dataset", "dataset", {r.key: r.option("dataset") for r in runs},
            "losses and accuracies are not comparable.")
+    weak = len({m["per-device batch"] for m in metrics.values()}) == 1 and None not in (
+        m["per-device batch"] for m in metrics.values())
     differ("global_batch", "global batch", {k: m["global batch"] for k, m in metrics.items()},
-           "steps mean different amounts of data; compare loss against samples seen.")
+           scaling.WEAK_BATCH_NOTE if weak else "steps mean different amounts of data; compare loss against samples seen.")
     differ("seed", "seed", {r.key: r.option("seed") for r in runs},
            "loss curves differ by chance as well as by mode.")
     differ("amp", "precision (amp)", {r.key: bool(r.option("amp")) for r in runs},
@@ -74,4 +83,8 @@ def fairness_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
             ))
     differ("host", "host", {r.key: r.host for r in runs if r.host},
            "different machines make throughput incomparable.")
+    baseline_key = baseline_key if baseline_key in metrics else choose_baseline(runs)
+    out += [FairnessWarning(k, m) for k, m in scaling.warnings(names, {r.key: r.scaling for r in runs}, metrics,
+                                                                baseline_key)]
+    out += [FairnessWarning("only_gpu0", m) for m in utilisation.busy_warnings(runs, scalars or {})]
     return out

@@ -1,11 +1,13 @@
 """The comparison as one standalone HTML file a user can attach to a report.
 
 Owns ``build_html``: the runs with when and where each was recorded, the
-fairness warnings, the table, the "how to read this" text, and the charts
-(plotly figures with plotly.js embedded inline, once, so the file opens with
-no server and no internet). It builds a string from what
-``lab.views.compare``, ``lab.views.fairness`` and
-``lab.views.compare_curves`` computed; the page offers it for download.
+fairness warnings, the table, the "how to read this" text (strong and weak
+scaling included), and the charts with their notes (plotly figures with
+plotly.js embedded inline, once, so the file opens with no server and no
+internet): the anatomy bars of ``lab.views.anatomy_text`` and the curves of
+``lab.views.compare_curves``, as the page passes them. It builds a string from
+what ``lab.views.compare``, ``lab.views.fairness`` and those computed; the
+page offers it for download.
 Tested by tests/test_report.py.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lab.views.compare import HOW_TO_READ
 from lab.views.compare_curves import STEP_NOTE
 from lab.views.compare_runs import CompareRun, labels
 from lab.views.fairness import FairnessWarning
+from lab.views.scaling import HOW_TO_READ as SCALING_NOTE
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222}
@@ -79,12 +82,12 @@ def build_html(
     parts.append("<h2>Table</h2>")
     parts.append(table.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", escape=True))
     parts.append("<h2>How to read this</h2>")
-    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, STEP_NOTE)]
+    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, STEP_NOTE)]
     first = True
     for caption, fig, note in figures:
         parts.append(f"<h2>{html.escape(caption)}</h2>")
         if note:
-            parts.append(f'<p class="meta">{html.escape(note)}</p>')
+            parts.append(f'<p class="meta">{_md(note)}</p>')
         # plotly.js (about 4 MB) goes in once, with the first figure; the others use it.
         parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False
