@@ -39,6 +39,14 @@ def create_time(pid: int) -> float | None:
         return None
 
 
+def visible(pid: int) -> bool:
+    """True when a process ``pid`` exists in this pid namespace (a container's host pids do not)."""
+    try:
+        return psutil.pid_exists(int(pid))
+    except (ValueError, OverflowError):
+        return False
+
+
 def alive(pid: int | None, ct: float | None = None) -> bool:
     """True when ``pid`` runs, is not a zombie, and (if ``ct`` given) is the same process."""
     if not pid:
