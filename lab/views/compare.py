@@ -12,7 +12,8 @@ browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 
 - speedup = steady throughput / the baseline's steady throughput;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
-  speedup / number of devices when the baseline is a one-device run;
+  speedup / number of devices when the baseline is a one-device run; a run's
+  devices are every device of every node (``device_count``);
 - memory imbalance = (max - min) / mean of the per-device peak memory;
 - loss matches baseline to step = the last logged step up to which the run's
   ``train/loss`` stays within 0.1% (relative) of the baseline's at every
@@ -23,6 +24,7 @@ Tested by tests/test_compare.py.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -217,7 +219,7 @@ def compare_table(
     baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
     metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
     base = metrics[baseline_key]
-    base_devices = len(base["devices"]) or 1
+    base_devices = device_count(base)
     all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
     rows = []
     for r in runs:
@@ -233,7 +235,7 @@ def compare_table(
             "per-device batch": m["per-device batch"],
             "throughput (samples/s)": m["throughput"],
             "speedup": sp,
-            "efficiency": efficiency(sp, len(m["devices"]) or 1, base_devices),
+            "efficiency": efficiency(sp, device_count(m), base_devices),
             "epoch time (s)": m["epoch time"],
         }
         for d in all_devices:
@@ -253,11 +255,18 @@ def compare_table(
     return df
 
 
+def device_count(metrics: Mapping[str, Any]) -> int:
+    """The devices a run used, over all its nodes: its distinct device names, or its world size where that
+    is more (a summary from before names were node-prefixed lists one node's GPUs for every node)."""
+    return max(len(metrics["devices"]), int(metrics.get("world size") or 0)) or 1
+
+
 def device_order(name: str) -> tuple:
-    """Sort key for device names: ``cuda2`` before ``cuda10``."""
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return (head, int(tail) if tail else -1)
+    """Sort key for device names: ``cuda2`` before ``cuda10``, ``node2:cuda0`` before ``node10:cuda0``."""
+    m = re.fullmatch(r"(?:(node|rank)(\d+):)?(\D*)(\d*)", name)
+    if not m:
+        return ("~", 0, name, -1)
+    return (m[1] or "", int(m[2] or -1), m[3], int(m[4]) if m[4] else -1)
 
 
 def table_csv(df: pd.DataFrame) -> bytes:
