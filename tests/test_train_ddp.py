@@ -5,7 +5,10 @@ master port found by binding port 0) and one single-device run with the same
 seed and global batch, both logging every step. The DDP run must finish,
 leave exactly one event file (rank 0's), report both ranks' memory, and
 reproduce the single run's per-step loss to 1e-4 relative: that is what "the
-global batch means the same thing in every mode" has to deliver.
+global batch means the same thing in every mode" has to deliver. A second
+torchrun run is stopped by a SIGTERM to rank 1 alone: both ranks must leave
+after the same step and rank 0 write the summary. Every run is pinned to the
+CPU (``CUDA_VISIBLE_DEVICES=""``), so gloo is expected on a GPU box too.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
 live run and checks the id first. ``process_owner`` tells which run a process
 belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
 ``devices.snapshot``). Tested by
-tests/test_engine_registry.py.
+tests/test_engine_registry.py (``gpu_users`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
