@@ -20,10 +20,10 @@ st.markdown(
 
 @st.fragment(run_every=2)
 def device_strip() -> None:
-    from lab.engine.devices import holders, snapshot
-    from lab.engine.registry import process_owner
+    from lab.engine.devices import holders, limits, snapshot
+    from lab.engine.registry import gpu_users, process_owner
 
-    snap = snapshot(process_owner(paths.runs_dir()))
+    snap = snapshot(process_owner(paths.runs_dir()), gpu_users(paths.runs_dir()))
     rows = strip.device_rows(snap)
     if snap.reason:
         st.caption(f"No GPU: {snap.reason}.")
@@ -35,7 +35,7 @@ def device_strip() -> None:
             st.progress(row["mem"] or 0.0, text=row["mem_text"])
             if row["extra"]:
                 st.caption(row["extra"])
-    for line in holders(snap):
+    for line in holders(snap) + limits(snap):  # who holds each GPU, and what cannot be seen
         st.caption(line)
 
 
@@ -98,11 +98,11 @@ scaling = st.radio("Scaling", list(scaling_view.CHOICES), format_func=scaling_vi
 if st.button("Compare modes", type="primary", key="home_compare"):
     try:
         from lab.engine.config import RunConfig, compare_modes_configs
-        from lab.engine.devices import gpu_count
+        from lab.engine.devices import usable_indices
         from lab.engine.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
-        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count(), scaling), root, scaling=scaling)
+        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, usable_indices(), scaling), root, scaling=scaling)
         st.session_state["home_sweep"] = (sweep_id, run_ids)
     except Exception as e:  # the engine names the fix; never a traceback
         st.error(f"Could not start the comparison: {e}")

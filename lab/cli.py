@@ -61,11 +61,11 @@ def _add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _config(a: argparse.Namespace, mode: str, gpu_count: int) -> RunConfig:
+def _config(a: argparse.Namespace, mode: str, usable: tuple[int, ...]) -> RunConfig:
     from lab.engine import request
 
     values = {f.name: getattr(a, f.name) for f in dataclasses.fields(RunConfig) if hasattr(a, f.name)}
-    config, unreadable = request.run_config(dict(values, mode=mode), gpu_count)
+    config, unreadable = request.run_config(dict(values, mode=mode), usable)
     if unreadable:
         raise unreadable[0]
     return config
@@ -79,14 +79,20 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=1, default=str))
 
 
-def _show_command(cfg: RunConfig, gpu_count: int, as_json: bool) -> int:
+def _snapshot():
+    from lab.engine import devices, registry
+
+    return devices.snapshot(registry.process_owner(_root()), registry.gpu_users(_root()))
+
+
+def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int:
     """``launch --dry-run``: the pre-flight lines and the command, as the Launch page shows them."""
-    from lab.engine import devices, registry, request
+    from lab.engine import request
     from lab.engine.config import validate
     from lab.views.text import shell_line
 
-    validate(cfg, gpu_count)
-    p = request.preview(cfg, devices.snapshot(registry.process_owner(_root())), _root())
+    validate(cfg, usable)
+    p = request.preview(cfg, _snapshot(), _root())
     if as_json:
         _print(dataclasses.asdict(p))
         return 0
@@ -94,7 +100,7 @@ def _show_command(cfg: RunConfig, gpu_count: int, as_json: bool) -> int:
         print(f"# {line}")
     print(shell_line(p.argv, p.env, cwd=p.cwd))
     for i, other in enumerate(p.other_nodes, start=1):
-        print(f"# on node {i} (same repository, same environment):")
+        print(f"# on node {i} (same repository; the command sets the GPU environment):")
         print(shell_line(other, cwd=p.cwd))
     return 0
 
@@ -102,10 +108,10 @@ def _show_command(cfg: RunConfig, gpu_count: int, as_json: bool) -> int:
 def cmd_launch(a: argparse.Namespace) -> int:
     from lab.engine import devices, launcher, registry
 
-    gpu_count = devices.gpu_count()
-    cfg = _config(a, a.mode, gpu_count)
+    usable = devices.usable_indices()  # the indices NVML can read, not its count: one may refuse to open
+    cfg = _config(a, a.mode, usable)
     if a.dry_run:
-        return _show_command(cfg, gpu_count, a.json)
+        return _show_command(cfg, usable, a.json)
     run_id = launcher.launch(cfg, _root())
     rec = registry.get_run(run_id, _root())
     if a.json:
@@ -118,7 +124,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
 def cmd_sweep(a: argparse.Namespace) -> int:
     from lab.engine import devices, launcher
 
-    n = devices.gpu_count()
+    n = devices.usable_indices()
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -200,9 +206,9 @@ def cmd_logs(a: argparse.Namespace) -> int:
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
-    from lab.engine import devices, registry
+    from lab.engine import devices
 
-    snap = devices.snapshot(registry.process_owner(_root()))
+    snap = _snapshot()
     if a.json:
         _print(dataclasses.asdict(snap))
         return 0
@@ -212,7 +218,7 @@ def cmd_gpus(a: argparse.Namespace) -> int:
         mem = f"{g.mem_used_mib:.0f}/{g.mem_total_mib:.0f} MiB" if g.mem_used_mib is not None else "mem n/a"
         util = f"{g.util_pct:.0f}%" if g.util_pct is not None else "n/a"
         print(f"GPU {g.index} {g.name}: util {util}, {mem}")
-    for line in devices.holders(snap):
+    for line in devices.holders(snap) + devices.limits(snap):
         print(f"  {line}")
     c = snap.cpu
     print(f"CPU: {c.cores} cores, {c.util_pct:.0f}% busy, memory {c.mem_used_mib:.0f}/{c.mem_total_mib:.0f} MiB")

@@ -34,15 +34,15 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
 @st.cache_data(ttl=5, show_spinner=False)
 def _snapshot():
     from lab.engine.devices import snapshot
-    from lab.engine.registry import process_owner
+    from lab.engine.registry import gpu_users, process_owner
 
-    return snapshot(process_owner(paths.runs_dir()))
+    return snapshot(process_owner(paths.runs_dir()), gpu_users(paths.runs_dir()))
 
 
 snap = _snapshot()
-gpu_count = len(snap.gpus)
+usable = tuple(g.index for g in snap.gpus)  # NVML's indices that could be read: maybe not 0..n-1
 # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a laptop CPU
-start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, gpu_count)[0])
+start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])
 values: dict[str, Any] = {}  # field -> what its widget gives (None: disabled)
 slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its message
 
@@ -52,9 +52,12 @@ def gpu_boxes(f: request.FormField) -> tuple[int, ...]:
         st.info(f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}.")
         return ()
     st.write(f.label)
-    cols = st.columns(min(4, gpu_count))
-    return tuple(g.index for i, g in enumerate(snap.gpus) if cols[i % len(cols)].checkbox(
+    cols = st.columns(min(4, len(usable)))
+    chosen = tuple(g.index for i, g in enumerate(snap.gpus) if cols[i % len(cols)].checkbox(
         f"GPU {g.index} · {g.name}", value=g.index in start["gpus"], key=f"{f.key}_{g.index}"))
+    for note in snap.notes:  # GPUs NVML counts but would not open: not offered
+        st.caption(note)
+    return chosen
 
 
 def widget(f: request.FormField) -> Any:
@@ -104,8 +107,8 @@ with left:
             with st.expander(title):
                 draw_rows(rows)
 
-cfg, found = request.run_config(values, gpu_count)
-found = found + problems(cfg, gpu_count)
+cfg, found = request.run_config(values, usable)
+found = found + problems(cfg, usable)
 by_field: dict[str, list[str]] = {}
 for err in found:
     by_field.setdefault(err.field if err.field in slots else "", []).append(err.message)
@@ -129,7 +132,7 @@ with right:
         st.markdown(f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free at launch)")
         st.code(ui_text.shell_line(shown.argv, shown.env, cwd=shown.cwd), language="bash")
         for i, other in enumerate(shown.other_nodes, start=1):
-            st.markdown(f"**On node {i}** (same repository, same environment)")
+            st.markdown(f"**On node {i}** (same repository; the command sets the GPU environment)")
             st.code(ui_text.shell_line(other, cwd=shown.cwd), language="bash")
     st.caption(f"Runs are written to `{paths.runs_dir()}`")
 

@@ -6,14 +6,18 @@ In this order, within about 8 minutes on one or a few GPUs:
    (no NVML driver, or a torch that cannot see CUDA): this check never skips;
 2. run the ``gpu``-marked tests (``pytest -m gpu``);
 3. record, one after another with the lab's own launcher, resnet18 on
-   synthetic data with ``--amp``: single (GPU 0), DataParallel over every
-   visible GPU and DDP with one process per GPU, into
-   ``sample_data/runs-gpu/<label>/`` where the label names the GPU, the
-   count, the driver and torch versions (also written to each run's
-   ``recorded_on`` and to a README there);
+   synthetic data with ``--amp`` (fp16 + GradScaler): single (the first
+   GPU), DataParallel over every GPU NVML can read and DDP with one process
+   per GPU, into ``sample_data/runs-gpu/<label>/`` where the label names the
+   GPU, the count, the driver and torch versions (also written to each run's
+   ``recorded_on`` and to a README there); each run must succeed, name its
+   GPUs by UUID in CUDA_VISIBLE_DEVICES, report one device per GPU it used
+   (DP and DDP: all of them) and count the steps the scaler skipped;
 4. stop a running DDP run from outside and check it ends ``stopped`` with
-   ``summary.json`` written and none of its processes left;
-5. print one line per run: samples/s, peak memory per GPU, effective mode.
+   ``summary.json`` written, every rank leaving after the same step, and
+   none of its processes (supervisor, torchrun, ranks) left;
+5. print one line per run: samples/s, peak memory per GPU, effective mode,
+   AMP's skipped steps.
 
 Exit 0 only when every step passed.
 """
@@ -29,27 +33,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from lab.engine import devices, launcher, procs  # noqa: E402
+from lab.engine import devices, launcher, logs, procs  # noqa: E402
 from lab.engine.config import RunConfig  # noqa: E402
 from lab.runfolder import read_json, write_json_atomic  # noqa: E402
 
 OUT_ROOT = REPO / "sample_data" / "runs-gpu"
 
 
-def gpu_or_exit() -> tuple[int, str, str]:
-    """(count, name, driver) of the visible GPUs, or one line on stderr and exit 1."""
+def gpu_or_exit() -> tuple[tuple[int, ...], str, str]:
+    """(the GPU indices NVML can read, name, driver), or one line on stderr and exit 1."""
     import torch
 
-    n = devices.gpu_count()
-    if n == 0:
+    gpus = devices.read_gpus(with_processes=False)
+    if not gpus:
         snap = devices.snapshot()
         sys.exit(print(f"gpu_check: no NVIDIA GPU found ({snap.reason or 'NVML reports 0 devices'}): "
                        "run this on a machine with NVIDIA GPUs", file=sys.stderr) or 1)
     if not torch.cuda.is_available():
-        sys.exit(print(f"gpu_check: NVML sees {n} GPU(s) but torch {torch.__version__} cannot use CUDA: "
+        sys.exit(print(f"gpu_check: NVML sees {len(gpus)} GPU(s) but torch {torch.__version__} cannot use CUDA: "
                        "install the CUDA build of torch", file=sys.stderr) or 1)
-    gpus = devices.read_gpus(with_processes=False)
-    return n, gpus[0].name if gpus else "unknown", devices.driver_version() or "unknown"
+    return tuple(g.index for g in gpus), gpus[0].name, devices.driver_version() or "unknown"
 
 
 def label_for(n: int, name: str, driver: str, torch_version: str) -> str:
@@ -62,19 +65,36 @@ def run_gpu_tests() -> bool:
     return subprocess.call([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests"], cwd=REPO) == 0
 
 
-def configs(n: int, steps: int) -> list[RunConfig]:
+def configs(gpus: tuple[int, ...], steps: int) -> list[RunConfig]:
+    n = len(gpus)
     base = dict(model="resnet18", dataset="synthetic", batch_size=64 * n, amp=True, max_steps=steps, epochs=100,
                 log_every=10, image_size=64, checkpoint="none", workers=2)
-    all_gpus = tuple(range(n))
-    return [RunConfig(mode="single", gpus=(0,), name="gpu-single", **base),
-            RunConfig(mode="dp", gpus=all_gpus, name="gpu-dp", **base),
-            RunConfig(mode="ddp", gpus=all_gpus, nproc=n, name="gpu-ddp", **base)]
+    return [RunConfig(mode="single", gpus=gpus[:1], name="gpu-single", **base),
+            RunConfig(mode="dp", gpus=gpus, name="gpu-dp", **base),
+            RunConfig(mode="ddp", gpus=gpus, nproc=n, name="gpu-ddp", **base)]
 
 
-def record(out: Path, label: str, n: int, steps: int) -> list[str]:
+def run_problems(run_dir: Path) -> list[str]:
+    """What is wrong with a recorded GPU run: its state, the UUIDs it was given, its devices, AMP's figures."""
+    run, st, s = (read_json(run_dir / f) or {} for f in ("run.json", "status.json", "summary.json"))
+    gpus = (run.get("config") or {}).get("gpus") or []
+    visible = (run.get("env") or {}).get("CUDA_VISIBLE_DEVICES", "").split(",")
+    want = 1 if s.get("effective_mode") == "single" else len(gpus)
+    found = [] if st.get("state") == "succeeded" else [f"state {st.get('state')}"]
+    if not all(v.startswith(("GPU-", "MIG-")) for v in visible):
+        found.append(f"CUDA_VISIBLE_DEVICES={','.join(visible)} is not by UUID")
+    if len(s.get("devices") or []) != want:
+        found.append(f"devices {s.get('devices')} (want {want})")
+    if s.get("amp_dtype") != "float16" or s.get("amp_skipped_steps") is None:
+        found.append(f"amp_dtype {s.get('amp_dtype')}, amp_skipped_steps {s.get('amp_skipped_steps')}")
+    return found
+
+
+def record(out: Path, label: str, gpus: tuple[int, ...], steps: int) -> list[str]:
+    n = len(gpus)
     print(f"== recording into {out}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    sweep_id, run_ids = launcher.launch_sweep(configs(n, steps), runs_dir=out)
+    sweep_id, run_ids = launcher.launch_sweep(configs(gpus, steps), runs_dir=out)
     for rid in run_ids:
         state = launcher.wait(rid, out, timeout_s=240)
         meta = read_json(out / rid / "run.json") or {}
@@ -83,7 +103,7 @@ def record(out: Path, label: str, n: int, steps: int) -> list[str]:
         print(f"   {rid}: {state}", flush=True)
     (out / "README.md").write_text(
         f"# GPU runs: {label}\n\nRecorded by `bash scripts/gpu_check.sh` (sweep `{sweep_id}`): resnet18 on "
-        f"synthetic data, `--amp`, {steps} steps each, global batch {64 * n}; single on GPU 0, DataParallel over "
+        f"synthetic data, `--amp`, {steps} steps each, global batch {64 * n}; single on GPU {gpus[0]}, DataParallel over "
         f"{n} GPU(s), DDP with {n} process(es). Nothing here was written by hand.\n")
     return run_ids
 
@@ -95,24 +115,31 @@ def summary_line(run_dir: Path) -> str:
     mem = ", ".join(f"{d} {v:.0f} MiB" for d, v in sorted(peaks.items())) or "n/a"
     tput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
     return (f"{run_dir.name}: state {st.get('state')}, effective mode {s.get('effective_mode', '?')}, "
-            f"{tput:.1f} samples/s, peak memory {mem}" if tput else f"{run_dir.name}: state {st.get('state')}, no summary")
+            f"{tput:.1f} samples/s, peak memory {mem}, AMP skipped {s.get('amp_skipped_steps')} step(s)"
+            if tput else f"{run_dir.name}: state {st.get('state')}, no summary")
 
 
-def stop_check(tmp: Path, n: int) -> bool:
-    """A long DDP run stopped from outside ends ``stopped`` with its summary, and nothing is left."""
+def stop_check(tmp: Path, gpus: tuple[int, ...]) -> bool:
+    """A long DDP run stopped from outside ends ``stopped`` with its summary, its ranks leave after the same
+    step, and nothing of it is left."""
     print("== stop of a running DDP run", flush=True)
-    cfg = RunConfig(mode="ddp", gpus=tuple(range(n)), nproc=n, model="resnet18", dataset="synthetic",
+    n = len(gpus)
+    cfg = RunConfig(mode="ddp", gpus=gpus, nproc=n, model="resnet18", dataset="synthetic", amp=True,
                     batch_size=64 * n, epochs=100, image_size=64, checkpoint="none", name="gpu-stop")
     rid = launcher.launch(cfg, tmp)
     procs.wait_until(lambda: ((read_json(tmp / rid / "progress.json") or {}).get("step") or 0) >= 20, 180)
     st = read_json(tmp / rid / "status.json") or {}
     state = launcher.stop(rid, tmp, grace_s=20)
-    time.sleep(1)
-    left = [p for p in (st.get("pid"), st.get("supervisor_pid")) if p and procs.alive(p, None)]
-    has_summary = (tmp / rid / "summary.json").exists()
-    print(f"   {rid}: {state}, summary.json {'written' if has_summary else 'MISSING'}, "
-          f"{len(left)} process(es) left", flush=True)
-    return state == "stopped" and has_summary and not left
+    st = read_json(tmp / rid / "status.json") or st
+    recorded = [[st.get("supervisor_pid"), st.get("supervisor_ct")], [st.get("pid"), st.get("pid_ct")]]
+    procs.wait_until(lambda: not any(procs.alive(p, ct) for p, ct in recorded + (st.get("tree") or [])), 5)
+    left = [p for p, ct in recorded + (st.get("tree") or []) if procs.alive(p, ct)]
+    summary = read_json(tmp / rid / "summary.json") or {}
+    steps = {r: re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(tmp / rid, 400, r)) for r in range(n)}
+    together = len({tuple(v) for v in steps.values()}) == 1 and all(steps.values())
+    print(f"   {rid}: {state}, summary.json {'written' if summary else 'MISSING'} (completed "
+          f"{summary.get('completed')}), ranks left after steps {steps}, {len(left)} process(es) left", flush=True)
+    return state == "stopped" and summary.get("completed") is False and together and not left
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,18 +151,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=150, help="optimizer steps per recorded run")
     ap.add_argument("--skip-tests", action="store_true", help="record only")
     args = ap.parse_args(argv)
-    n, name, driver = gpu_or_exit()
+    gpus, name, driver = gpu_or_exit()
+    n = len(gpus)
     label = label_for(n, name, driver, torch.__version__)
-    print(f"gpu_check: {n}x {name}, driver {driver}, torch {torch.__version__}", flush=True)
+    print(f"gpu_check: {n}x {name} (GPUs {', '.join(map(str, gpus))}), driver {driver}, torch {torch.__version__}",
+          flush=True)
     ok = {"gpu tests": args.skip_tests or run_gpu_tests()}
     out = OUT_ROOT / label
-    run_ids = record(out, f"{n}x {name}, driver {driver}, torch {torch.__version__} (nccl)", n, args.steps)
+    run_ids = record(out, f"{n}x {name}, driver {driver}, torch {torch.__version__} (nccl)", gpus, args.steps)
     with tempfile.TemporaryDirectory() as tmp:
-        ok["stop"] = stop_check(Path(tmp), n)
+        ok["stop"] = stop_check(Path(tmp), gpus)
     print("== summary", flush=True)
     for rid in run_ids:
         print("  " + summary_line(out / rid))
-        ok[rid] = (read_json(out / rid / "status.json") or {}).get("state") == "succeeded"
+        found = run_problems(out / rid)
+        ok[rid] = not found
+        for problem in found:
+            print(f"    FAILED: {problem}")
     failed = [k for k, v in ok.items() if not v]
     print("gpu_check: " + ("all passed" if not failed else "FAILED: " + ", ".join(failed)))
     return 1 if failed else 0

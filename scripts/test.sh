@@ -5,6 +5,10 @@
 # (Debian's package) is needed by the e2e tests; it is installed with apt-get
 # when we are root and it is missing. Elsewhere the e2e tests are skipped
 # with a reason, except under CI where a missing browser is an error.
+# Run without arguments, it then runs a second pass in the fake-GPU mode
+# (tests/conftest.py): NVML fakes 4 GPUs in every process, torch keeps no
+# CUDA, as a CPU test meets a GPU box; the tests that once broke there, and
+# the fake-NVML tests, must pass in both modes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh requirements.txt requirements-test.txt
@@ -16,4 +20,19 @@ if [ ! -x /usr/bin/chromium ]; then
     exit 1
   fi
 fi
-exec "$PY" -m pytest "$@"
+if [ $# -gt 0 ]; then
+  exec "$PY" -m pytest "$@"
+fi
+"$PY" -m pytest
+FAKE_GPU_TESTS=(
+  tests/test_devices.py tests/test_devices_limits.py tests/test_engine_cli.py tests/test_app_pages.py
+  tests/test_engine_config.py tests/test_engine_request.py
+  tests/test_engine_runs.py::test_bad_configs_are_refused_before_anything_starts
+  tests/test_train_run.py::test_single_run_writes_every_tag_and_learns
+  tests/test_train_run.py::test_single_run_summary_and_progress
+  tests/test_train_ddp.py::test_ddp_two_ranks_finish_and_only_rank0_writes
+  tests/test_train_ddp.py::test_ddp_memory_tags_of_both_ranks
+  "tests/test_train_cli.py::test_bad_input_is_one_line_and_leaves_nothing[ddp_batch_not_divisible]"
+)
+echo "== fake-GPU mode (LAB_TEST_FAKE_GPUS=4): ${#FAKE_GPU_TESTS[@]} files and tests"
+LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q "${FAKE_GPU_TESTS[@]}"

@@ -1,4 +1,14 @@
-"""Shared fixtures and the rules for the ``gpu`` and ``e2e`` markers."""
+"""Shared fixtures, the rules for the ``gpu`` and ``e2e`` markers, and the fake-GPU test mode.
+
+Fake-GPU mode (``LAB_TEST_FAKE_GPUS=4 pytest ...``, scripts/test.sh's second
+pass): every process of the run, this one and the supervisors and CLIs the
+tests start, imports tests/fake_nvml.py instead of ``pynvml``
+(``LAB_NVML_MODULE``, lab/engine/devices.py's test seam) and sees that many
+GPUs, while torch still has no CUDA: the machine a CPU test meets on a GPU box
+as far as the dashboard can tell. Tests whose expectations are the CPU's pin
+themselves with the ``cpu_only`` fixture (or ``CUDA_VISIBLE_DEVICES=""`` for
+the trainer), so they pass in both modes and on a real GPU box.
+"""
 from __future__ import annotations
 
 import os
@@ -11,9 +21,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices is imported anywhere
+    os.environ["LAB_NVML_MODULE"] = "tests.fake_nvml"
 
 
-def _gpu_count() -> int:
+def _nvml_count() -> int:
     try:
         import pynvml
 
@@ -26,13 +38,27 @@ def _gpu_count() -> int:
         return 0
 
 
+def _gpu_skip_reason() -> str | None:
+    """Why ``gpu`` tests cannot run here (None: they can). They need torch to use CUDA, not NVML alone:
+    a CPU-only torch on a GPU box, or the fake-GPU mode, skips them with the reason."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return None
+    n = _nvml_count()
+    if n:
+        return (f"NVML sees {n} GPU(s) but torch {torch.__version__} cannot use CUDA: "
+                "install torch's CUDA build to run the gpu tests")
+    return "needs an NVIDIA GPU and driver; none found on this machine"
+
+
 def pytest_collection_modifyitems(config, items):
-    gpus = _gpu_count()
-    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU and driver; none found on this machine")
+    why = _gpu_skip_reason() if any("gpu" in item.keywords for item in items) else None
+    skip_gpu = pytest.mark.skip(reason=why or "")
     chromium = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
     skip_e2e = pytest.mark.skip(reason=f"needs Debian's chromium at {chromium}; run scripts/test.sh as root to install it")
     for item in items:
-        if "gpu" in item.keywords and gpus == 0:
+        if "gpu" in item.keywords and why:
             item.add_marker(skip_gpu)
         if "e2e" in item.keywords and not shutil.which(chromium):
             item.add_marker(skip_e2e)
@@ -64,6 +90,20 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.get_terminal_writer().line(
             "the test run changed the checkout (tests must write only to temp folders): " + "; ".join(changed), red=True)
         session.exitstatus = 1
+
+
+@pytest.fixture
+def cpu_only(monkeypatch) -> None:
+    """This machine as one without any GPU, whatever it has or fakes: no NVML driver here (the pages, the
+    launcher) nor in the processes the test starts (supervisor, CLI). Their trainers get no GPU either: the
+    launcher gives a run without GPUs ``CUDA_VISIBLE_DEVICES=""`` (and setting it here would hide it from
+    the commands the pages show, which list only what differs from this process's environment)."""
+    from lab.engine import devices
+    from tests.fake_nvml import FakeNvml
+
+    monkeypatch.setattr(devices, "pynvml", FakeNvml([], no_driver=True))
+    monkeypatch.setenv("LAB_NVML_MODULE", "tests.fake_nvml")
+    monkeypatch.setenv("LAB_TEST_FAKE_GPUS", "none")
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """AppTest of the home, Launch, Live and Logs pages on a "fresh clone": the
 runs folder (LAB_RUNS_DIR) is an empty tmp folder, so the pages fall back to
-the shipped sample runs, and this machine has no GPU. Pages are reached the
-way a user reaches them: from app.py, then switch_page."""
+the shipped sample runs, and the machine has no GPU: every test is pinned to
+one (``cpu_only``), even on a GPU box or in the fake-GPU mode, except those
+that fake GPUs themselves. Pages are reached the way a user reaches them:
+from app.py, then switch_page."""
 from __future__ import annotations
 
 import time
@@ -12,6 +14,16 @@ from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data" / "runs"
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu_box(cpu_only):
+    """Every test starts on a machine without GPUs; the Launch page's cached snapshot is dropped around it."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
 
 
 def _require_samples() -> None:
@@ -265,7 +277,7 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
         at.number_input(key="launch_batch").set_value(64)
         at.run()
         assert not at.error
-        assert "CUDA_VISIBLE_DEVICES=0,1" in at.code[0].value
+        assert "CUDA_VISIBLE_DEVICES=GPU-0,GPU-1" in at.code[0].value  # by UUID, not NVML's index
         at.radio(key="launch_mode").set_value("ddp")
         at.run()
         assert not at.error

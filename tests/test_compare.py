@@ -119,8 +119,6 @@ def test_baseline_skips_dp_that_fell_back(tmp_path):
 
 def test_formulas_edge_cases():
     assert compare.speedup(None, 10) is None and compare.speedup(10, 0) is None
-    assert compare.efficiency(None, 2) is None
-    assert compare.efficiency(1.8, 2) == pytest.approx(0.9)
     assert compare.imbalance({"a": 100.0}) is None
     assert compare.imbalance({"a": 300.0, "b": 100.0}) == pytest.approx(1.0)
     assert compare.imbalance({"a": 0.0, "b": 0.0}) is None

@@ -1,4 +1,10 @@
-"""``python -m lab`` as a user runs it: real subprocesses, real runs, JSON output, errors."""
+"""``python -m lab`` as a user runs it: real subprocesses, real runs, JSON output, errors.
+
+The CLI runs on a machine without GPUs (``CPU_BOX``: no NVML driver through
+devices.py's test seam) unless a test says otherwise, so that
+``--nproc 2`` and "GPU 0 does not exist" mean the same on a GPU box and in the
+fake-GPU mode as here.
+"""
 from __future__ import annotations
 
 import json
@@ -12,8 +18,11 @@ import pytest
 from lab.runfolder import REPO_ROOT
 
 
-def lab(runs_dir, *args, timeout=120):
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1")
+CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}  # runs without GPUs get no CUDA
+
+
+def lab(runs_dir, *args, timeout=120, machine=CPU_BOX):
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", **machine)
     return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -75,10 +84,10 @@ def test_errors_are_one_line_and_exit_2(runs_dir, args, text):
 
 
 def test_gpus_json_without_driver(runs_dir):
-    r = lab(runs_dir, "gpus", "--json", timeout=60)
+    r = lab(runs_dir, "gpus", "--json", timeout=60, machine={})  # this machine as it is
     assert r.returncode == 0
     snap = json.loads(r.stdout)
-    assert set(snap) == {"gpus", "cpu", "reason", "taken_at"}
+    assert set(snap) == {"gpus", "cpu", "reason", "taken_at", "notes"}
     assert snap["cpu"]["cores"] >= 1
     if not snap["gpus"]:
         assert snap["reason"].startswith("no NVIDIA driver found")

@@ -41,10 +41,13 @@ def test_single_cpu_command_and_env_exactly():
 def test_dp_on_gpus_with_user_text_kept_as_one_argv_item():
     c = RunConfig(mode="dp", gpus=(2, 3), amp=True, dataset="imagefolder:/data/my images; rm -rf ~",
                   extra_env={"NCCL_DEBUG": "INFO"}, lr=0.1)
-    argv, env = build_command(c, RUN, 0, base_env={}, cores=4)
+    argv, env = build_command(c, RUN, 0, base_env={}, cores=4, uuids={2: "GPU-c", 3: "GPU-d"})
     assert argv == [sys.executable] + TRAIN + _tail("dp", "cuda", dataset="imagefolder:/data/my images; rm -rf ~",
                                                     lr="0.1") + ["--amp"]
-    assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "4"
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-c,GPU-d" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["NCCL_DEBUG"] == "INFO" and env["OMP_NUM_THREADS"] == "4"
+    _, env = build_command(c, RUN, 0, base_env={}, uuids={2: "GPU-c"})  # GPU 3's UUID could not be read
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-c,3"
 
 
 def test_ddp_single_node_command():
@@ -67,8 +70,15 @@ def test_multi_node_commands():
     head = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--nnodes", "3"]
     tail = ["--log-dir", "/runs/r1/logs", "--tee", "3"] + TRAIN + _tail("ddp", batch_size="60")
     assert argv == head + ["--node-rank", "0"] + rdzv + tail
-    assert other_node_commands(c, RUN) == [head + ["--node-rank", str(r)] + rdzv + tail for r in (1, 2)]
+    gpu_env = ["env", "CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    assert other_node_commands(c, RUN) == [gpu_env + head + ["--node-rank", str(r)] + rdzv + tail for r in (1, 2)]
     assert other_node_commands(RunConfig(mode="ddp", nproc=2), RUN) == []
+    # on GPUs: the same GPUs by index (the other machine's UUIDs are not ours), and the user's variables
+    g = RunConfig(mode="ddp", gpus=(0, 1), nproc=2, nnodes=2, rdzv_endpoint="h:1", extra_env={"NCCL_DEBUG": "INFO"})
+    other = other_node_commands(g, RUN)[0]
+    assert other[:4] == ["env", "CUDA_VISIBLE_DEVICES=0,1", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "NCCL_DEBUG=INFO"]
+    assert other[4:7] == [sys.executable, "-m", "torch.distributed.run"]
+    assert other[other.index("--node-rank") + 1] == "1"
 
 
 @pytest.mark.parametrize("cfg,gpus,field,text", [
@@ -88,6 +98,9 @@ def test_multi_node_commands():
     (RunConfig(dataset="imagefolder: "), 0, "dataset", "no image folder given"),  # not "." quietly
     (RunConfig(extra_env={"BAD-KEY": "1"}), 0, "extra_env", "is not a variable name"),
     (RunConfig(extra_env={"CUDA_VISIBLE_DEVICES": "1"}), 0, "extra_env", "choose GPUs with gpus"),
+    (RunConfig(extra_env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}), 0, "extra_env", "set by the launcher (GPUs by UUID)"),
+    (RunConfig(mode="dp", gpus=(1, 2)), (0, 1, 3), "gpus", "GPU 2 cannot be used: the GPUs NVML can read here are 0, 1, 3"),
+    (RunConfig(mode="single", gpus=(2,)), (0, 1, 3), "gpus", "pick among them"),
     (RunConfig(mode="ddp", nproc=1, nnodes=2), 0, "rdzv_endpoint", "needs a rendezvous endpoint"),
     (RunConfig(mode="ddp", nproc=1, nnodes=2, rdzv_endpoint="nohost"), 0, "rdzv_endpoint", "is not host:port"),
     (RunConfig(mode="ddp", nproc=1, nnodes=2, node_rank=2, rdzv_endpoint="h:1"), 0, "node_rank", "outside 0..1"),
@@ -123,6 +136,7 @@ def test_problems_lists_all_and_good_configs_pass(tmp_path):
     assert problems(RunConfig(mode="dp", batch_size=66), 0) == []  # DP on the CPU falls back: no split
     assert problems(RunConfig(mode="ddp", nproc=2, dataset=f"imagefolder:{tmp_path}"), 0) == []
     assert problems(RunConfig(mode="ddp", gpus=(0, 1, 2, 3), nproc=4, batch_size=64), 4) == []
+    assert problems(RunConfig(mode="ddp", gpus=(0, 3), nproc=2), (0, 1, 3)) == []  # readable, not contiguous
 
 
 def test_compare_modes_configs_share_everything_but_the_mode():
@@ -151,6 +165,8 @@ def test_weak_scaling_keeps_the_batch_per_device():
     with pytest.raises(ConfigError) as e:
         compare_modes_configs(base, 0, "medium")
     assert e.value.field == "scaling" and "use strong (same global batch) or weak" in e.value.message
+    holes = compare_modes_configs(base, (1, 3))  # GPUs 0 and 2 would not open: the readable ones are used
+    assert [(c.mode, c.gpus, c.nproc) for c in holes] == [("single", (1,), 1), ("dp", (1, 3), 1), ("ddp", (1, 3), 2)]
 
 
 def _snap(gpus=()):
@@ -163,7 +179,7 @@ def test_preflight_names_the_traps():
     assert "falls back to one device" in text and "the CPU (2 cores)" in text
     text = "\n".join(preflight(RunConfig(mode="dp", gpus=(2, 3)), _snap(range(4))))
     assert "(32 each)" in text and "GPU 2 (the first) holds more memory" in text
-    assert "CUDA_VISIBLE_DEVICES=2,3 renumbers them: the trainer sees cuda:0, cuda:1" in text
+    assert "CUDA_VISIBLE_DEVICES names GPU 2, 3 by UUID and renumbers them: the trainer sees cuda:0, cuda:1" in text
     text = "\n".join(preflight(RunConfig(mode="ddp", nproc=2), _snap()))
     assert "uses gloo" in text and "32 samples per process" in text and "free port" in text
     text = "\n".join(preflight(RunConfig(mode="ddp", gpus=(0, 1), nproc=2), _snap(range(2))))

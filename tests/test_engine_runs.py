@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.engine import launcher, procs, registry
+from lab.engine import launcher, logs, procs, registry
 from lab.engine.config import ConfigError, RunConfig
 from lab.runfolder import now_iso, read_json, write_json_atomic
 
@@ -138,6 +139,11 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     assert state(to_stop, runs_dir) == "stopped"
     wait_for(lambda: alive_of(d_stop) == [], 3, "no process of the stopped run")
     assert launcher.stop(to_stop, runs_dir) == "stopped"  # a second stop is a no-op
+    # both ranks left after the same step (they agree on a stop), and rank 0 wrote the summary first
+    left = [re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(d_stop, 400, rank)) for rank in (0, 1)]
+    assert left[0] and left[0] == left[1], left
+    summary = read_json(d_stop / "summary.json")
+    assert summary["completed"] is False and summary["steps"] == int(left[0][0])
 
     wait_for(lambda: state(to_kill, runs_dir) in FINAL, 15 - (time.monotonic() - t_kill), "the killed run to fail")
     rec = registry.get_run(to_kill, runs_dir)
@@ -242,7 +248,7 @@ def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     assert read_json(d / "status.json")["state"] == "stopped" and state(rid, runs_dir) == "stopped"
 
 
-def test_bad_configs_are_refused_before_anything_starts(runs_dir):
+def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):  # cpu_only: gpus=(0,) is refused
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     bad = [cfg(mode="ddp", nproc=2, batch_size=33), cfg(gpus=(0,)), cfg(name="a/b"), cfg(model="vgg"),
            cfg(dataset="imagefolder:/nope"), cfg(extra_env={"1X": "y"}), cfg(mode="ddp", nproc=1, nnodes=2),
@@ -257,8 +263,13 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir):
 
 
 def test_two_nodes_over_localhost_form_one_job(runs_dir):
+    """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
+    from lab.views.compare import device_count, run_metrics
+    from lab.views.scaling import efficiency
+    from lab.views.compare_runs import load_run
+
     port = procs.free_port()
-    c = cfg(mode="ddp", nproc=1, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
+    c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
     rid = launcher.launch(c, runs_dir)
     d = runs_dir / rid
     run = read_json(d / "run.json")
@@ -275,7 +286,10 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     assert node1.returncode == 0, out.decode()[-2000:]
     assert launcher.wait(rid, runs_dir, 60) == "succeeded"
     summary = registry.get_run(rid, runs_dir).summary
-    assert summary["world_size"] == 2 and summary["backend"] == "gloo"
+    assert summary["world_size"] == 4 and summary["nnodes"] == 2 and summary["backend"] == "gloo"
+    assert summary["devices"] == ["cpu0", "cpu1", "cpu2", "cpu3"] and len(summary["peak_mem_mib"]) == 4
+    assert device_count(run_metrics(load_run(d))) == 4
+    assert efficiency("strong", 2.0, device_count(run_metrics(load_run(d))), 1.0, 1) == 0.5  # a speedup of 2 over four devices
 
 
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):

@@ -49,8 +49,10 @@ KEEP_EXISTING = {"missing_dataset", "resume_missing_file"}
 
 def _refuse(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    # the CPU even on a GPU box: a refusal's words ("over 2 ranks") are the CPU's
     return subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=REPO,
-                          env={**base, "OMP_NUM_THREADS": "1", **env}, capture_output=True, text=True, timeout=120)
+                          env={**base, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **env},
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

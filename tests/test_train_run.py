@@ -4,7 +4,9 @@ Every test starts ``python -m training.train`` as a subprocess on the digits
 sample set and reads what it wrote: events with TensorBoard's own
 EventAccumulator (independent of the lab's reader), JSON files as files.
 Runs are kept tiny (``--image-size 16``, a few dozen steps) because torch's
-import alone takes seconds here.
+import alone takes seconds here. Every run is pinned to the CPU
+(``CUDA_VISIBLE_DEVICES=""``): the expectations (``mem/cpu0``, DP falling back)
+are the CPU's, and must hold on a machine with GPUs too.
 """
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--image-size", "16", "--batch-size", "32", "--lr", "0.1"]
+CPU_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # the CPU, even on a GPU box
 
 
 def trainer(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = CPU_ENV
     return subprocess.run([sys.executable, "-m", "training.train", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -147,7 +150,7 @@ def test_sigterm_stops_promptly_with_143(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "training.train", "--log-dir", str(run), "--epochs", "1000", "--log-every", "1", *SMALL],
-        cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, env=CPU_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         deadline = time.monotonic() + 60

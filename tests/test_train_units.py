@@ -75,3 +75,78 @@ def test_image_folder_with_held_out_split(tmp_path):
     assert (len(bundle.train), len(bundle.val), bundle.num_classes, bundle.channels) == (16, 4, 2, 3)
     x, y = bundle.train[0]
     assert x.shape == (3, 8, 8) and -1.0 <= float(x.min()) and float(x.max()) <= 1.0
+
+
+def test_device_names_are_unique_across_nodes(monkeypatch):
+    """Every node numbers its GPUs from cuda0: over several nodes the names carry the node (torchrun's GROUP_RANK)."""
+    single = Placement("ddp", "ddp", torch.device("cuda", 1), rank=1, local_rank=1, world_size=2)
+    assert single.device_names == ["cuda1"]  # one node: the contract's plain names
+    names = [Placement("ddp", "ddp", torch.device("cuda", lr), rank=n * 2 + lr, local_rank=lr, world_size=4,
+                       node_rank=n, nnodes=2).device_names[0] for n in (0, 1) for lr in (0, 1)]
+    assert names == ["node0:cuda0", "node0:cuda1", "node1:cuda0", "node1:cuda1"]
+    assert Placement("dp", "dp", torch.device("cuda", 0), device_ids=[0, 1]).device_names == ["cuda0", "cuda1"]
+    assert Placement("ddp", "ddp", torch.device("cpu"), rank=3, world_size=4, nnodes=2).device_names == ["cpu3"]
+    # place() reads the node from torchrun's variables, or from LOCAL_WORLD_SIZE without them
+    for k, v in {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(k, v)
+    p = place("ddp", "cpu", 64)
+    assert (p.node_rank, p.nnodes, p.rank) == (1, 2, 3)
+    monkeypatch.delenv("GROUP_RANK")
+    monkeypatch.delenv("GROUP_WORLD_SIZE")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    p = place("ddp", "cpu", 64)
+    assert (p.node_rank, p.nnodes) == (1, 2)
+
+
+def test_gathered_memory_never_overwrites_a_rank():
+    from training.metrics import merge_memory
+
+    a, b = {"peak": 1.0}, {"peak": 2.0}
+    assert merge_memory([{"node0:cuda0": a}, {"node1:cuda0": b}]) == {"node0:cuda0": a, "node1:cuda0": b}
+    # names two ranks share (a launcher that hides the node) are both kept: dict.update would keep one
+    assert merge_memory([{"cuda0": a}, {"cuda0": b}]) == {"cuda0": a, "rank1:cuda0": b}
+
+
+def test_amp_skipped_steps_are_counted_not_warned(tmp_path, caplog):
+    """fp16's first steps overflow and GradScaler skips them: counted in amp/skipped_steps, no inf warnings.
+
+    FAKE: the trainer's GradScaler runs on CUDA only; here the same torch.amp.GradScaler runs on the CPU, and
+    a gradient hook makes the first three steps' gradients overflow, as fp16's do. The loop itself is real.
+    """
+    import logging
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from training.metrics import GradWatch
+
+    bundle = data.synthetic(8)
+    args = build_parser().parse_args(["--log-dir", str(tmp_path), "--batch-size", "64", "--max-steps", "12",
+                                      "--grad-norm-warn", "1e-9", "--log-every", "4", "--checkpoint", "none"])
+    p = Placement("single", "single", torch.device("cpu"), per_device_batch=64)
+    rec = Recorder(tmp_path, True)
+    model = models.build("tinycnn", 3, 10)
+    backwards = []
+
+    def overflow_first_three(grad: torch.Tensor) -> torch.Tensor:
+        backwards.append(1)
+        return grad * float("inf") if len(backwards) <= 3 else grad
+    next(model.parameters()).register_hook(overflow_first_three)
+    loop = Loop(args, p, bundle, model, rec, None, lambda: False)
+    init = 2.0 ** 16
+    loop.scaler = torch.amp.GradScaler("cpu", init_scale=init)
+    loop.grads.scaler_on = True  # as Loop sets it for an enabled (CUDA) scaler
+    with caplog.at_level(logging.WARNING, logger="training.metrics"):
+        out = loop.run()
+    rec.close()
+    assert out.amp_skipped_steps == 3 and len(backwards) == 12
+    assert loop.scaler.get_scale() == init / 2 ** 3  # the scaler did skip (and back off) exactly those steps
+    warned = [r.getMessage() for r in caplog.records]
+    assert [w.split(":")[0] for w in warned] == [f"step {i}" for i in range(4, 13)], warned  # finite norms only
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("amp/skipped_steps")] == [(4, 3.0), (8, 3.0), (12, 3.0)]
+    assert [e.step for e in acc.Scalars("train/grad_norm_warning")] == list(range(4, 13))
+    # without a scaler nothing is skipped: a non-finite norm is a divergence, and is warned about
+    assert GradWatch(torch.device("cpu"), False, 1.0).warning(float("inf"))
+    assert not GradWatch(torch.device("cpu"), True, 1.0).warning(float("nan"))
+    assert GradWatch(torch.device("cpu"), True, 1.0).warning(2.0) and GradWatch(torch.device("cpu"), False, 1.0).skipped_steps() is None

@@ -3,9 +3,11 @@
 Owns choosing the devices for ``single``, ``dp`` and ``ddp`` (and refusing
 devices that are not visible or lack free memory), wrapping the model for the
 mode, starting and ending the process group, and the torchvision-references-style helpers
-(``init_distributed_mode``, ``reduce_across_processes``, ``gather_objects``,
-``barrier_then_destroy``); whether this process is the one that logs and
-writes is ``Placement.is_main``, known before the process group starts. The
+(``init_distributed_mode``, ``reduce_across_processes``, ``any_across_processes``,
+``gather_objects``, ``barrier_then_destroy``); whether this process is the one
+that logs and writes is ``Placement.is_main``, known before the process group
+starts. Device names are unique over a whole job: ``node<n>:cuda<i>`` when
+several nodes each have their own ``cuda0``. The
 order of DDP set-up matters: ``torch.cuda.set_device(local_rank)`` comes
 before ``init_process_group`` so NCCL binds each rank to its own GPU; gloo is
 used on CPU. Tested by tests/test_train_units.py and tests/test_train_ddp.py.
@@ -42,6 +44,8 @@ class Placement:
     backend: str | None = None
     per_device_batch: int = 0
     effective_mode_reason: str | None = None
+    node_rank: int = 0  # torchrun's GROUP_RANK
+    nnodes: int = 1  # torchrun's GROUP_WORLD_SIZE
 
     @property
     def is_main(self) -> bool:
@@ -50,9 +54,11 @@ class Placement:
 
     @property
     def device_names(self) -> list[str]:
-        """This process's device names as the contract spells them (cuda<i>, cpu<rank>)."""
+        """This process's device names as the contract spells them: cuda<i> (node<n>:cuda<i> over several
+        nodes, whose local indices repeat), cpu<rank> (the global rank: unique already)."""
         if self.device.type == "cuda":
-            return [f"cuda{i}" for i in (self.device_ids or [self.device.index or 0])]
+            node = f"node{self.node_rank}:" if self.nnodes > 1 else ""
+            return [f"{node}cuda{i}" for i in (self.device_ids or [self.device.index or 0])]
         return [f"cpu{self.rank}"]
 
 
@@ -76,6 +82,7 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
     if mode == "ddp":
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        node_rank, nnodes = _node(rank, world)
         per_rank = split_batch(global_batch, world, "GPUs" if cuda else "ranks")
         if cuda:
             count = torch.cuda.device_count()
@@ -88,7 +95,7 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
         else:
             device, backend = torch.device("cpu"), "gloo"
         return Placement(mode, "ddp", device, rank=rank, local_rank=local_rank, world_size=world,
-                         backend=backend, per_device_batch=per_rank)
+                         backend=backend, per_device_batch=per_rank, node_rank=node_rank, nnodes=nnodes)
     if mode == "dp":
         count = torch.cuda.device_count() if cuda else 0
         if count >= 2:
@@ -100,6 +107,14 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
         return Placement(mode, "single", device, per_device_batch=global_batch, effective_mode_reason=reason)
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     return Placement(mode, "single", device, per_device_batch=global_batch)
+
+
+def _node(rank: int, world: int) -> tuple[int, int]:
+    """(this node's rank, the number of nodes): torchrun's GROUP_RANK and GROUP_WORLD_SIZE, else from
+    LOCAL_WORLD_SIZE (a launcher of one's own that sets only the usual variables)."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
+    node = int(os.environ.get("GROUP_RANK") or rank // max(local, 1))
+    return node, int(os.environ.get("GROUP_WORLD_SIZE") or max(1, world // max(local, 1)))
 
 
 def wrap(model: nn.Module, placement: Placement) -> nn.Module:
@@ -133,9 +148,11 @@ def init_distributed_mode(placement: Placement) -> None:
     """Bind the rank's GPU, then join the process group (DDP only)."""
     if placement.effective_mode != "ddp":
         return
+    global _ran_distributed
     if placement.device.type == "cuda":
         torch.cuda.set_device(placement.local_rank)  # before init_process_group: NCCL binds to it
     dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size)
+    _ran_distributed = True
 
 
 def is_dist() -> bool:
@@ -149,6 +166,15 @@ def reduce_across_processes(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def any_across_processes(flag: bool, device: torch.device) -> bool:
+    """True on every rank when ``flag`` is true on any one (``flag`` itself outside DDP); a collective."""
+    if not is_dist():
+        return flag
+    t = torch.tensor([int(flag)], dtype=torch.int32, device=device)  # NCCL wants it on the rank's GPU
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """Every rank's ``obj`` in rank order (``[obj]`` outside DDP)."""
     if not is_dist():
@@ -158,14 +184,12 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
-_ran_distributed = False
+_ran_distributed = False  # set once the process group starts: see exit_process
 
 
 def barrier_then_destroy() -> None:
     """End the process group; the barrier first keeps gloo from aborting a rank at exit."""
-    global _ran_distributed
     if is_dist():
-        _ran_distributed = True
         dist.barrier()
         dist.destroy_process_group()
 
@@ -176,9 +200,10 @@ def exit_process(code: int) -> None:
     With gloo (torch 2.14), a rank sometimes aborts in the C++ teardown after
     ``destroy_process_group`` ("terminate called without an active
     exception", SIGABRT), and torchrun then fails the whole job although
-    training finished: seen here even with the barrier first. Everything of
-    ours is written and closed by then, so after flushing the output the rank
-    leaves with ``os._exit``, which runs no destructors.
+    training finished: seen here even with the barrier first; a stopped rank
+    (no barrier: a peer may be gone) leaves with its group still up. Everything
+    of ours is written and closed by then, so after flushing the output the
+    rank leaves with ``os._exit``, which runs no destructors.
     """
     if not _ran_distributed:
         sys.exit(code)

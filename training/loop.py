@@ -7,7 +7,9 @@ the same global batch see the same samples at the same step. Per-step work is
 kept to tensors on the device; ``.item()`` and collectives happen only at the
 end of a logging window (or every step when ``--grad-norm-warn`` is on), so
 the harness costs little over a bare loop. ``stop`` is polled after every step
-so SIGTERM ends the run within one step. Shaped like torchvision's
+so SIGTERM ends the run within one step; DDP ranks agree on it every
+``STOP_SYNC_EVERY`` steps, so all leave at the same step. With a GradScaler
+every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``). Shaped like torchvision's
 references: ``run`` is the epoch loop around ``train_one_epoch``, a logging
 window's sums live in ``metrics.Window``. Tested by tests/test_train_run.py,
 tests/test_train_ddp.py and tests/test_train_units.py.
@@ -28,11 +30,13 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from training import checkpoint
 from training.cli import BadInput
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
-from training.distributed import Placement, reduce_across_processes, wrap
-from training.metrics import Recorder, Span, Window, gathered_memory_mib
+from training.distributed import Placement, any_across_processes, reduce_across_processes, wrap
+from training.metrics import GradWatch, Recorder, Span, Window, gathered_memory_mib
 from training.profiling import StepProfiler
 
 log = logging.getLogger(__name__)
+# DDP: steps between the ranks' agreements on a stop; not every step, as each syncs the host with the device
+STOP_SYNC_EVERY = 5
 
 
 @dataclass
@@ -48,6 +52,7 @@ class Outcome:
     epoch_times: list[float] = field(default_factory=list)
     final: dict[str, float | None] = field(default_factory=dict)
     stopped: bool = False
+    amp_skipped_steps: int | None = None
 
 
 class Loop:
@@ -63,6 +68,7 @@ class Loop:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=bool(args.amp and cuda))
+        self.grads = GradWatch(self.device, self.scaler.is_enabled(), args.grad_norm_warn)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.float16 if cuda else torch.bfloat16)
                          if args.amp else nullcontext())
         self.criterion = nn.CrossEntropyLoss().to(self.device)
@@ -133,12 +139,19 @@ class Loop:
                 self._paused(self.prof.write)
             if self.args.val_every and self.step % self.args.val_every == 0:
                 self._paused(self.validate)
-            if self.stop():
+            if self._stop_now():
                 out.stopped = True
                 break
             if self.step >= self.total_steps:
                 break
         return done
+
+    def _stop_now(self) -> bool:
+        """Stop after this step? In DDP all ranks must answer alike, or one waits forever in a collective
+        (under NCCL it ignores SIGTERM until the watchdog fires, and rank 0 would die before its summary)."""
+        if self.p.effective_mode != "ddp":
+            return self.stop()
+        return self.step % STOP_SYNC_EVERY == 0 and any_across_processes(self.stop(), self.device)
 
     def _train_step(self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome) -> None:
         a, phase = self.args, self.prof.phase
@@ -158,15 +171,16 @@ class Loop:
         log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
         with phase("optimizer"):
             grad_norm = None
-            if log_now or a.grad_norm_warn > 0:
+            if log_now or a.grad_norm_warn > 0 or self.grads.scaler_on:
                 self.scaler.unscale_(self.optimizer)
                 grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+                self.grads.step(grad_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         self.step += 1
         self.window.update(loss, logits, y)
         if a.grad_norm_warn > 0:
-            self._watch_grad_norm(float(grad_norm), a.grad_norm_warn)
+            self.grads.check(float(grad_norm), self.step, self.p.is_main, self.rec)
         if self.step - self.first_step == out.steady_excluded_steps and out.steady_excluded_steps:
             self._sync()
             self.steady = Span(self.paused_s)
@@ -191,6 +205,7 @@ class Loop:
         self.prof.close()
         self._sync()
         out.steps = self.step
+        out.amp_skipped_steps = self.grads.skipped_steps()
         out.train_time_s = self.total.seconds(self.paused_s)
         out.steady_time_s = self.steady.seconds(self.paused_s)
         if not out.stopped and self.last_val_step != self.step and len(self.data.val):
@@ -225,12 +240,6 @@ class Loop:
         fn()
         self.paused_s += time.perf_counter() - t
 
-    def _watch_grad_norm(self, norm: float, limit: float) -> None:
-        if norm > limit or not math.isfinite(norm):
-            if self.p.is_main:
-                log.warning("step %d: gradient norm %.4g is above --grad-norm-warn %.4g", self.step, norm, limit)
-            self.rec.scalars({"train/grad_norm_warning": norm}, self.step)
-
     def _log_window(self, grad_norm: float, epoch: int) -> None:
         w = self.window
         window_s = w.span.seconds(self.paused_s)
@@ -239,10 +248,12 @@ class Loop:
         sps = totals[2] / window_s if window_s > 0 else 0.0
         self.last_train = {"loss": loss, "acc": acc}
         mem = gathered_memory_mib(self.p)  # a collective in DDP: every rank calls it here
+        skipped = self.grads.skipped_steps()  # the same on every rank: the gradients are all-reduced
         self.rec.scalars({
             "train/loss": loss, "train/acc": acc, "train/lr": self.optimizer.param_groups[0]["lr"],
             "train/grad_norm": grad_norm, "perf/samples_per_sec": sps,
             "perf/step_time_ms": 1000 * window_s / w.steps, "perf/data_time_ms": 1000 * w.data_s / w.steps,
+            **({} if skipped is None else {"amp/skipped_steps": skipped}),
         }, self.step)
         self.rec.memory(mem, self.step)
         self.peak_mem = {d: v["peak"] for d, v in mem.items()}

@@ -6,7 +6,9 @@ under ``tb/`` (through ``torch.utils.tensorboard.SummaryWriter``),
 written atomically (temp file in the same folder, then ``os.replace``) so a
 reader never sees half a file. Also owns per-device memory in MiB: CUDA from
 the caching allocator, CPU from the process's resident set (allocated =
-reserved = current RSS, peak = peak RSS), gathered from every rank in DDP.
+reserved = current RSS, peak = peak RSS), gathered from every rank in DDP
+without one rank's names overwriting another's (``merge_memory``), and the
+gradient watch (``GradWatch``: steps GradScaler skipped, the grad-norm warning).
 Also owns a logging window's running sums (``Window``, torchvision's
 ``MetricLogger`` cut down to what we log) and spans of step time that leave
 out validation and checkpoints (``Span``). Nothing here creates a file until
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import resource
 import tempfile
@@ -64,12 +67,55 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
     return out
 
 
+def merge_memory(parts: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Every rank's devices (``parts`` in rank order) in one dict; a name two ranks share is kept for
+    both as ``rank<r>:<name>``, never overwritten (device names are unique per node and node prefixed)."""
+    merged: dict[str, dict[str, float]] = {}
+    for rank, part in enumerate(parts):
+        for name, mem in part.items():
+            merged[f"rank{rank}:{name}" if name in merged else name] = mem
+    return merged
+
+
 def gathered_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
     """Memory of every device of the run; a collective in DDP, so every rank must call it."""
-    merged: dict[str, dict[str, float]] = {}
-    for part in gather_objects(local_memory_mib(placement)):
-        merged.update(part)
-    return merged
+    return merge_memory(gather_objects(local_memory_mib(placement)))
+
+
+class GradWatch:
+    """Gradient norms: the steps GradScaler skipped, and the ``--grad-norm-warn`` warning.
+
+    GradScaler skips a step exactly when a gradient holds inf or NaN, which is
+    when their total norm is not finite; fp16's first steps do so while the
+    scale settles. Those are counted (on the device, no sync per step) and
+    never warned about; any finite norm above the limit is. Without a scaler
+    a non-finite norm is a real divergence and is warned about too.
+    """
+
+    def __init__(self, device: torch.device, scaler_on: bool, limit: float) -> None:
+        self.scaler_on, self.limit = scaler_on, limit
+        self.skipped = torch.zeros((), dtype=torch.int64, device=device)
+
+    def step(self, norm: torch.Tensor | None) -> None:
+        if self.scaler_on and norm is not None:
+            self.skipped += (~torch.isfinite(norm)).long()
+
+    def warning(self, norm: float) -> bool:
+        """Whether this step's norm is worth a warning."""
+        if not math.isfinite(norm):
+            return not self.scaler_on
+        return norm > self.limit
+
+    def check(self, norm: float, step: int, is_main: bool, recorder: "Recorder") -> None:
+        """Warn (rank 0's log, ``train/grad_norm_warning``) when ``warning(norm)``."""
+        if self.warning(norm):
+            if is_main:
+                log.warning("step %d: gradient norm %.4g is above --grad-norm-warn %.4g", step, norm, self.limit)
+            recorder.scalars({"train/grad_norm_warning": norm}, step)
+
+    def skipped_steps(self) -> int | None:
+        """Steps skipped so far by this process (None without a GradScaler). Syncs with the device."""
+        return int(self.skipped) if self.scaler_on else None
 
 
 class Span:

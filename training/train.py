@@ -7,9 +7,11 @@ found it. Then the process group starts (DDP), the model is seeded and built
 (same seed, same weights in every mode), and ``training.loop.Loop`` trains.
 Rank 0 writes ``summary.json`` at the end. ``--amp`` means fp16 autocast with
 a GradScaler on CUDA and bf16 autocast (no scaler) on CPU; summary.json says
-which in ``amp_dtype``. SIGTERM during the loop stops it after the current
-step (exit 143, no checkpoint, ``"completed": false``); during set-up, or a
-second SIGTERM, exits at once with 143. Tested by tests/test_train_run.py,
+which in ``amp_dtype`` and counts the steps the scaler skipped in
+``amp_skipped_steps``. SIGTERM during the loop stops it after the current
+step (DDP: after the step all ranks agree on; exit 143, no checkpoint,
+``"completed": false``); during set-up, or a second SIGTERM over
+``REPEAT_GRACE_S`` after the first, exits at once with 143. Tested by tests/test_train_run.py,
 tests/test_train_cli.py and tests/test_train_ddp.py (real processes).
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -30,6 +33,9 @@ from training.cli import BadInput, parse_args
 
 log = logging.getLogger("training")
 SIGTERM_EXIT = 143
+# A stop of a DDP job signals each rank twice at once: the supervisor's SIGTERM to the process group, then
+# torchrun's agent forwarding its own. Only a repeat after this long is someone insisting.
+REPEAT_GRACE_S = 3.0
 
 
 class _Stop:
@@ -37,12 +43,14 @@ class _Stop:
 
     in_loop = False
     requested = False
+    at = 0.0
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    if _Stop.requested or not _Stop.in_loop:
+    if not _Stop.in_loop or (_Stop.requested and time.monotonic() - _Stop.at > REPEAT_GRACE_S):
         raise SystemExit(SIGTERM_EXIT)
-    _Stop.requested = True
+    if not _Stop.requested:
+        _Stop.requested, _Stop.at = True, time.monotonic()
 
 
 def _check_log_dir(log_dir: Path) -> None:
@@ -61,9 +69,9 @@ def _setup_logging(rank: int, ddp: bool) -> None:
                         format=f"%(asctime)s {prefix}%(levelname)s %(message)s", force=True)
 
 
-def _device_order(name: str) -> tuple[str, int]:
-    kind = name.rstrip("0123456789")
-    return kind, int(name[len(kind):] or 0)  # cuda2 before cuda10
+def _device_order(name: str) -> tuple:
+    m = re.fullmatch(r"(?:(node|rank)(\d+):)?(\D*)(\d*)", name)  # node1:cuda0; cuda2 before cuda10
+    return (m[1] or "", int(m[2] or -1), m[3], int(m[4] or 0)) if m else ("~", 0, name, 0)
 
 
 def _now() -> str:
@@ -102,7 +110,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
     summary = {
         "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
         "effective_mode_reason": placement.effective_mode_reason,
-        "world_size": placement.world_size, "backend": placement.backend,
+        "world_size": placement.world_size, "nnodes": placement.nnodes, "backend": placement.backend,
         "devices": sorted(peak, key=_device_order) or placement.device_names,
         "global_batch": g, "per_device_batch": placement.per_device_batch,
         "steps": out.steps, "epochs_completed": loop.start_epoch + out.epochs_completed,
@@ -114,6 +122,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
         "final": out.final, "peak_mem_mib": peak,
         "amp": bool(args.amp),
         "amp_dtype": (("float16" if placement.device.type == "cuda" else "bfloat16") if args.amp else None),
+        "amp_skipped_steps": out.amp_skipped_steps,
         "torch_version": torch.__version__, "hostname": socket.gethostname(),
         "started_at": started_at, "ended_at": _now(), "completed": not out.stopped,
     }
@@ -181,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _Stop.in_loop = False
     if out.stopped:
         # No collectives past this point: the other ranks are stopping too, maybe already gone.
-        log.warning("SIGTERM: stopped after step %d without a checkpoint", out.steps)
+        log.warning("SIGTERM: stopped after step %d without a checkpoint%s", out.steps,
+                    "" if _Stop.requested else " (another rank was asked to stop)")
         local = {d: v["peak"] for d, v in local_memory_mib(placement).items()}
         recorder.summary(_summary(args, placement, loop, out, started_at, time.perf_counter() - t0,
                                   loop.peak_mem or local))

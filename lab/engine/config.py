@@ -7,7 +7,10 @@ message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``), under
 strong scaling (the global batch kept) or weak scaling (the per-device batch
 kept, ``scaled``).
-Nothing here starts a process or touches NVML: the GPU count is an argument.
+Nothing here starts a process or touches NVML: the GPUs are an argument,
+either a count or the physical indices NVML could read
+(``devices.usable_indices``), which need not be contiguous where a GPU
+refuses to be opened.
 Tested by tests/test_engine_config.py.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Union
 
 from lab.runfolder import DIGITS
 
@@ -31,7 +34,13 @@ SCALINGS = (STRONG, WEAK)  # a Compare-modes sweep keeps the global batch (stron
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
-_RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "TORCHELASTIC_ERROR_FILE")
+_RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TORCHELASTIC_ERROR_FILE")
+Gpus = Union[int, Iterable[int]]  # a GPU count (indices 0..n-1), or the physical indices that can be used
+
+
+def usable(gpus: Gpus) -> tuple[int, ...]:
+    """The usable physical GPU indices, sorted, from a count or from the indices themselves."""
+    return tuple(range(gpus)) if isinstance(gpus, int) else tuple(sorted(set(gpus)))
 
 
 class ConfigError(ValueError):
@@ -143,17 +152,25 @@ def _dataset_problem(spec: str) -> ConfigError | None:
     return ConfigError("dataset", f"unknown dataset {spec!r}: use digits, synthetic or imagefolder:PATH")
 
 
-def _device_problems(c: RunConfig, gpu_count: int) -> list[ConfigError]:
+def _no_such_gpu(g: int, have: tuple[int, ...]) -> ConfigError:
+    if not have:
+        return ConfigError("gpus", f"GPU {g} does not exist: this machine has no GPUs: leave gpus empty to run on the CPU")
+    if have == tuple(range(len(have))):
+        n = len(have)
+        return ConfigError("gpus", f"GPU {g} does not exist: this machine has {n} GPU{'s' if n > 1 else ''} (0-{n - 1}): pick among them")
+    return ConfigError("gpus", f"GPU {g} cannot be used: the GPUs NVML can read here are {', '.join(map(str, have))}: pick among them")
+
+
+def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
     out: list[ConfigError] = []
+    have = usable(gpus)
     if len(set(c.gpus)) != len(c.gpus):
         out.append(ConfigError("gpus", f"GPU list {list(c.gpus)} repeats a GPU: name each GPU once"))
     for g in c.gpus:
         if not isinstance(g, int) or isinstance(g, bool) or g < 0:
             out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
-        elif g >= gpu_count:
-            have = "no GPUs: leave gpus empty to run on the CPU" if gpu_count == 0 else (
-                f"{gpu_count} GPU{'s' if gpu_count > 1 else ''} (0-{gpu_count - 1}): pick among them")
-            out.append(ConfigError("gpus", f"GPU {g} does not exist: this machine has {have}"))
+        elif g not in have:
+            out.append(_no_such_gpu(g, have))
     if c.mode == "single" and len(c.gpus) > 1:
         out.append(ConfigError("gpus", f"single mode uses one device, {len(c.gpus)} GPUs given: pick one GPU or use dp/ddp"))
     if c.mode == "ddp":
@@ -220,13 +237,13 @@ def _profile_problem(text: object, max_steps: object) -> str | None:
     return None
 
 
-def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
-    """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
+def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
+    """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``); empty = fine."""
     c = config
     out: list[ConfigError] = []
     if c.mode not in MODES:
         return [ConfigError("mode", f"unknown mode {c.mode!r}: use single, dp or ddp")]
-    out += _device_problems(c, gpu_count)
+    out += _device_problems(c, gpus)
     out += _node_problems(c)
     out += _number_problems(c)
     if not out:
@@ -250,15 +267,15 @@ def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
         if not isinstance(k, str) or not k.isidentifier() or not k.isascii():
             out.append(ConfigError("extra_env", f"{k!r} is not a variable name: use letters, digits and '_' (not starting with a digit)"))
         elif k in _RESERVED_ENV:
-            out.append(ConfigError("extra_env", f"{k} is set by the launcher: choose GPUs with gpus instead of setting it"))
+            out.append(ConfigError("extra_env", f"{k} is set by the launcher (GPUs by UUID): choose GPUs with gpus instead of setting it"))
         elif not isinstance(v, str) or "\0" in v:
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
     return out
 
 
-def validate(config: RunConfig, gpu_count: int) -> None:
+def validate(config: RunConfig, gpus: Gpus) -> None:
     """Raise the first ``ConfigError`` of ``problems``; return None when the config is fine."""
-    found = problems(config, gpu_count)
+    found = problems(config, gpus)
     if found:
         raise found[0]
 
@@ -281,14 +298,14 @@ def scaled(config: RunConfig, scaling: str) -> RunConfig:
     return config
 
 
-def compare_modes_configs(base: RunConfig, gpu_count: int, scaling: str = STRONG) -> list[RunConfig]:
+def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) -> list[RunConfig]:
     """single, DP and DDP configs of the same model, data and seed, under ``scaling``.
 
-    With GPUs: single on the first GPU, DP and DDP over all of them. Without:
-    everything on the CPU, DDP as two gloo processes (DP falls back to one device).
+    With GPUs: single on the first usable GPU, DP and DDP over all of them.
+    Without: everything on the CPU, DDP as two gloo processes (DP falls back to one device).
     ``base.batch_size`` is every mode's global batch (strong) or every device's batch (weak, ``scaled``).
     """
-    gpus = tuple(range(gpu_count))
+    gpus = usable(gpus)
     first = gpus[:1]
     nproc = len(gpus) or CPU_DDP_PROCESSES
     stem = base.name or f"cmp-{base.model}"

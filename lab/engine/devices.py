@@ -1,33 +1,45 @@
 """The one gateway to NVML (nvidia-ml-py).
 
-Every NVML call goes through ``_query``, which initialises NVML lazily and
-turns "not supported" into None, nvitop-style. ``snapshot()`` reads every
-device once into immutable records; pages and the supervisor never call NVML
-themselves. Without a driver the snapshot has no GPUs, the CPU view (from
-``lab.engine.procs``) and one reason string. Which run holds a GPU process is
-asked of an ``owner`` callable the caller passes (``registry.process_owner``):
-this module knows nothing of run folders. Tested by tests/test_devices.py.
+Every NVML call goes through ``_call``, which initialises NVML lazily and turns
+every failure of one query, NVML's or not (pynvml 13.x raises
+``NVMLLibraryMismatchError`` on older drivers), into None plus a reason,
+nvitop-style: no exception leaves this module. ``snapshot()`` reads every
+device once into immutable records; pages and the supervisor never call NVML.
+Without a driver the snapshot has no GPUs, the CPU view (``lab.engine.procs``)
+and one reason. What cannot be shown is said: a GPU NVML will not open is left
+out and named in ``notes`` (only ``usable_indices`` can be chosen), a refused
+process list is ``processes_note``, MIG mode a note on its GPU. The run of a
+GPU process is asked of ``owner(pid)`` (``registry.process_owner``); a pid not
+visible here (a container sees NVML's host pids) goes to the one run that
+chose that GPU (``gpu_users``), and says so. No run folders here. Test seam:
+``LAB_NVML_MODULE`` names a module to import instead of ``pynvml``
+(tests/fake_nvml.py). Tested by tests/test_devices.py and tests/test_devices_limits.py.
 """
 from __future__ import annotations
 
+import importlib
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lab.engine.procs import CpuRecord, cpu_record
-
-try:  # the module is named pynvml; nvidia-ml-py provides it
-    import pynvml
-except ImportError:  # pragma: no cover - nvidia-ml-py is in requirements.txt
-    pynvml = None  # type: ignore[assignment]
+from lab.engine.procs import CpuRecord, cpu_record, visible
 
 log = logging.getLogger(__name__)
 
+NVML_MODULE_ENV = "LAB_NVML_MODULE"  # test seam only: a module to use in place of pynvml
 NO_DRIVER = "no NVIDIA driver found: runs use the CPU with the gloo backend"
+NOT_PERMITTED = "process list not permitted"
 _MIB = 1024 * 1024
 
+
+try:  # the module is named pynvml; nvidia-ml-py provides it
+    pynvml: Any = importlib.import_module(os.environ.get(NVML_MODULE_ENV) or "pynvml")
+except ImportError:  # pragma: no cover - nvidia-ml-py is in requirements.txt
+    pynvml = None
 _lock = threading.Lock()
 _state: dict[str, Any] = {"module": None, "ok": False, "reason": None}
 
@@ -37,6 +49,7 @@ class GpuProcess:
     pid: int
     used_mib: float | None
     run_id: str | None
+    visible: bool = True  # False: no such pid here (a host pid seen from a container, or it ended)
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,9 @@ class GpuRecord:
     power_w: float | None
     temp_c: float | None
     processes: tuple[GpuProcess, ...] = ()
+    processes_note: str | None = None  # why the process list is unknown (None: it was read, maybe empty)
+    mig: bool = False
+    notes: tuple[str, ...] = ()  # what the lab cannot show of this GPU
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,7 @@ class DeviceSnapshot:
     cpu: CpuRecord
     reason: str | None
     taken_at: float
+    notes: tuple[str, ...] = ()  # machine-wide: GPUs NVML counts but would not let us read
 
 
 def _init() -> str | None:
@@ -73,28 +90,40 @@ def _init() -> str | None:
             pynvml.nvmlInit()
             _state["ok"] = True
         except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-            name = type(e).__name__
-            if "LibraryNotFound" in name or "DriverNotLoaded" in name or "NoPermission" in name:
-                _state["reason"] = NO_DRIVER
-            else:
-                _state["reason"] = f"NVML did not start ({e}): runs use the CPU with the gloo backend"
+            gone = any(k in type(e).__name__ for k in ("LibraryNotFound", "DriverNotLoaded", "NoPermission"))
+            _state["reason"] = NO_DRIVER if gone else f"NVML did not start ({e}): runs use the CPU with the gloo backend"
             log.info("NVML unavailable: %s", e)
         return _state["reason"]
 
 
-def _query(fn: str | Callable[..., Any], *args: Any, default: Any = None) -> Any:
-    """Call an NVML function; "not supported" and other per-call NVML errors give ``default``."""
-    if _init() is not None:
-        return default
-    func = getattr(pynvml, fn) if isinstance(fn, str) else fn
+def _why(e: Exception) -> str:
+    """A failed query's reason in a few words."""
+    name = type(e).__name__
+    if "NotSupported" in name:
+        return "not supported"
+    if "NoPermission" in name:
+        return "not permitted"
+    if "LibraryMismatch" in name or "FunctionNotFound" in name or isinstance(e, AttributeError):
+        return "the driver is older than nvidia-ml-py"
+    return f"{name}: {e}"
+
+
+def _call(fn: str, *args: Any) -> tuple[Any, str | None]:
+    """``(value, None)``, or ``(None, reason)`` for any failure of this one query: never an exception."""
+    if (reason := _init()) is not None:
+        return None, reason
     try:
-        return func(*args)
+        return getattr(pynvml, fn)(*args), None
     except Exception as e:
-        if pynvml is not None and isinstance(e, getattr(pynvml, "NVMLError", ())):
-            if not isinstance(e, getattr(pynvml, "NVMLError_NotSupported", ())):
-                log.debug("NVML %s failed: %s", fn, e)
-            return default
-        raise
+        why = _why(e)
+        if why != "not supported":
+            log.debug("NVML %s failed: %s", fn, e)
+        return None, why
+
+
+def _query(fn: str, *args: Any, default: Any = None) -> Any:
+    value, why = _call(fn, *args)  # the reason is dropped: a missing metric is just None
+    return default if why else value
 
 
 def _text(v: Any) -> str:
@@ -102,8 +131,24 @@ def _text(v: Any) -> str:
 
 
 def gpu_count() -> int:
-    """How many GPUs NVML sees (0 without a driver)."""
+    """How many GPUs NVML counts (0 without a driver), readable or not: see ``usable_indices``."""
     return int(_query("nvmlDeviceGetCount", default=0) or 0)
+
+
+def usable_indices() -> tuple[int, ...]:
+    """The physical indices of the GPUs NVML lets us read: the only ones a run may choose."""
+    return tuple(g.index for g in read_gpus(with_processes=False))
+
+
+def uuids(indices: tuple[int, ...]) -> dict[int, str]:
+    """Physical index -> UUID (``GPU-…``, ``MIG-…``) of those GPUs NVML names: what CUDA_VISIBLE_DEVICES takes."""
+    out: dict[int, str] = {}
+    for i in indices:
+        h = _query("nvmlDeviceGetHandleByIndex", i)
+        u = None if h is None else _query("nvmlDeviceGetUUID", h)
+        if u:
+            out[i] = _text(u)
+    return out
 
 
 def driver_version() -> str | None:
@@ -113,27 +158,71 @@ def driver_version() -> str | None:
 
 
 Owner = Callable[[int], str | None]  # pid -> the run it belongs to (None: not a run's)
+GpuUsers = Callable[[int], tuple[str, ...]]  # physical GPU index -> the live runs that chose it
 
 
-def _processes(handle: Any, owner: Owner | None) -> tuple[GpuProcess, ...]:
+def _listed(handle: Any, fn: str) -> tuple[list[Any], str | None]:
+    """One NVML process list; an older driver gets the versioned call pynvml's own error names."""
+    got, why = _call(fn, handle)
+    if why == "the driver is older than nvidia-ml-py":
+        got, why = _call(fn + "_v2", handle)
+    return list(got or []), why
+
+
+def _processes(handle: Any, index: int, owner: Owner | None,
+               gpu_users: GpuUsers | None) -> tuple[tuple[GpuProcess, ...], str | None]:
     seen: dict[int, GpuProcess] = {}
+    refused: list[str] = []
     for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        for p in _query(fn, handle, default=[]) or []:
-            used = getattr(p, "usedGpuMemory", None)
-            used_mib = None if used is None else round(used / _MIB, 1)
-            if p.pid not in seen:
-                seen[p.pid] = GpuProcess(int(p.pid), used_mib, owner(int(p.pid)) if owner else None)
-    return tuple(seen.values())
+        listed, why = _listed(handle, fn)
+        if why and why != "not supported":
+            refused.append(why)
+        for p in listed:
+            pid, used = int(p.pid), getattr(p, "usedGpuMemory", None)
+            if pid not in seen:
+                seen[pid] = _process(pid, None if used is None else round(used / _MIB, 1), index, owner, gpu_users)
+    if refused and not seen:
+        note = NOT_PERMITTED if "not permitted" in refused else f"process list n/a ({refused[0]})"
+        return (), note
+    return tuple(seen.values()), None
 
 
-def _gpu(i: int, owner: Owner | None, with_processes: bool) -> GpuRecord | None:
+def _process(pid: int, used_mib: float | None, index: int, owner: Owner | None,
+             gpu_users: GpuUsers | None) -> GpuProcess:
+    if visible(pid):
+        return GpuProcess(pid, used_mib, owner(pid) if owner else None)
+    # NVML gives host pids and the driver knows no pid namespaces: inside a container this pid
+    # is nobody here, so the only link to a run is the GPU it chose (unique, or no claim)
+    users = gpu_users(index) if gpu_users else ()
+    return GpuProcess(pid, used_mib, users[0] if len(users) == 1 else None, visible=False)
+
+
+def _temperature(h: Any) -> Any:
+    sensor = getattr(pynvml, "NVML_TEMPERATURE_GPU", 0)
+    value, why = _call("nvmlDeviceGetTemperatureV", h, sensor)
+    if why == "the driver is older than nvidia-ml-py":  # the deprecated call is all an old driver has
+        value = _query("nvmlDeviceGetTemperature", h, sensor)
+    return value
+
+
+def _mig_notes(h: Any) -> tuple[bool, tuple[str, ...]]:
+    mode = _query("nvmlDeviceGetMigMode", h)
+    if not mode or mode[0] != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return False, ()
+    return True, ("MIG mode is on: NVML gives no utilisation or process list for the whole GPU, and a run on it "
+                  "gets one MIG instance, not the GPU; the lab shows the GPU's memory only",)
+
+
+def _gpu(i: int, owner: Owner | None, with_processes: bool, gpu_users: GpuUsers | None) -> GpuRecord | None:
     h = _query("nvmlDeviceGetHandleByIndex", i)
     if h is None:
         return None
     util = _query("nvmlDeviceGetUtilizationRates", h)
     mem = _query("nvmlDeviceGetMemoryInfo", h)
     power = _query("nvmlDeviceGetPowerUsage", h)
-    temp = _query("nvmlDeviceGetTemperature", h, getattr(pynvml, "NVML_TEMPERATURE_GPU", 0))
+    temp = _temperature(h)
+    mig, notes = _mig_notes(h)
+    processes, note = _processes(h, i, owner, gpu_users) if with_processes else ((), None)
     return GpuRecord(
         index=i,
         name=_text(_query("nvmlDeviceGetName", h, default="unknown GPU")),
@@ -143,48 +232,66 @@ def _gpu(i: int, owner: Owner | None, with_processes: bool) -> GpuRecord | None:
         mem_total_mib=None if mem is None else round(mem.total / _MIB, 1),
         power_w=None if power is None else power / 1000.0,
         temp_c=None if temp is None else float(temp),
-        processes=_processes(h, owner) if with_processes else (),
+        processes=processes, processes_note=note, mig=mig, notes=notes,
     )
 
 
 def read_gpus(indices: tuple[int, ...] | None = None, owner: Owner | None = None,
-              with_processes: bool = True) -> tuple[GpuRecord, ...]:
-    """Read the GPUs (all, or physical ``indices``) once; empty without NVML.
+              with_processes: bool = True, gpu_users: GpuUsers | None = None) -> tuple[GpuRecord, ...]:
+    """Read the GPUs (all, or physical ``indices``) once; empty without NVML; one NVML refuses is left out.
 
-    ``owner(pid)`` names the run a GPU process belongs to; without it every
-    process's ``run_id`` is None.
+    ``owner(pid)`` names a GPU process's run, ``gpu_users(index)`` the runs that chose a GPU (for pids not
+    visible here); without them ``run_id`` is None.
     """
     n = gpu_count()
     wanted = range(n) if indices is None else [i for i in indices if 0 <= i < n]
-    return tuple(g for g in (_gpu(i, owner, with_processes) for i in wanted) if g is not None)
+    return tuple(g for g in (_gpu(i, owner, with_processes, gpu_users) for i in wanted) if g is not None)
 
 
-def snapshot(owner: Owner | None = None) -> DeviceSnapshot:
-    """Every device read once: GPUs (with the runs holding them, see ``read_gpus``), the CPU, and why there are no GPUs."""
+def snapshot(owner: Owner | None = None, gpu_users: GpuUsers | None = None) -> DeviceSnapshot:
+    """Every device read once: GPUs (see ``read_gpus``), the CPU, why there are no GPUs, what cannot be read."""
     reason = _init()
-    gpus = () if reason else read_gpus(owner=owner)
+    gpus = () if reason else read_gpus(owner=owner, gpu_users=gpu_users)
+    missing = [] if reason else sorted(set(range(gpu_count())) - {g.index for g in gpus})
+    notes = tuple(f"GPU {i}: NVML would not open it (no permission, or the GPU is lost): not shown, cannot be chosen"
+                  for i in missing)
     if not reason and not gpus:
-        reason = "NVML sees no GPUs: runs use the CPU with the gloo backend"
-    return DeviceSnapshot(gpus=gpus, cpu=cpu_record(), reason=reason, taken_at=time.time())
+        reason = "NVML sees no GPUs it can read: runs use the CPU with the gloo backend"
+    return DeviceSnapshot(gpus=gpus, cpu=cpu_record(), reason=reason, taken_at=time.time(), notes=notes)
 
 
-def holders(snap: DeviceSnapshot) -> list[str]:
-    """One sentence per (run, GPU): e.g. "run X holds 3.1 GiB on GPU 1"."""
+def holders(snap: DeviceSnapshot, indices: tuple[int, ...] | None = None) -> list[str]:
+    """One sentence per (run, GPU) of all GPUs or ``indices``: e.g. "run X holds 3.1 GiB on GPU 1"."""
     out = []
     for g in snap.gpus:
         per_run: dict[str, float] = {}
-        for p in g.processes:
-            name = f"run {p.run_id}" if p.run_id else f"process {p.pid} (not a run)"
-            per_run[name] = per_run.get(name, 0.0) + (p.used_mib or 0.0)
-        for name, mib in per_run.items():
-            out.append(f"{name} holds {mib / 1024:.1f} GiB on GPU {g.index}")
+        for p in g.processes if indices is None or g.index in indices else ():
+            per_run[_holder(p)] = per_run.get(_holder(p), 0.0) + (p.used_mib or 0.0)
+        out += [f"{name} holds {mib / 1024:.1f} GiB on GPU {g.index}" for name, mib in per_run.items()]
     return out
+
+
+def limits(snap: DeviceSnapshot, indices: tuple[int, ...] | None = None) -> list[str]:
+    """What the lab cannot show, one sentence each: unreadable GPUs, refused process lists, MIG mode."""
+    out = list(getattr(snap, "notes", ())) if indices is None else []
+    for g in snap.gpus:  # getattr: pre-flight is also given records shaped like ours
+        if indices is None or g.index in indices:
+            if getattr(g, "processes_note", None):
+                out.append(f"GPU {g.index}: {g.processes_note}, so which processes use it is unknown")
+            out += [f"GPU {g.index}: {n}" for n in getattr(g, "notes", ())]
+    return out
+
+
+def _holder(p: GpuProcess) -> str:
+    if p.run_id:
+        return f"run {p.run_id}" if p.visible else f"run {p.run_id} (by the GPU it chose: pid {p.pid} is not visible here)"
+    if not p.visible:
+        return f"process {p.pid} (not visible here: another container's or the host's, or it ended)"
+    return f"process {p.pid} (not a run)"
 
 
 def describe_machine(gpus: tuple[GpuRecord, ...], cores: int) -> str:
     """A short line for run.json's ``recorded_on``: the GPUs (or the CPU), the backend, host and cores."""
-    import socket
-
     host = socket.gethostname()
     if gpus:
         names = ", ".join(sorted({g.name for g in gpus}))

@@ -1,7 +1,9 @@
 """Turning a ``RunConfig`` into a running job, and stopping it.
 
-``build_command`` is pure: config + run folder + port -> (argv, env), tested
-exactly; argv is a list (never a shell string) so user text stays one item.
+``build_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
+read from NVML unless given) -> (argv, env), tested exactly; argv is a list
+(never a shell string) so user text stays one item. GPUs are named by UUID
+(``visible_devices``); other nodes' commands carry ``env VAR=value`` first.
 ``launch``/``launch_sweep`` validate first (a refused config creates no
 folder), write run.json, start the detached supervisor
 (``python -m lab.engine.supervisor``, ``start_supervisor``) and return as soon
@@ -55,12 +57,19 @@ def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
     return args
 
 
+def visible_devices(gpus: tuple[int, ...], uuids: dict[int, str] | None = None) -> str:
+    """CUDA_VISIBLE_DEVICES for NVML's GPU indices: their UUIDs (read unless given), since NVML's index "may not
+    correlate with the CUDA device index"; an unreadable UUID keeps its index (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    known = devices.uuids(tuple(gpus)) if uuids is None and gpus else (uuids or {})
+    return ",".join(known.get(g) or str(g) for g in gpus)
+
+
 def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
-            base_pythonpath: str | None = None) -> dict[str, str]:
-    """Only the variables the launcher sets (what run.json records)."""
+            base_pythonpath: str | None = None, uuids: dict[int, str] | None = None) -> dict[str, str]:
+    """Only the variables the launcher sets (what run.json records); GPUs by UUID (``visible_devices``)."""
     pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
     env = {
-        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
+        "CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": str(omp_threads(config, cores)),
         "PYTHONUNBUFFERED": "1",
@@ -87,27 +96,32 @@ def _torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> l
 
 
 def build_command(config: RunConfig, run_dir: Path, port: int | str, *, base_env: dict[str, str] | None = None,
-                  cores: int | None = None) -> tuple[list[str], dict[str, str]]:
+                  cores: int | None = None, uuids: dict[int, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus ``run_env``.
 
-    ``port`` is the single-node DDP master port (a placeholder text where the
-    command is only shown: the real one is chosen free at the start).
+    ``port`` is the single-node DDP master port (a placeholder text where the command is only shown: the real
+    one is chosen free at the start). ``uuids`` (physical index -> UUID) is read from NVML when not given.
     """
     run_dir = Path(run_dir)
     base = dict(os.environ if base_env is None else base_env)
-    env = base | run_env(config, run_dir, cores, base.get("PYTHONPATH"))
-    if config.mode == "ddp":
-        argv = _torchrun(config, run_dir, port, config.node_rank)
-    else:
-        argv = [sys.executable]
+    env = base | run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
+    argv = _torchrun(config, run_dir, port, config.node_rank) if config.mode == "ddp" else [sys.executable]
     return argv + _trainer_args(config, run_dir), env
 
 
+def other_node_env(config: RunConfig) -> dict[str, str]:
+    """What another node's command sets: the same GPUs by index (their UUIDs differ from ours, so
+    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA count as NVML does) and the user's extra variables."""
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            **(config.extra_env or {})}
+
+
 def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
-    """The exact command to start on each other node (node ranks other than this one's)."""
+    """The exact command for each other node, run from the repository, with ``env`` + ``other_node_env`` first."""
     if config.mode != "ddp" or config.nnodes <= 1:
         return []
-    return [_torchrun(config, run_dir, 0, r) + _trainer_args(config, run_dir)
+    env = ["env"] + [f"{k}={v}" for k, v in other_node_env(config).items()]
+    return [env + _torchrun(config, run_dir, 0, r) + _trainer_args(config, run_dir)
             for r in range(config.nnodes) if r != config.node_rank]
 
 
@@ -125,10 +139,11 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         except FileExistsError:
             continue
     port = procs.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
-    argv, _ = build_command(config, run_dir, port, base_env={})
+    uuids = devices.uuids(config.gpus)
+    argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
     write_json_atomic(run_dir / RUN_JSON, {
         "run_id": run_id, "name": config.name, "tags": list(config.tags), "config": config.to_dict(),
-        "argv": argv, "env": run_env(config, run_dir, None, os.environ.get("PYTHONPATH")),
+        "argv": argv, "env": run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
         "scaling": scaling,
@@ -139,11 +154,9 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
 def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields) -> None:
     """Write a run's status.json from the launcher: only where no supervisor exists to write it.
 
-    The supervisor is status.json's writer. The launcher writes it in two
-    cases, both ends of a run no supervisor will record: the supervisor never
-    came up (``failed``, so the run does not sit in ``queued`` until it is
-    declared lost), and ``stop`` of a run whose supervisor is gone or did not
-    answer (``stopped``, after ending the recorded processes itself).
+    The supervisor is status.json's writer. The launcher writes it at two ends of a run no supervisor will
+    record: the supervisor never came up (``failed``, so the run does not sit in ``queued`` until it is
+    declared lost), and ``stop`` of a run whose supervisor is gone or did not answer (``stopped``).
     """
     write_json_atomic(run_dir / STATUS_JSON, dict(status, state=state, ended_at=status.get("ended_at") or now_iso(),
                                                   updated_at=now_iso(), **fields))
@@ -194,16 +207,16 @@ def start_supervisor(run_dir: Path | str) -> None:
     _wait_up(_spawn_supervisor([str(run_dir)], log_path), run_dir, log_path)
 
 
-def _machine() -> tuple[int, str]:
-    """(GPU count, run.json's ``recorded_on``), without the process matching a full snapshot does."""
+def _machine() -> tuple[tuple[int, ...], str]:
+    """(the GPU indices NVML can read, run.json's ``recorded_on``), without the process matching of a snapshot."""
     gpus = devices.read_gpus(with_processes=False)
-    return len(gpus), devices.describe_machine(gpus, os.cpu_count() or 1)
+    return tuple(g.index for g in gpus), devices.describe_machine(gpus, os.cpu_count() or 1)
 
 
 def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up."""
-    gpu_count, recorded_on = _machine()
-    validate(config, gpu_count)
+    usable, recorded_on = _machine()
+    validate(config, usable)
     root = root_or_default(runs_dir)
     run_id = _new_run(normalized(config), root, None, recorded_on)
     start_supervisor(root / run_id)
@@ -227,9 +240,9 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
     scalings = list(scaling) if isinstance(scaling, (list, tuple)) else [scaling] * len(configs)
     if len(scalings) != len(configs) or not set(scalings) <= set(SCALINGS) | {None}:
         raise ValueError(f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config")
-    gpu_count, recorded_on = _machine()
+    usable, recorded_on = _machine()
     for i, c in enumerate(configs):
-        found = problems(c, gpu_count)
+        found = problems(c, usable)
         if found:
             e = found[0]
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")

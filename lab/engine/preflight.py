@@ -1,10 +1,12 @@
 """The pre-flight check: what a run will do on this machine, in plain words, before it starts.
 
-``preflight(config, snapshot)`` names the devices (and how CUDA_VISIBLE_DEVICES
-renumbers them), the batch each device or process gets, the backend, and the
-traps of DESIGN.md that apply (DP's heavier first GPU, DDP on the CPU, a free
-port per job, the rendezvous of several nodes, GPUs already busy, AMP). It
-asks no device itself: the config and a device snapshot are its arguments.
+``preflight(config, snapshot)`` names the devices (and how CUDA_VISIBLE_DEVICES,
+given their UUIDs, renumbers them), the batch each device or process gets, the
+backend, and the traps of DESIGN.md that apply (DP's heavier first GPU, DDP on
+the CPU, a free port per job, the rendezvous of several nodes, GPUs already
+busy, AMP), and what the lab cannot see of the chosen GPUs (a process list it
+may not read, MIG mode). It asks no device itself: the config and a device
+snapshot are its arguments.
 Tested by tests/test_engine_config.py.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import os
 
 from lab.engine.config import RunConfig
-from lab.engine.devices import DeviceSnapshot, holders
+from lab.engine.devices import DeviceSnapshot, holders, limits
 from lab.engine.launcher import omp_threads
 
 
@@ -26,8 +28,8 @@ def preflight(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
         out.append("Devices: " + ", ".join(f"GPU {g} ({names.get(g, 'unknown')})" for g in gpus) + ".")
         seen = ", ".join(f"cuda:{i}" for i in range(len(gpus)))
         if gpus != list(range(len(gpus))):
-            out.append(f"CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))} renumbers them: the trainer sees {seen}; "
-                       "the dashboard keeps the physical numbers (CUDA_DEVICE_ORDER=PCI_BUS_ID, as NVML counts).")
+            out.append(f"CUDA_VISIBLE_DEVICES names GPU {', '.join(map(str, gpus))} by UUID and renumbers them: the "
+                       f"trainer sees {seen}; the dashboard keeps NVML's numbers.")
     else:
         cores = getattr(getattr(snapshot, "cpu", None), "cores", None) or os.cpu_count() or 1
         out.append(f"Devices: the CPU ({cores} cores), no GPU.")
@@ -59,9 +61,9 @@ def preflight(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
         else:
             out.append("A free port is chosen for this job when it starts (not the default 29500), "
                        "so jobs on one machine never collide.")
-    busy = [p for g in getattr(snapshot, "gpus", ()) if g.index in gpus for p in g.processes]
-    if busy:
-        out += [f"Busy: {h}." for h in holders(snapshot) if any(f"GPU {g}" in h for g in gpus)]
+    if gpus:
+        out += [f"Busy: {h}." for h in holders(snapshot, tuple(gpus))]
+        out += [f"Cannot see: {line}." for line in limits(snapshot, tuple(gpus))]
     if c.amp:
         out.append("AMP: fp16 autocast with a GradScaler on CUDA" if gpus else "AMP on the CPU: bf16 autocast")
     return out

@@ -2,12 +2,14 @@
 
 This module owns the low-level questions about processes: is this pid still
 the process we recorded (a pid can be reused, so the create time is compared;
-a zombie counts as dead), which processes belong to a run's tree, a
-process's ancestry, how much CPU and memory a tree uses (``TreeMeter``), the
-machine's CPU record, and how to end a tree for sure (SIGTERM to the groups
-and every member, then SIGKILL after a grace period). It also picks free TCP
-ports. It never starts a process and knows nothing of run folders. Tested by
-tests/test_engine_procs.py (and the real runs of tests/test_engine_runs.py).
+a zombie counts as dead), whether a pid exists in this pid namespace at all
+(``visible``: NVML reports host pids inside a container), which processes
+belong to a run's tree, a process's ancestry, how much CPU and memory a tree
+uses (``TreeMeter``), the machine's CPU record, and how to end a tree for sure
+(SIGTERM to the groups and every member, then SIGKILL after a grace period).
+It also picks free TCP ports. It never starts a process and knows nothing of
+run folders. Tested by tests/test_engine_procs.py (and the real runs of
+tests/test_engine_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
@@ -37,6 +39,14 @@ def create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except (psutil.Error, ValueError):
         return None
+
+
+def visible(pid: int) -> bool:
+    """True when a process ``pid`` exists in this pid namespace (a container's host pids do not)."""
+    try:
+        return psutil.pid_exists(int(pid))
+    except (ValueError, OverflowError):
+        return False
 
 
 def alive(pid: int | None, ct: float | None = None) -> bool:

@@ -8,8 +8,9 @@ pid reused by another process: the create time differs) is reported ``lost``:
 computed on every read, never written (a listing writes nothing; whoever ends
 such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
 live run and checks the id first. ``process_owner`` tells which run a process
-belongs to (for the GPU process list of ``devices.snapshot``). Tested by
-tests/test_engine_registry.py.
+belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
+``devices.snapshot``). Tested by
+tests/test_engine_registry.py (``gpu_users`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
@@ -186,3 +187,25 @@ def process_owner(root: Path | None = None) -> Callable[[int], str | None]:
             pids = run_pids(root)
         return next((pids[p] for p in procs.lineage(pid) if p in pids), None)
     return owner
+
+
+def gpu_users(root: Path | None = None) -> Callable[[int], tuple[str, ...]]:
+    """``users(index)``: the runs with processes whose config chose physical GPU ``index``.
+
+    For GPU processes whose pid is not visible here (a container sees NVML's
+    host pids): the GPU a run chose is then the only link to it. The status
+    and run files are read once, on the first question.
+    """
+    by_gpu: dict[int, tuple[str, ...]] | None = None
+
+    def users(index: int) -> tuple[str, ...]:
+        nonlocal by_gpu
+        if by_gpu is None:
+            by_gpu = {}
+            for run_dir in _run_dirs(root_or_default(root)):
+                if (read_json(run_dir / STATUS_JSON) or {}).get("state") not in HAS_PROCESSES:
+                    continue
+                for g in ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("gpus") or ():
+                    by_gpu[int(g)] = by_gpu.get(int(g), ()) + (run_dir.name,)
+        return by_gpu.get(index, ())
+    return users

@@ -3,9 +3,10 @@
 ``FIELDS`` is the launch form as a table: one ``FormField`` per ``RunConfig``
 field (its label, widget kind, options, step, help and session key); the
 Launch page draws it in a loop, and a test checks it covers every field.
-``run_config(values, gpu_count)`` is the one translation of form or command
+``run_config(values, gpus)`` is the one translation of form or command
 line values into a ``RunConfig``: GPUs as text or a list (default: what the
-mode makes sense with), DDP's processes per node (default: one per GPU,
+mode makes sense with, among the usable GPUs ``gpus``, a count or the
+physical indices NVML could read), DDP's processes per node (default: one per GPU,
 ``CPU_DDP_PROCESSES`` on the CPU), the dataset kind and folder, tags and
 ``KEY=VALUE`` text; a value that cannot be read comes back as a
 ``ConfigError`` beside the config (the field left at its default), so a form
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from lab.engine.config import (CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, MODELS, MODES, ConfigError,
-                               RunConfig)
+                               Gpus, RunConfig, usable)
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.launcher import build_command, other_node_commands
 from lab.engine.preflight import preflight
@@ -100,11 +101,10 @@ FIELDS: tuple[FormField, ...] = (
 BY_NAME = {f.name: f for f in FIELDS}
 
 
-def default_gpus(mode: str, gpu_count: int) -> tuple[int, ...]:
-    """What a mode makes sense with here: none without GPUs, the first for single, all for dp/ddp."""
-    if gpu_count == 0:
-        return ()
-    return (0,) if mode == "single" else tuple(range(gpu_count))
+def default_gpus(mode: str, gpus: Gpus) -> tuple[int, ...]:
+    """What a mode makes sense with here: none without GPUs, the first usable for single, all for dp/ddp."""
+    have = usable(gpus)
+    return have[:1] if mode == "single" else have
 
 
 def default_nproc(mode: str, gpus: tuple[int, ...]) -> int:
@@ -112,9 +112,9 @@ def default_nproc(mode: str, gpus: tuple[int, ...]) -> int:
     return (len(gpus) or CPU_DDP_PROCESSES) if mode == "ddp" else 1
 
 
-def _gpus(value: str | Iterable[int] | None, mode: str, gpu_count: int) -> tuple[int, ...]:
+def _gpus(value: str | Iterable[int] | None, mode: str, gpus: Gpus) -> tuple[int, ...]:
     if value is None:
-        return default_gpus(mode, gpu_count)
+        return default_gpus(mode, gpus)
     if not isinstance(value, str):
         return tuple(value)
     if value.strip().lower() in ("", "cpu", "none"):
@@ -148,7 +148,7 @@ def _dataset(kind: str, folder: str | None) -> str:
     return f"{IMAGEFOLDER}:{folder.strip()}" if kind == IMAGEFOLDER and folder is not None else kind
 
 
-def run_config(values: Mapping[str, Any], gpu_count: int) -> tuple[RunConfig, list[ConfigError]]:
+def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[ConfigError]]:
     """A ``RunConfig`` from form or command-line values, and the values that could not be read.
 
     ``values`` maps RunConfig field names (and ``dataset_folder``) to what was
@@ -160,10 +160,10 @@ def run_config(values: Mapping[str, Any], gpu_count: int) -> tuple[RunConfig, li
     kw = {f.name: given[f.name] for f in dataclasses.fields(RunConfig) if f.name in given}
     mode = kw.get("mode", RunConfig.mode)
     try:
-        kw["gpus"] = _gpus(given.get("gpus"), mode, gpu_count)
+        kw["gpus"] = _gpus(given.get("gpus"), mode, gpus)
     except ConfigError as e:
         errors.append(e)
-        kw["gpus"] = default_gpus(mode, gpu_count)
+        kw["gpus"] = default_gpus(mode, gpus)
     kw.setdefault("nproc", default_nproc(mode, kw["gpus"]))
     kw["dataset"] = _dataset(kw.get("dataset", RunConfig.dataset), given.get(FOLDER))
     kw["tags"] = _tags(kw.get("tags", ()))

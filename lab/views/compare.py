@@ -15,7 +15,8 @@ browser. Definitions (also shown on the page, ``HOW_TO_READ``):
   speedup / number of devices when the baseline is a one-device run, for a
   run that keeps the baseline's global batch (strong scaling); throughput per
   device / the baseline's for one that keeps its batch per device (weak);
-  none for a run that keeps neither (``lab.views.scaling``);
+  none for a run that keeps neither (``lab.views.scaling``); a run's devices
+  are every device of every node (``device_count``);
 - mean utilisation per GPU and overall, or the CPU share of a CPU run
   (``lab.views.utilisation``), and exposed communication as a share of the
   step of a profiled run (``lab.views.anatomy``);
@@ -29,6 +30,7 @@ Tested by tests/test_compare.py.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -170,13 +172,6 @@ def speedup(throughput: float | None, baseline_throughput: float | None) -> floa
     return float(throughput) / float(baseline_throughput)
 
 
-def efficiency(speedup_: float | None, devices: int, baseline_devices: int = 1) -> float | None:
-    """Speedup per device added: speedup / (devices / baseline devices)."""
-    if speedup_ is None or devices <= 0 or baseline_devices <= 0:
-        return None
-    return speedup_ / (devices / baseline_devices)
-
-
 def imbalance(peaks: Mapping[str, float]) -> float | None:
     """(max - min) / mean of per-device peak memory; None with fewer than two devices."""
     vals = [float(v) for v in peaks.values() if v is not None]
@@ -238,7 +233,7 @@ def compare_table(
     baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
     metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
     base = metrics[baseline_key]
-    base_devices = len(base["devices"]) or 1
+    base_devices = device_count(base)
     all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
     util = {r.key: utilisation.utilisation(r, (scalars or {}).get(r.key)) for r in runs}
     all_gpus = sorted({g for u in util.values() for g in u.per_gpu}, key=device_order)
@@ -257,7 +252,7 @@ def compare_table(
             "per-device batch": m["per-device batch"],
             "throughput (samples/s)": m["throughput"],
             "speedup": sp,
-            "efficiency": scaling.efficiency(related, m["throughput"], len(m["devices"]) or 1, base["throughput"],
+            "efficiency": scaling.efficiency(related, m["throughput"], device_count(m), base["throughput"],
                                              base_devices),
             "scaling": scaling.label(r.scaling, related),
             "epoch time (s)": m["epoch time"],
@@ -283,11 +278,18 @@ def compare_table(
     return df
 
 
+def device_count(metrics: Mapping[str, Any]) -> int:
+    """The devices a run used, over all its nodes: its distinct device names, or its world size where that
+    is more (a summary from before names were node-prefixed lists one node's GPUs for every node)."""
+    return max(len(metrics["devices"]), int(metrics.get("world size") or 0)) or 1
+
+
 def device_order(name: str) -> tuple:
-    """Sort key for device names: ``cuda2`` before ``cuda10``."""
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return (head, int(tail) if tail else -1)
+    """Sort key for device names: ``cuda2`` before ``cuda10``, ``node2:cuda0`` before ``node10:cuda0``."""
+    m = re.fullmatch(r"(?:(node|rank)(\d+):)?(\D*)(\d*)", name)
+    if not m:
+        return ("~", 0, name, -1)
+    return (m[1] or "", int(m[2] or -1), m[3], int(m[4]) if m[4] else -1)
 
 
 def table_csv(df: pd.DataFrame) -> bytes:

@@ -2,7 +2,8 @@
 
 Each row has a label, utilisation and memory as 0..1 fractions for the
 progress bars, their text, and a line of extras (temperature, power, the
-runs holding the GPU). Reads a ``lab.engine.devices.DeviceSnapshot`` (or
+runs holding the GPU, or what cannot be seen: a process list NVML would not
+give, MIG mode). Reads a ``lab.engine.devices.DeviceSnapshot`` (or
 anything shaped like it); never calls NVML itself. Tested by
 tests/test_live.py.
 """
@@ -71,4 +72,8 @@ def _gpu_extra(g: Any) -> str:
         bits.append("runs: " + ", ".join(runs))
     elif procs:
         bits.append(f"{len(procs)} process(es)")
+    if getattr(g, "processes_note", None):  # unknown is not the same as empty
+        bits.append(g.processes_note)
+    if getattr(g, "mig", False):
+        bits.append("MIG mode")
     return " · ".join(bits)
