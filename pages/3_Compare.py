@@ -1,8 +1,10 @@
-"""Compare page: finished runs side by side — table, fairness warnings, charts, exports.
+"""Compare page: finished runs side by side — table, fairness and busy-machine warnings, repeats, charts, exports.
 
 Thin by design: it reads the widgets, asks ``lab.views.compare_runs`` for the
 runs, ``lab.views.compare`` for the table and its formats,
-``lab.views.fairness`` for the warnings, ``lab.views.compare_curves`` for the
+``lab.views.fairness`` and ``lab.views.noise`` for the warnings, the table's
+colours and the noise notes, ``lab.views.compare_repeats`` for the repeats of a
+sweep, ``lab.views.compare_curves`` for the
 figures and ``lab.views.report`` for the HTML export, and draws them. Event
 files are read through the shared cached readers (``ui.shared``). Session
 keys carry the ``cmp_`` prefix.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import compare, compare_curves, compare_runs, fairness, report
+from lab.views import compare, compare_curves, compare_repeats, compare_runs, fairness, noise, report
 from lab.views.runscalars import run_scalars
 from ui.shared import event_reader
 
@@ -41,14 +43,26 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
 
 
 def _table(table) -> None:
+    formats = compare.column_formats(table.columns)
     config = {name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
-              for name, col in compare.column_formats(table.columns).items()}
-    st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
+              for name, col in formats.items()}
+    config |= {name: st.column_config.TextColumn(name, help=noise.HELP[name]) for name in noise.NOISE_COLUMNS}
+    # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with their intervals
+    shown = [c for c in table.columns if c not in ("speedup", "efficiency")]
+    st.dataframe(noise.styled(table, {n: c.format for n, c in formats.items()}), hide_index=True,
+                 column_config=config, column_order=shown, key="cmp_table")
 
 
-def _figures(chosen, table, scalars) -> list:
+def _repeats(chosen, scalars, baseline) -> None:
+    by_mode = compare_repeats.by_mode_table(chosen, scalars, baseline)
+    if by_mode is not None:
+        st.markdown("**Repeats** — each mode's median throughput over its repeats, and the spread across them")
+        st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
+
+
+def _figures(chosen, table, scalars, notes) -> list:
     with st.expander("How to read this"):
-        st.markdown(compare.HOW_TO_READ)
+        st.markdown("\n\n".join([compare.HOW_TO_READ, *notes]))
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
     x = col2.radio("Against", list(compare_curves.X_AXES), format_func=compare_curves.X_AXES.get,
@@ -65,7 +79,7 @@ def _figures(chosen, table, scalars) -> list:
     return figures
 
 
-def _downloads(where, chosen, table, warns, figures, baseline_label: str) -> None:
+def _downloads(where, chosen, table, warns, figures, baseline_label: str, notes) -> None:
     d1, d2 = where.columns(2)
     now = stamp()
     d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{now}.csv",
@@ -74,7 +88,7 @@ def _downloads(where, chosen, table, warns, figures, baseline_label: str) -> Non
         "Download comparison (standalone HTML)",
         # Built only on click: it embeds plotly.js (a few MB).
         lambda: report.build_html(runs=chosen, table=table, warnings=warns, figures=figures,
-                                  baseline_label=baseline_label),
+                                  baseline_label=baseline_label, noise_notes=notes),
         file_name=f"compare-{now}.html", mime="text/html", on_click="ignore", key="cmp_html",
     )
 
@@ -98,15 +112,17 @@ def main() -> None:
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
         return
-    warns = fairness.fairness_warnings(chosen)
+    warns = fairness.fairness_warnings(chosen) + noise.busy_warnings(chosen)
     for w in warns:
         st.warning(w.message, icon="⚠️")
     table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars)
     _table(table)
     st.caption("  \n".join(compare_runs.provenance(chosen)))
+    _repeats(chosen, scalars, baseline)
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-    figures = _figures(chosen, table, scalars)
-    _downloads(downloads, chosen, table, warns, figures, names[baseline])
+    notes = noise.noise_notes(chosen, baseline, scalars)
+    figures = _figures(chosen, table, scalars, notes)
+    _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)
 
 
 main()

@@ -10,7 +10,11 @@ Runs are ``lab.views.compare_runs.CompareRun``; scalar series (from
 ``.wall_time`` and ``.value`` arrays, so every number is testable without a
 browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 
-- speedup = steady throughput / the baseline's steady throughput;
+- steady throughput = the median of the logging windows' samples/s (the
+  first window left out), with its 95% interval (``lab.views.noise``); the
+  whole run's steady samples/s where no window is known;
+- speedup = steady throughput / the baseline's steady throughput, with the
+  interval of ``lab.views.spread.ratio`` and the "within noise" verdict;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
   speedup / number of devices when the baseline is a one-device run;
 - memory imbalance = (max - min) / mean of the per-device peak memory;
@@ -30,7 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.views import noise
 from lab.views.compare_runs import CompareRun, labels
+from lab.views.spread import ratio
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
@@ -62,7 +68,9 @@ class Column:
 BEFORE_DEVICES = (
     Column("run"), Column("mode"), Column("effective mode"), Column("devices"), Column("world size"),
     Column("global batch"), Column("per-device batch"), Column("throughput (samples/s)", "%.1f"),
-    Column("speedup", "%.2f"), Column("efficiency", "%.2f"), Column("epoch time (s)", "%.2f"),
+    Column("speedup", "%.2f"), Column("efficiency", "%.2f"),
+    *(Column(name, None, noise.HELP[name]) for name in noise.NOISE_COLUMNS),
+    Column("epoch time (s)", "%.2f"),
 )
 AFTER_DEVICES = (
     Column("memory imbalance", "%.3f"),
@@ -74,7 +82,8 @@ PEAK_PREFIX = "peak MiB "
 PEAK_FORMAT = "%.0f"
 COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
 COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
-TEXT_COLUMNS = ("run", "mode", "effective mode", "devices")  # all others are numbers (NaN = unknown)
+# all others are numbers (NaN = unknown)
+TEXT_COLUMNS = ("run", "mode", "effective mode", "devices", *noise.NOISE_COLUMNS)
 _BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES}
 
 
@@ -103,7 +112,8 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
     From summary.json; for a run without one (failed, stopped, still running
     or foreign) from its event series: mean ``perf/samples_per_sec`` without
     the first window, mean ``perf/epoch_time_s``, max ``mem/<dev>/peak_mib``,
-    the last losses and accuracy.
+    the last losses and accuracy. The throughput is the median of the steady
+    windows wherever they are known (``spread``, ``lab.views.noise.run_spread``).
     """
     s = run.summary or {}
     final = s.get("final") or {}
@@ -123,6 +133,9 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
             parts = tag.split("/")
             if len(parts) == 3 and parts[0] == "mem" and parts[2] == "peak_mib" and len(ser.value):
                 peaks[parts[1]] = float(np.max(ser.value))
+    spread = noise.run_spread(run, sc)
+    if spread is not None:
+        throughput = spread.median
     devices = list(s.get("devices") or sorted(peaks))
     global_batch = s.get("global_batch") or run.option("batch_size")
     return {
@@ -134,6 +147,7 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
         "global batch": global_batch,
         "per-device batch": s.get("per_device_batch"),
         "throughput": None if throughput is None else float(throughput),
+        "spread": spread,
         "epoch time": None if epoch_time is None else float(epoch_time),
         "peaks": peaks,
         "final train loss": final.get("train_loss", _last(sc, "train/loss")),
@@ -222,7 +236,9 @@ def compare_table(
     rows = []
     for r in runs:
         m = metrics[r.key]
-        sp = speedup(m["throughput"], base["throughput"])
+        rat = ratio(m["spread"], base["spread"])
+        sp = rat.value if rat else speedup(m["throughput"], base["throughput"])
+        factor = base_devices / (len(m["devices"]) or 1)
         row = {
             "run": names[r.key],
             "mode": m["mode"],
@@ -234,6 +250,7 @@ def compare_table(
             "throughput (samples/s)": m["throughput"],
             "speedup": sp,
             "efficiency": efficiency(sp, len(m["devices"]) or 1, base_devices),
+            **noise.cells(rat, sp, factor, r.key == baseline_key, noise.run_interference(r)),
             "epoch time (s)": m["epoch time"],
         }
         for d in all_devices:
