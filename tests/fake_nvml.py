@@ -4,7 +4,8 @@ FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus)`` exposes
 the handful of NVML functions devices.py calls, with the same error classes
 (``NVMLError``, ``NVMLError_NotSupported``). A GPU can declare metrics as
 unsupported, and processes, including pids that do not exist (a process that
-vanished between NVML's list and our psutil walk).
+vanished between NVML's list and our psutil walk), and per-process
+utilisation samples (``nvmlDeviceGetProcessUtilization``).
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ class NVMLError_LibraryNotFound(NVMLError):
     pass
 
 
+class NVMLError_NotFound(NVMLError):
+    pass
+
+
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
@@ -38,6 +43,9 @@ class FakeGpu:
     temp: int = 60
     unsupported: set[str] = field(default_factory=set)  # e.g. {"power", "temp"}
     processes: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, used MiB or None)
+    # per-process samples (pid, SM %, timestamp in µs), as nvmlDeviceGetProcessUtilization returns them;
+    # "process_util" in ``unsupported`` makes that call fail as on GPUs that cannot attribute
+    process_util: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class FakeNvml:
@@ -46,6 +54,7 @@ class FakeNvml:
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    NVMLError_NotFound = NVMLError_NotFound
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
 
     def __init__(self, gpus: list[FakeGpu], no_driver: bool = False) -> None:
@@ -65,6 +74,8 @@ class FakeNvml:
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> FakeGpu:
+        if not 0 <= i < len(self.gpus):
+            raise NVMLError("Invalid Argument")  # NVML's NVMLError_InvalidArgument
         return self.gpus[i]
 
     def _need(self, g: FakeGpu, what: str) -> None:
@@ -98,6 +109,14 @@ class FakeNvml:
         self._need(g, "processes")
         return [SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * _MIB)
                 for pid, mib in g.processes]
+
+    def nvmlDeviceGetProcessUtilization(self, g: FakeGpu, last_seen_us: int):
+        self._need(g, "process_util")
+        found = [SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, timeStamp=ts)
+                 for pid, sm, ts in g.process_util if ts > last_seen_us]
+        if not found:
+            raise NVMLError_NotFound("Not Found")  # what NVML says when no sample is newer
+        return found
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, g: FakeGpu):
         raise NVMLError_NotSupported("Not Supported")

@@ -4,7 +4,9 @@ Every NVML call goes through ``_query``, which initialises NVML lazily and
 turns "not supported" into None, nvitop-style. ``snapshot()`` reads every
 device once into immutable records; pages and the supervisor never call NVML
 themselves. Without a driver the snapshot has no GPUs, the CPU view (from
-``lab.engine.procs``) and one reason string. Which run holds a GPU process is
+``lab.engine.procs``) and one reason string. ``process_utilization`` asks
+NVML how busy each process kept a GPU, for the supervisor's interference
+record; "cannot attribute" is None, not an error. Which run holds a GPU process is
 asked of an ``owner`` callable the caller passes (``registry.process_owner``):
 this module knows nothing of run folders. Tested by tests/test_devices.py.
 """
@@ -157,6 +159,34 @@ def read_gpus(indices: tuple[int, ...] | None = None, owner: Owner | None = None
     n = gpu_count()
     wanted = range(n) if indices is None else [i for i in indices if 0 <= i < n]
     return tuple(g for g in (_gpu(i, owner, with_processes) for i in wanted) if g is not None)
+
+
+def process_utilization(index: int, since_us: int = 0) -> tuple[dict[int, float], int] | None:
+    """``({pid: SM utilisation %}, newest sample time)`` of GPU ``index`` from NVML's samples after ``since_us``.
+
+    Several samples of one process are averaged. No sample since then is an
+    empty dict (nobody computed). None where NVML cannot attribute
+    utilisation to processes (not supported, no permission, no driver).
+    """
+    h = _query("nvmlDeviceGetHandleByIndex", index)
+    if h is None:
+        return None
+    try:
+        samples = pynvml.nvmlDeviceGetProcessUtilization(h, int(since_us))
+    except Exception as e:
+        if not isinstance(e, getattr(pynvml, "NVMLError", ())):
+            raise
+        # NotFound, or pynvml's "error" with code 0 (NVML_SUCCESS) for an empty list: no samples
+        if isinstance(e, getattr(pynvml, "NVMLError_NotFound", ())) or getattr(e, "value", None) == 0:
+            return {}, int(since_us)
+        log.debug("NVML cannot attribute utilisation on GPU %s: %s", index, e)
+        return None
+    per: dict[int, list[float]] = {}
+    newest = int(since_us)
+    for smp in samples:
+        per.setdefault(int(smp.pid), []).append(float(smp.smUtil))
+        newest = max(newest, int(smp.timeStamp))
+    return {pid: sum(v) / len(v) for pid, v in per.items()}, newest
 
 
 def snapshot(owner: Owner | None = None) -> DeviceSnapshot:
