@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import runfolder as paths
+from lab.engine.config import MAX_REPEATS
 from lab.views import device_strip as strip, live, progress, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
@@ -91,16 +92,20 @@ runs_at_a_glance()
 st.subheader("Compare modes")
 st.markdown(
     "One click runs **single**, **DP** and **DDP** with the same model, data, seed and global batch, "
-    "one after another so each has the machine to itself, then compare them on the Compare page."
+    "one after another so each has the machine to itself, then compare them on the Compare page. "
+    "With repeats, the modes take turns (single, DP, DDP, single, …) so the spread between runs shows."
 )
+repeats = st.number_input("repeats", min_value=1, max_value=MAX_REPEATS, value=1, step=1, key="home_repeats",
+                          help="Run every mode this many times, interleaved; 3 is a good start.")
 if st.button("Compare modes", type="primary", key="home_compare"):
     try:
-        from lab.engine.config import RunConfig, compare_modes_configs
+        from lab.engine.config import RunConfig, compare_modes_configs, interleaved
         from lab.engine.devices import gpu_count
         from lab.engine.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
-        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, gpu_count()), root)
+        configs = interleaved(compare_modes_configs(base, gpu_count()), int(repeats))
+        sweep_id, run_ids = launch_sweep(configs, root)
         st.session_state["home_sweep"] = (sweep_id, run_ids)
     except Exception as e:  # the engine names the fix; never a traceback
         st.error(f"Could not start the comparison: {e}")

@@ -2,7 +2,8 @@
 
 Three runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP,
 same seed and global batch, on the CPU with gloo (``lab.engine.config.compare_modes_configs``
-on a machine seen as GPU-less) — are started as one sweep with
+on a machine seen as GPU-less), each ``--repeats`` times and interleaved (single,
+dp, ddp, single, …: ``lab.engine.config.interleaved``) — are started as one sweep with
 ``lab.engine.launcher.launch_sweep`` (one after another, never side by side, so the
 throughputs are not disturbed by each other), waited for, labelled in run.json
 ``recorded_on`` (machine, cores, torch version), and described in
@@ -10,7 +11,7 @@ throughputs are not disturbed by each other), waited for, labelled in run.json
 every figure is what the trainer and supervisor recorded. The previous sample
 runs are kept until the new ones have all succeeded.
 
-    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--out sample_data/runs]
+    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3] [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
@@ -28,9 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.views import compare, compare_runs, fairness  # noqa: E402
+from lab.views import compare, compare_json, compare_repeats, compare_runs, fairness, noise  # noqa: E402
 from lab.engine import launcher  # noqa: E402
-from lab.engine.config import RunConfig, compare_modes_configs  # noqa: E402
+from lab.engine.config import RunConfig, compare_modes_configs, interleaved  # noqa: E402
+from lab.views.spread import over_repeats  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
 
 MAX_BYTES = 2_000_000
@@ -59,9 +61,17 @@ def _wait_quiet(max_load: float, wait_s: float) -> float:
     return load
 
 
+def _by_mode(pairs) -> dict:
+    """(mode, effective mode) -> the median throughput over that mode's repeats."""
+    groups: dict = {}
+    for key, tp in pairs:
+        groups.setdefault(key, []).append(tp)
+    return {k: (over_repeats(v) or {}).get("median") for k, v in groups.items()}
+
+
 def _consistency(table) -> str:
     """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the noise."""
-    by_mode = {(r["mode"], r["effective mode"]): r["throughput (samples/s)"] for _, r in table.iterrows()}
+    by_mode = _by_mode(((r["mode"], r["effective mode"]), r["throughput (samples/s)"]) for _, r in table.iterrows())
     a, b = by_mode.get(("single", "single")), by_mode.get(("dp", "single"))
     if not a or not b:
         return ""
@@ -81,18 +91,22 @@ def _cell(v) -> str:
 def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
             loads: tuple[float, float], cfg: RunConfig) -> str:
     runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
-    table = compare.compare_table(runs)
-    cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", "speedup", "efficiency",
-            "memory imbalance", "final val acc"]
+    scalars = compare_json.load_scalars(runs)
+    table = compare.compare_table(runs, scalars=scalars)
+    cols = ["run", "mode", "effective mode", "devices", "throughput (samples/s)", noise.SPEEDUP_CI,
+            noise.EFFICIENCY_CI, noise.VERDICT, noise.MACHINE, "memory imbalance", "final val acc"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table[cols].iterrows():
         cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
-    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs)) or "- none"
+    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs) + noise.busy_warnings(runs)) or "- none"
+    repeats = "\n".join(f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min {g['min']:.0f}, "
+                        f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
+                        for g in compare_repeats.by_mode(runs, scalars, compare.choose_baseline(runs)))
     recorded_on = runs[0].recorded_on if runs else "unknown"
     return f"""# Sample runs
 
-Three real runs recorded by `scripts/record_sample_runs.py` with this
+{len(run_ids)} real runs recorded by `scripts/record_sample_runs.py` with this
 project's own launcher (`lab.engine.launcher.launch_sweep`, sweep `{sweep_id}`), so
 that the Compare page has something to show on a fresh clone. Nothing here
 was written by hand.
@@ -102,8 +116,8 @@ was written by hand.
   average {loads[0]:.2f} before, {loads[1]:.2f} after
 - **Command:** `python {' '.join(argv)}`
 - **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
-  global batch {cfg.batch_size}, seed {cfg.seed} for all three, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
-  processes, run one after another (never side by side).
+  global batch {cfg.batch_size}, seed {cfg.seed} for all, `--checkpoint none`; single, DataParallel and DDP with 2 gloo
+  processes, run one after another (never side by side), {len(run_ids) // 3} time(s) each, taking turns.
 
 On a machine without GPUs DataParallel has nothing to split over, so the
 trainer falls back to one device and says so (`effective_mode` in
@@ -117,6 +131,9 @@ benchmark of DP or DDP.
 
 Warnings:
 {warns}
+
+Repeats (each mode's median over its runs):
+{repeats or "- one run per mode"}
 
 {_consistency(table)}
 
@@ -149,7 +166,7 @@ def _record(out: Path, configs: list[RunConfig], timeout_s: float) -> tuple[str,
 def _noise(out: Path, run_ids: list[str]) -> float:
     """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
     runs = [r for r in (compare_runs.load_run(out / rid) for rid in run_ids) if r]
-    m = {(x["mode"], x["effective mode"]): x["throughput"] for x in map(compare.run_metrics, runs)}
+    m = _by_mode(((x["mode"], x["effective mode"]), x["throughput"]) for x in map(compare.run_metrics, runs))
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
     return abs(math.log(b / a)) if a and b else 0.0
 
@@ -160,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--log-every", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run every mode N times, taking turns (3 shows the spread between runs)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
     ap.add_argument("--max-load", type=float, default=1.0,
                     help="start once the 1-minute load average is below this (other work skews throughput)")
@@ -171,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     base = RunConfig(model="tinycnn", dataset="digits", batch_size=args.batch_size, epochs=args.epochs,
                      seed=0, checkpoint="none", log_every=args.log_every, name="sample")
-    configs = compare_modes_configs(base, gpu_count=0)  # CPU/gloo on purpose, even where GPUs exist
+    # CPU/gloo on purpose, even where GPUs exist
+    configs = interleaved(compare_modes_configs(base, gpu_count=0), args.repeats)
     # Denser sys/ samples than the default 1 s: these runs last seconds.
     os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
 

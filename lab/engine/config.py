@@ -4,7 +4,8 @@ This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
 starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
-three configs of the "Compare modes" button (``compare_modes_configs``).
+three configs of the "Compare modes" button (``compare_modes_configs``) and
+a sweep's repeats, interleaved (``interleaved``).
 Nothing here starts a process or touches NVML: the GPU count is an argument.
 Tested by tests/test_engine_config.py.
 """
@@ -24,6 +25,7 @@ CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
+MAX_REPEATS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -265,3 +267,18 @@ def compare_modes_configs(base: RunConfig, gpu_count: int) -> list[RunConfig]:
         dataclasses.replace(base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common),
         dataclasses.replace(base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common),
     ]
+
+
+def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
+    """``configs`` ``repeats`` times in turn (a, b, c, a, b, c, ...), so drift hits every config alike.
+
+    Repeated runs are named ``<name>-r1``, ``<name>-r2``, ...; one repeat
+    returns the configs as they are. A bad count is a ``ConfigError``.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ConfigError("repeats", f"{repeats!r} is not a number of repeats: use 1 to {MAX_REPEATS} (3 shows the "
+                                     "spread between runs)")
+    if repeats == 1:
+        return list(configs)
+    return [dataclasses.replace(c, name=f"{(c.name or c.mode)[:36]}-r{i + 1}")
+            for i in range(repeats) for c in configs]
