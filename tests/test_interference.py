@@ -161,3 +161,11 @@ def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_chi
     rec = s.interference()
     assert rec["samples"] == 2 and rec["busy"] is True and rec["foreign_gpu_processes"][0]["pid"] == os.getpid()
     assert interference.BUSY_FRACTION == 0.10 and interference.OTHERS_PER_CORE_PCT == 20.0
+
+
+@pytest.mark.gpu
+def test_real_nvml_answers_or_says_it_cannot_attribute():
+    # the real pynvml: an empty sample list, NotFound and "not supported" all end as a value, never an error
+    for g in devices.read_gpus():
+        got = devices.process_utilization(g.index)
+        assert got is None or (isinstance(got[0], dict) and all(0 <= v <= 100 for v in got[0].values()))

@@ -19,6 +19,7 @@ import pytest
 from lab.engine import launcher, registry
 from lab.engine.config import RunConfig, interleaved
 
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 SMALL = RunConfig(mode="single", epochs=1, max_steps=30, log_every=1, image_size=16, batch_size=32,
                   checkpoint="none", name="noise")
@@ -76,6 +77,7 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
     assert "busy" in text and "warning:" in text
 
 
+@pytest.mark.timeout(600)  # six runs one after another on a machine that may be shared
 def test_identical_runs_compare_within_noise_three_times(runs_dir):
     # six identical runs, one after another in one sweep: pairs (1, 2), (3, 4), (5, 6)
     sweep_id, run_ids = launcher.launch_sweep(interleaved([SMALL], 6), runs_dir)
