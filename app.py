@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import runfolder as paths
+from lab.engine.config import MAX_REPEATS
 from lab.views import device_strip as strip, live, progress, scaling as scaling_view, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
@@ -20,7 +21,8 @@ st.markdown(
 
 @st.fragment(run_every=2)
 def device_strip() -> None:
-    from lab.engine.devices import holders, limits, snapshot
+    from lab.engine.device_notes import holders, limits
+    from lab.engine.devices import snapshot
     from lab.engine.registry import gpu_users, process_owner
 
     snap = snapshot(process_owner(paths.runs_dir()), gpu_users(paths.runs_dir()))
@@ -91,18 +93,22 @@ runs_at_a_glance()
 st.subheader("Compare modes")
 st.markdown(
     "One click runs **single**, **DP** and **DDP** with the same model, data and seed, "
-    "one after another so each has the machine to itself, then compare them on the Compare page."
+    "one after another so each has the machine to itself, then compare them on the Compare page. "
+    "With repeats, the modes take turns (single, DP, DDP, single, …) so the spread between runs shows."
 )
 scaling = st.radio("Scaling", list(scaling_view.CHOICES), format_func=scaling_view.CHOICES.get,
                    horizontal=True, key="home_scaling", help=scaling_view.CHOICE_HELP)
+repeats = st.number_input("repeats", min_value=1, max_value=MAX_REPEATS, value=1, step=1, key="home_repeats",
+                          help="Run every mode this many times, interleaved; 3 is a good start.")
 if st.button("Compare modes", type="primary", key="home_compare"):
     try:
-        from lab.engine.config import RunConfig, compare_modes_configs
+        from lab.engine.config import RunConfig, compare_modes_configs, interleaved
         from lab.engine.devices import usable_indices
         from lab.engine.launcher import launch_sweep
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
-        sweep_id, run_ids = launch_sweep(compare_modes_configs(base, usable_indices(), scaling), root, scaling=scaling)
+        configs = interleaved(compare_modes_configs(base, usable_indices(), scaling), int(repeats))
+        sweep_id, run_ids = launch_sweep(configs, root, scaling=scaling)
         st.session_state["home_sweep"] = (sweep_id, run_ids)
     except Exception as e:  # the engine names the fix; never a traceback
         st.error(f"Could not start the comparison: {e}")

@@ -1,10 +1,10 @@
-"""The command line: ``python -m lab launch|sweep|status|stop|logs|gpus|rm|scalars``.
+"""The command line: ``python -m lab launch|sweep|status|stop|logs|gpus|rm|compare|scalars``.
 
 Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``,
 ``lab.engine.logs`` and ``lab.engine.devices``; the run options are made from
 ``RunConfig``'s fields and defaults (``lab.engine.config``) and read into a
 config by ``lab.engine.request.run_config``, as the Launch page's form is;
-the ``scalars`` subcommand is ``lab.events.export``'s. Runs live in ./runs
+``compare`` prints ``lab.views.compare_json``'s document, ``scalars`` is ``lab.events.export``'s. Runs live in ./runs
 unless ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and
 exit code 2, never a traceback. The JSON keys are documented in the README.
 Tested by tests/test_engine_cli.py.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.engine.config import CHECKPOINTS, MODES, STRONG, RunConfig, compare_modes_configs, scaled
+from lab.engine.config import CHECKPOINTS, MODES, STRONG, RunConfig, compare_modes_configs, interleaved, scaled
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
 
@@ -136,7 +136,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         if a.gpus is not None or a.nproc is not None:  # the user chose devices: keep them for every mode
             c = scaled(_config(a, m, n), a.scaling)
         configs.append(c)
-    sweep_id, run_ids = launcher.launch_sweep(configs, _root(), scaling=a.scaling)
+    sweep_id, run_ids = launcher.launch_sweep(interleaved(configs, a.repeats), _root(), scaling=a.scaling)
     if a.json:
         _print({"sweep_id": sweep_id, "run_ids": run_ids, "runs_dir": str(_root())})
     else:
@@ -157,18 +157,17 @@ def _status_line(r) -> str:
 def cmd_status(a: argparse.Namespace) -> int:
     from lab.engine import registry
 
+    def js(rec) -> dict:  # the registry's record, and the supervisor's interference record from status.json
+        return dict(rec.to_json(), interference=registry.status(rec.run_dir).get("interference"))
     if a.run:
         rec = registry.get_run(a.run, _root())
-        _print(rec.to_json()) if a.json else print(_status_line(rec))
+        _print(js(rec)) if a.json else print(_status_line(rec))
         return 0
     recs = registry.list_runs(_root())
     if a.json:
-        _print([r.to_json() for r in recs])
-    elif not recs:
-        print(f"no runs in {_root()}")
+        _print([js(r) for r in recs])
     else:
-        for r in recs:
-            print(_status_line(r))
+        print("\n".join(map(_status_line, recs)) if recs else f"no runs in {_root()}")
     return 0
 
 
@@ -206,7 +205,7 @@ def cmd_logs(a: argparse.Namespace) -> int:
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
-    from lab.engine import devices
+    from lab.engine import device_notes, devices
 
     snap = _snapshot()
     if a.json:
@@ -218,10 +217,22 @@ def cmd_gpus(a: argparse.Namespace) -> int:
         mem = f"{g.mem_used_mib:.0f}/{g.mem_total_mib:.0f} MiB" if g.mem_used_mib is not None else "mem n/a"
         util = f"{g.util_pct:.0f}%" if g.util_pct is not None else "n/a"
         print(f"GPU {g.index} {g.name}: util {util}, {mem}")
-    for line in devices.holders(snap) + devices.limits(snap):
+    for line in device_notes.holders(snap) + device_notes.limits(snap):
         print(f"  {line}")
     c = snap.cpu
     print(f"CPU: {c.cores} cores, {c.util_pct:.0f}% busy, memory {c.mem_used_mib:.0f}/{c.mem_total_mib:.0f} MiB")
+    return 0
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from lab.views import compare_json
+
+    runs = compare_json.resolve(a.runs + ([a.baseline] if a.baseline else []), _root())
+    base = next((r.key for r in runs if r.run_id == a.baseline), None)
+    if a.baseline and base is None:  # a sweep id: which of its runs is meant?
+        raise UserError(f"--baseline {a.baseline}: give one run id, e.g. {runs[0].run_id}")
+    doc = compare_json.comparison(runs, base, compare_json.load_scalars(runs))
+    _print(doc) if a.json else print("\n".join(compare_json.text(doc, runs)))
     return 0
 
 
@@ -245,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scaling", default=STRONG, metavar="strong|weak",
                    help="strong (default): every mode gets --batch-size as its global batch, the same training; "
                         "weak: every device gets --batch-size, so the global batch grows with the devices")
+    p.add_argument("--repeats", type=int, default=1, help="run the modes N times, interleaved (3 shows the spread)")
     _add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("status", help="runs and their states")
@@ -264,6 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gpus", help="devices now")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_gpus)
+    p = sub.add_parser("compare", help="the Compare table: speedups with intervals, noise, busy machines")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids, or sweep ids (all their runs)")
+    p.add_argument("--baseline", help="the run whose throughput is speedup 1 (default: a single-device run)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("rm", help="delete a finished run")
     p.add_argument("run")
     p.set_defaults(func=cmd_rm)

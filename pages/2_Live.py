@@ -1,7 +1,8 @@
 """Live: one run as it trains — state, progress with ETA and throughput,
 per-device utilisation and memory over time, loss and accuracy curves, the
 log tail (per rank for DDP), each rank's profiler trace once written (a run
-launched with Profile steps), a Stop button, and on failure the diagnosis.
+launched with Profile steps), a Stop button, on failure the diagnosis, and a
+"busy machine" warning when other processes shared the machine (``lab.views.noise``).
 The live part refreshes every 2 s inside a fragment, reading the run's event
 files incrementally through the shared cached reader (``ui.shared``). Layout
 only: see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``
@@ -12,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import anatomy, live, progress, run_charts, runscalars, text as ui_text
+from lab.views import anatomy, live, noise, progress, run_charts, runscalars, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -72,6 +73,11 @@ def _header(rec) -> None:
     note = live.fallback_note(rec)
     if note:
         st.warning(note)
+    from lab.engine.registry import status
+
+    busy = noise.busy_note(status(rec.run_dir).get("interference"))
+    if busy:
+        st.warning(busy, icon="⚠️")
     with st.expander("What was asked"):
         st.code("\n".join(live.config_lines(rec)) or "(no run.json)", language=None)
 

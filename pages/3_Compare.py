@@ -1,12 +1,13 @@
-"""Compare page: finished runs side by side — table, fairness warnings, charts, exports.
+"""Compare page: finished runs side by side — table, fairness and busy-machine warnings, repeats, charts, exports.
 
 Thin by design: it reads the widgets, asks ``lab.views.compare_runs`` for the
 runs, ``lab.views.compare`` for the table and its formats,
-``lab.views.fairness`` for the warnings, ``lab.views.anatomy_text`` for the
-anatomy of a step (bars and their reading), ``lab.views.anatomy`` for each
-rank's trace, ``lab.views.scaling`` for what strong and weak scaling mean,
-``lab.views.compare_curves`` for the figures and ``lab.views.report`` for the
-HTML export, and draws them. Event
+``lab.views.fairness`` and ``lab.views.noise`` for the warnings, the table's
+colours and the noise notes, ``lab.views.compare_repeats`` for the repeats of a
+sweep, ``lab.views.anatomy_text`` for the anatomy of a step (bars and their
+reading), ``lab.views.anatomy`` for each rank's trace, ``lab.views.scaling``
+for what strong and weak scaling mean, ``lab.views.compare_curves`` for the
+figures and ``lab.views.report`` for the HTML export, and draws them. Event
 files are read through the shared cached readers (``ui.shared``). Session
 keys carry the ``cmp_`` prefix.
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import anatomy, anatomy_text, compare, compare_curves, compare_runs, fairness, report, scaling
+from lab.views import (anatomy, anatomy_text, compare, compare_columns, compare_curves, compare_repeats, compare_runs,
+                       fairness, noise, report, scaling)
 from lab.views.runscalars import run_scalars
 from ui.shared import event_reader
 
@@ -44,14 +46,19 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
 
 
 def _table(table) -> None:
+    formats = compare_columns.column_formats(table.columns)
     config = {name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
-              for name, col in compare.column_formats(table.columns).items()}
-    st.dataframe(table, hide_index=True, column_config=config, key="cmp_table")
+              for name, col in formats.items()}
+    config |= {name: st.column_config.TextColumn(name, help=noise.HELP[name]) for name in noise.NOISE_COLUMNS}
+    # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with their intervals
+    shown = [c for c in table.columns if c not in ("speedup", "efficiency")]
+    st.dataframe(noise.styled(table, {n: c.format for n, c in formats.items()}), hide_index=True,
+                 column_config=config, column_order=shown, key="cmp_table")
 
 
-def _reading(chosen) -> None:
+def _reading(chosen, notes) -> None:
     with st.expander("How to read this"):
-        st.markdown(compare.HOW_TO_READ)
+        st.markdown("\n\n".join([compare.HOW_TO_READ, *notes]))
         st.markdown(scaling.HOW_TO_READ)
         lines = anatomy_text.explain(chosen)
         if lines:
@@ -87,6 +94,13 @@ def _anatomy(chosen, names: dict[str, str]) -> list:
     return figures
 
 
+def _repeats(chosen, scalars, baseline) -> None:
+    by_mode = compare_repeats.by_mode_table(chosen, scalars, baseline)
+    if by_mode is not None:
+        st.markdown("**Repeats** — each mode's median throughput over its repeats, and the spread across them")
+        st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
+
+
 def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
@@ -104,7 +118,7 @@ def _figures(chosen, table, scalars) -> list:
     return figures
 
 
-def _downloads(where, chosen, table, warns, figures, baseline_label: str) -> None:
+def _downloads(where, chosen, table, warns, figures, baseline_label: str, notes) -> None:
     d1, d2 = where.columns(2)
     now = stamp()
     d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{now}.csv",
@@ -113,7 +127,7 @@ def _downloads(where, chosen, table, warns, figures, baseline_label: str) -> Non
         "Download comparison (standalone HTML)",
         # Built only on click: it embeds plotly.js (a few MB).
         lambda: report.build_html(runs=chosen, table=table, warnings=warns, figures=figures,
-                                  baseline_label=baseline_label),
+                                  baseline_label=baseline_label, noise_notes=notes),
         file_name=f"compare-{now}.html", mime="text/html", on_click="ignore", key="cmp_html",
     )
 
@@ -137,16 +151,18 @@ def main() -> None:
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
         return
-    warns = fairness.fairness_warnings(chosen, baseline, scalars)
+    warns = fairness.fairness_warnings(chosen, baseline, scalars) + noise.busy_warnings(chosen)
     for w in warns:
         st.warning(w.message, icon="⚠️")
     table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars)
     _table(table)
     st.caption("  \n".join(compare_runs.provenance(chosen)))
+    _repeats(chosen, scalars, baseline)
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-    _reading(chosen)
+    notes = noise.noise_notes(chosen, baseline, scalars)
+    _reading(chosen, notes)
     figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
-    _downloads(downloads, chosen, table, warns, figures, names[baseline])
+    _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)
 
 
 main()

@@ -1,7 +1,9 @@
 """Record the sample runs shipped in sample_data/runs with this project's own launcher.
 
-Four runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP
-with the same seed and global batch (strong scaling), and a 2-rank DDP run
+Runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP
+with the same seed and global batch (strong scaling), each ``--repeats``
+times and interleaved (single, dp, ddp, single, …:
+``lab.engine.config.interleaved``), and a 2-rank DDP run
 with the same batch per device (weak scaling: twice the global batch), on the
 CPU with gloo (``lab.engine.config.compare_modes_configs`` on a machine seen as
 GPU-less), each profiled over a few steps (``--profile-steps``) so that the
@@ -13,8 +15,8 @@ throughputs are not disturbed by each other), waited for, labelled in run.json
 every figure is what the trainer and supervisor recorded. The previous sample
 runs are kept until the new ones have all succeeded.
 
-    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--profile-steps 20:25] [--no-weak]
-                                         [--out sample_data/runs]
+    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3] [--profile-steps 20:25]
+                                         [--no-weak] [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
@@ -33,9 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.views import anatomy_text, compare, compare_runs, fairness  # noqa: E402
+from lab.views import anatomy_text, compare, compare_json, compare_repeats, compare_runs, fairness, noise  # noqa: E402
 from lab.engine import launcher  # noqa: E402
-from lab.engine.config import STRONG, WEAK, RunConfig, compare_modes_configs  # noqa: E402
+from lab.engine.config import STRONG, WEAK, RunConfig, compare_modes_configs, interleaved  # noqa: E402
+from lab.views.spread import over_repeats  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
 
 MAX_BYTES = 2_000_000
@@ -64,9 +67,18 @@ def _wait_quiet(max_load: float, wait_s: float) -> float:
     return load
 
 
+def _by_mode(pairs) -> dict:
+    """(mode, effective mode) -> the median throughput over that mode's repeats."""
+    groups: dict = {}
+    for key, tp in pairs:
+        groups.setdefault(key, []).append(tp)
+    return {k: (over_repeats(v) or {}).get("median") for k, v in groups.items()}
+
+
 def _consistency(table) -> str:
     """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the noise."""
-    by_mode = {(r["mode"], r["effective mode"]): r["throughput (samples/s)"] for _, r in table.iterrows()}
+    strong = table[table["scaling"] != "weak"] if "scaling" in table.columns else table
+    by_mode = _by_mode(((r["mode"], r["effective mode"]), r["throughput (samples/s)"]) for _, r in strong.iterrows())
     a, b = by_mode.get(("single", "single")), by_mode.get(("dp", "single"))
     if not a or not b:
         return ""
@@ -86,18 +98,25 @@ def _cell(v) -> str:
 def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
             loads: tuple[float, float], cfg: RunConfig) -> str:
     runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
-    table = compare.compare_table(runs)
-    cols = ["run", "mode", "effective mode", "devices", "global batch", "throughput (samples/s)", "speedup",
-            "efficiency", "scaling", "comm exposed % of step",
+    scalars = compare_json.load_scalars(runs)
+    table = compare.compare_table(runs, scalars=scalars)
+    cols = ["run", "mode", "effective mode", "devices", "global batch", "throughput (samples/s)", noise.SPEEDUP_CI,
+            noise.EFFICIENCY_CI, noise.VERDICT, noise.MACHINE, "scaling", "comm exposed % of step",
             "memory imbalance", "final val acc"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table[cols].iterrows():
         cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
-    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs)) or "- none"
+    baseline = compare.choose_baseline(runs)
+    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs, baseline, scalars)
+                      + noise.busy_warnings(runs)) or "- none"
+    repeats = "\n".join(f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min {g['min']:.0f}, "
+                        f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
+                        for g in compare_repeats.by_mode(runs, scalars, baseline))
     recorded_on = runs[0].recorded_on if runs else "unknown"
     anatomy = "\n".join(f"- {line}" for line in anatomy_text.explain(runs))
     weak = [r for r in runs if r.scaling == "weak"]
+    repeats_n = max(1, sum(1 for r in runs if r.scaling != "weak") // 3)
     weak_line = (f", and DDP with 2 gloo processes at {cfg.batch_size} per process ({weak[0].option('batch_size')} "
                  "global, weak scaling)") if weak else ""
     return f"""# Sample runs
@@ -113,8 +132,8 @@ was written by hand.
 - **Command:** `python {' '.join(argv)}`
 - **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
   seed {cfg.seed}, `--checkpoint none`, profiled over steps `{cfg.profile_steps or 'none'}`; single, DataParallel
-  and DDP with 2 gloo processes at global batch {cfg.batch_size} (strong scaling){weak_line}, run one
-  after another (never side by side).
+  and DDP with 2 gloo processes at global batch {cfg.batch_size} (strong scaling), {repeats_n} time(s) each,
+  taking turns{weak_line}; every run one after another (never side by side).
 
 On a machine without GPUs DataParallel has nothing to split over, so the
 trainer falls back to one device and says so (`effective_mode` in
@@ -129,6 +148,9 @@ benchmark of DP or DDP.
 Where the time of a step goes (the Compare page's *Anatomy of a step*):
 {anatomy or "- no run was profiled"}
 
+Repeats (each mode's median over its runs):
+{repeats or "- one run per mode"}
+
 Warnings:
 {warns}
 
@@ -140,12 +162,15 @@ the previous runs are replaced only when all new runs succeed.
 """
 
 
-def _configs(base: RunConfig, weak: bool) -> tuple[list[RunConfig], list[str]]:
-    """The strong-scaling trio and, with ``weak``, a weak-scaling DDP run; CPU/gloo on purpose, even where GPUs exist."""
-    configs = compare_modes_configs(base, gpu_count=0)
+def _configs(base: RunConfig, weak: bool, repeats: int) -> tuple[list[RunConfig], list[str]]:
+    """The strong-scaling trio ``repeats`` times, interleaved, and with ``weak`` a weak-scaling DDP run.
+
+    CPU/gloo on purpose, even where GPUs exist.
+    """
+    configs = interleaved(compare_modes_configs(base, 0), repeats)
     scalings = [STRONG] * len(configs)
     if weak:
-        ddp = next(c for c in compare_modes_configs(base, gpu_count=0, scaling=WEAK) if c.mode == "ddp")
+        ddp = next(c for c in compare_modes_configs(base, 0, scaling=WEAK) if c.mode == "ddp")
         configs.append(dataclasses.replace(ddp, name=f"{base.name}-ddp-weak"))
         scalings.append(WEAK)
     return configs, scalings
@@ -174,7 +199,7 @@ def _record(out: Path, configs: list[RunConfig], scalings: list[str], timeout_s:
 def _noise(out: Path, run_ids: list[str]) -> float:
     """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
     runs = [r for r in (compare_runs.load_run(out / rid) for rid in run_ids) if r]
-    m = {(x["mode"], x["effective mode"]): x["throughput"] for x in map(compare.run_metrics, runs)}
+    m = _by_mode(((x["mode"], x["effective mode"]), x["throughput"]) for x in map(compare.run_metrics, runs))
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
     return abs(math.log(b / a)) if a and b else 0.0
 
@@ -188,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-steps", default="20:25", metavar="A:B",
                     help="profile optimizer steps A to B-1 of every run ('' for none); B-1 must not pass the shortest "
                          "run's last step (the weak DDP run takes half the steps per epoch)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run every mode N times, taking turns (3 shows the spread between runs)")
     ap.add_argument("--no-weak", dest="weak", action="store_false",
                     help="leave out the weak-scaling DDP run (same batch per device, twice the global batch)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
@@ -202,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     base = RunConfig(model="tinycnn", dataset="digits", batch_size=args.batch_size, epochs=args.epochs,
                      seed=0, checkpoint="none", log_every=args.log_every, name="sample",
                      profile_steps=args.profile_steps)
-    configs, scalings = _configs(base, args.weak)
+    configs, scalings = _configs(base, args.weak, args.repeats)
     # Denser sys/ samples than the default 1 s: these runs last seconds.
     os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
 

@@ -13,7 +13,8 @@ driver older than the bindings (``old_driver``: the unversioned process-list
 calls raise ``NVMLLibraryMismatchError`` as pynvml's
 ``throwOnVersionMismatch`` does, and ``nvmlDeviceGetTemperatureV`` is not
 found), MIG mode, and processes, including pids that do not exist here (a
-process that vanished, or a host pid seen from inside a container).
+process that vanished, or a host pid seen from inside a container), and
+per-process utilisation samples (``nvmlDeviceGetProcessUtilization``).
 
 The test seam of ``lab.engine.devices``: with ``LAB_NVML_MODULE=tests.fake_nvml``
 in the environment, devices.py imports this module instead of ``pynvml``, in
@@ -59,6 +60,10 @@ class NVMLLibraryMismatchError(Exception):  # pynvml 13.x: deliberately not an N
     pass
 
 
+class NVMLError_NotFound(NVMLError):
+    pass
+
+
 @dataclass
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
@@ -73,6 +78,9 @@ class FakeGpu:
     old_driver: bool = False
     mig: bool = False
     processes: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, used MiB or None)
+    # per-process samples (pid, SM %, timestamp in µs), as nvmlDeviceGetProcessUtilization returns them;
+    # "process_util" in ``unsupported`` makes that call fail as on GPUs that cannot attribute
+    process_util: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class FakeNvml:
@@ -84,6 +92,7 @@ class FakeNvml:
     NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLLibraryMismatchError = NVMLLibraryMismatchError
+    NVMLError_NotFound = NVMLError_NotFound
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
 
@@ -108,6 +117,8 @@ class FakeNvml:
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> FakeGpu:
+        if not 0 <= i < len(self.gpus):
+            raise NVMLError("Invalid Argument")  # NVML's NVMLError_InvalidArgument
         self._need(self.gpus[i], "handle")
         return self.gpus[i]
 
@@ -168,6 +179,13 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses_v2(self, g: FakeGpu):
         return self._process_list(g, versioned=True)
+    def nvmlDeviceGetProcessUtilization(self, g: FakeGpu, last_seen_us: int):
+        self._need(g, "process_util")
+        found = [SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, timeStamp=ts)
+                 for pid, sm, ts in g.process_util if ts > last_seen_us]
+        if not found:
+            raise NVMLError_NotFound("Not Found")  # what NVML says when no sample is newer
+        return found
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, g: FakeGpu):
         if g.old_driver:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from lab.engine import registry
-from lab.views import compare, compare_runs
+from lab.views import compare, compare_columns, compare_runs
 from lab.views.compare import compare_table
 from lab.views.compare_runs import load_runs
 from lab.views.fairness import fairness_warnings
@@ -217,8 +217,8 @@ def test_csv_columns_and_values(trio):
     df = compare_table(trio)
     back = pd.read_csv(io.BytesIO(compare.table_csv(df)))
     assert list(back.columns) == (
-        compare.COLUMNS_BEFORE_DEVICES + ["peak MiB cuda0", "peak MiB cuda1"] + compare.COLUMNS_AFTER_DEVICES
-        + compare.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
+        compare_columns.COLUMNS_BEFORE_DEVICES + ["peak MiB cuda0", "peak MiB cuda1"] + compare_columns.COLUMNS_AFTER_DEVICES
+        + compare_columns.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
     )
     assert back["speedup"].tolist() == pytest.approx([1.8, 1.5, 1.0])
 
@@ -265,13 +265,13 @@ def test_loss_agreement_finds_where_curves_part():
 
 def test_every_number_column_has_its_page_format(trio):
     df = compare_table(trio)
-    formats = compare.column_formats(df.columns)
-    numbers = [c for c in df.columns if c not in compare.TEXT_COLUMNS]
+    formats = compare_columns.column_formats(df.columns)
+    numbers = [c for c in df.columns if c not in compare_columns.TEXT_COLUMNS]
     # counts are shown as they are; every measured figure has a format keyed by its column
     assert set(formats) == set(numbers) - {"world size", "global batch", "per-device batch"}
     assert formats["peak MiB cuda1"].format == "%.0f" and formats["speedup"].format == "%.2f"
     assert "0.1%" in formats["loss matches baseline to step"].help
-    assert compare.column_formats(["run", "nope"]) == {}
+    assert compare_columns.column_formats(["run", "nope"]) == {}
 
 
 def test_runs_are_the_registrys_records(tmp_path):

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from lab.engine import devices, registry
+from lab.engine import device_notes, devices, registry
 from lab.engine.config import RunConfig, problems
 from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
@@ -51,7 +51,7 @@ def test_real_machine_without_driver_gives_cpu_view_and_one_reason():
     assert len(snap.cpu.per_core_pct) == snap.cpu.cores
     assert 0 < snap.cpu.mem_used_mib < snap.cpu.mem_total_mib
     assert devices.gpu_count() == 0
-    assert devices.describe_machine(snap.gpus, snap.cpu.cores).startswith("CPU (gloo)")
+    assert device_notes.describe_machine(snap.gpus, snap.cpu.cores).startswith("CPU (gloo)")
 
 
 def test_fake_gpus_with_unsupported_metrics(fake):
@@ -106,7 +106,7 @@ def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
         assert procs[child.pid].run_id == "run-a"
         assert procs[vanished].run_id is None and procs[vanished].used_mib == 512.0
         assert procs[1].run_id is None and procs[1].used_mib is None
-        lines = devices.holders(snap)
+        lines = device_notes.holders(snap)
         assert "run run-a holds 3.1 GiB on GPU 1" in lines
         assert not procs[vanished].visible and procs[child.pid].visible
         assert f"process {vanished} (not visible here: another container's or the host's, or it ended) holds 0.5 GiB on GPU 1" in lines

@@ -24,7 +24,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab import cli
-from lab.engine import devices, registry
+from lab.engine import device_notes, devices, registry
 from lab.engine.config import RunConfig
 from lab.engine.launcher import build_command
 from lab.engine.preflight import preflight
@@ -106,7 +106,7 @@ def test_a_process_list_not_permitted_is_unknown_not_empty(fake, runs_dir, capsy
     g0, g1 = snap.gpus
     assert g0.processes == () and g0.processes_note == "process list not permitted"
     assert g1.processes_note is None and [p.pid for p in g1.processes] == [os.getpid()]
-    assert devices.limits(snap) == ["GPU 0: process list not permitted, so which processes use it is unknown"]
+    assert device_notes.limits(snap) == ["GPU 0: process list not permitted, so which processes use it is unknown"]
     assert "process list not permitted" in device_rows(snap)[0]["extra"]
     assert "process list" not in device_rows(snap)[1]["extra"]
     lines = preflight(RunConfig(mode="single", gpus=(0,)), snap)
@@ -152,7 +152,7 @@ def test_host_pids_in_a_container_go_to_the_run_that_chose_the_gpu(fake, runs_di
     (p0,), (p1,) = snap.gpus[0].processes, snap.gpus[1].processes
     assert (p1.run_id, p1.visible) == ("run-gpu1", False)
     assert (p0.run_id, p0.visible) == (None, False)  # no run chose GPU 0: whose it is, nobody here knows
-    assert devices.holders(snap) == [
+    assert device_notes.holders(snap) == [
         f"process {HIDDEN_PID + 1} (not visible here: another container's or the host's, or it ended) holds 0.3 GiB on GPU 0",
         f"run run-gpu1 (by the GPU it chose: pid {HIDDEN_PID} is not visible here) holds 2.0 GiB on GPU 1"]
     assert registry.gpu_users(runs_dir)(1) == ("run-gpu1",) and registry.gpu_users(runs_dir)(0) == ()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lab.runfolder import parse_time
-from lab.views import compare, utilisation
+from lab.views import compare, compare_columns, utilisation
 from lab.views.compare_runs import load_runs
 from lab.views.fairness import fairness_warnings
 from tests.test_compare import make_run
@@ -84,7 +84,7 @@ def test_the_table_and_the_page_warnings(dp_run):
     run, scalars = dp_run
     row = compare.compare_table([run], scalars={run.key: scalars}).iloc[0]
     assert (row["util % gpu2"], row["util % gpu3"], row["mean util %"]) == pytest.approx((95.0, 35.0, 65.0))
-    assert compare.column_formats(["util % gpu2"])["util % gpu2"].format == "%.0f"
+    assert compare_columns.column_formats(["util % gpu2"])["util % gpu2"].format == "%.0f"
     keys = [w.key for w in fairness_warnings([run], scalars={run.key: scalars})]
     assert keys == ["only_gpu0"]
     assert fairness_warnings([run]) == []  # without the samples nothing is claimed

@@ -11,7 +11,9 @@ without one rank's names overwriting another's (``merge_memory``), and the
 gradient watch (``GradWatch``: steps GradScaler skipped, the grad-norm warning).
 Also owns a logging window's running sums (``Window``, torchvision's
 ``MetricLogger`` cut down to what we log) and spans of step time that leave
-out validation and checkpoints (``Span``). Nothing here creates a file until
+out validation and checkpoints (``Span``). The recorder keeps every logging
+window's ``perf/samples_per_sec`` (``rate_windows``) for summary.json's
+``throughput`` (``training.throughput``). Nothing here creates a file until
 the first write, so a refused run leaves the run folder untouched. Tested by
 tests/test_train_run.py and tests/test_train_ddp.py (real runs).
 """
@@ -22,6 +24,7 @@ import logging
 import math
 import os
 import resource
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +38,7 @@ from training.distributed import Placement, gather_objects
 log = logging.getLogger(__name__)
 MIB = 2**20
 FLUSH_EVERY_S = 2.0  # event-file flushes at most this often: a flush waits for the writer thread
+RATE_TAG = "perf/samples_per_sec"
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -162,6 +166,9 @@ class Recorder:
         self.log_dir, self.enabled = log_dir, enabled
         self._writer = None
         self._flushed_at = 0.0
+        # (step, samples/s) of every logging window, as float32 like the events hold them, so that
+        # summary.json's throughput equals what a reader derives from the events
+        self.rate_windows: list[tuple[int, float]] = []
 
     def _w(self):
         if self._writer is None:
@@ -180,6 +187,8 @@ class Recorder:
             return
         w = self._w()
         now = time.time()
+        if RATE_TAG in values:
+            self.rate_windows.append((step, struct.unpack("f", struct.pack("f", float(values[RATE_TAG])))[0]))
         for tag, value in values.items():
             w.add_scalar(tag, float(value), step, walltime=now)
 

@@ -5,7 +5,8 @@ section 1). Every check runs before anything is written: a refused run prints
 one ``error: ...`` line on stderr, exits 2 and leaves the run folder as it
 found it. Then the process group starts (DDP), the model is seeded and built
 (same seed, same weights in every mode), and ``training.loop.Loop`` trains.
-Rank 0 writes ``summary.json`` at the end. ``--amp`` means fp16 autocast with
+Rank 0 writes ``summary.json`` at the end, with ``throughput``: the median
+of the steady logging windows and its 95% interval (``training.throughput``). ``--amp`` means fp16 autocast with
 a GradScaler on CUDA and bf16 autocast (no scaler) on CPU; summary.json says
 which in ``amp_dtype`` and counts the steps the scaler skipped in
 ``amp_skipped_steps``. SIGTERM during the loop stops it after the current
@@ -105,6 +106,8 @@ def _prepare(argv: Sequence[str] | None):
 def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: dict[str, float]) -> dict[str, Any]:
     import torch
 
+    from training.throughput import window_spread
+
     g = args.batch_size
     steady_steps = out.steps_this_run - out.steady_excluded_steps
     summary = {
@@ -118,6 +121,7 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
         "throughput_samples_per_sec": out.steps_this_run * g / out.train_time_s if out.train_time_s > 0 else None,
         "steady_throughput_samples_per_sec": steady_steps * g / out.steady_time_s if out.steady_time_s > 0 and steady_steps > 0 else None,
         "steady_excluded_steps": out.steady_excluded_steps,
+        "throughput": window_spread(loop.rec.rate_windows),
         "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
         "final": out.final, "peak_mem_mib": peak,
         "amp": bool(args.amp),

@@ -6,7 +6,7 @@ starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``), under
 strong scaling (the global batch kept) or weak scaling (the per-device batch
-kept, ``scaled``).
+kept, ``scaled``), and a sweep's repeats, interleaved (``interleaved``).
 Nothing here starts a process or touches NVML: the GPUs are an argument,
 either a count or the physical indices NVML could read
 (``devices.usable_indices``), which need not be contiguous where a GPU
@@ -31,6 +31,7 @@ IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
 STRONG, WEAK = "strong", "weak"
 SCALINGS = (STRONG, WEAK)  # a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
+MAX_REPEATS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -315,3 +316,18 @@ def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) ->
         dataclasses.replace(base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common),
         dataclasses.replace(base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common),
     )]
+
+
+def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
+    """``configs`` ``repeats`` times in turn (a, b, c, a, b, c, ...), so drift hits every config alike.
+
+    Repeated runs are named ``<name>-r1``, ``<name>-r2``, ...; one repeat
+    returns the configs as they are. A bad count is a ``ConfigError``.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ConfigError("repeats", f"{repeats!r} is not a number of repeats: use 1 to {MAX_REPEATS} (3 shows the "
+                                     "spread between runs)")
+    if repeats == 1:
+        return list(configs)
+    return [dataclasses.replace(c, name=f"{(c.name or c.mode)[:36]}-r{i + 1}")
+            for i in range(repeats) for c in configs]

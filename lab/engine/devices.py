@@ -11,8 +11,11 @@ out and named in ``notes`` (only ``usable_indices`` can be chosen), a refused
 process list is ``processes_note``, MIG mode a note on its GPU. The run of a
 GPU process is asked of ``owner(pid)`` (``registry.process_owner``); a pid not
 visible here (a container sees NVML's host pids) goes to the one run that
-chose that GPU (``gpu_users``), and says so. No run folders here. Test seam:
-``LAB_NVML_MODULE`` names a module to import instead of ``pynvml``
+chose that GPU (``gpu_users``), and says so. No run folders here.
+``process_utilization`` asks NVML how busy each process kept a GPU, for the
+supervisor's interference record; "cannot attribute" is None, not an error.
+The sentences said about a snapshot are in ``lab.engine.device_notes``. Test
+seam: ``LAB_NVML_MODULE`` names a module to import instead of ``pynvml``
 (tests/fake_nvml.py). Tested by tests/test_devices.py and tests/test_devices_limits.py.
 """
 from __future__ import annotations
@@ -248,6 +251,31 @@ def read_gpus(indices: tuple[int, ...] | None = None, owner: Owner | None = None
     return tuple(g for g in (_gpu(i, owner, with_processes, gpu_users) for i in wanted) if g is not None)
 
 
+def process_utilization(index: int, since_us: int = 0) -> tuple[dict[int, float], int] | None:
+    """``({pid: SM utilisation %}, newest sample time)`` of GPU ``index`` from NVML's samples after ``since_us``.
+
+    Several samples of one process are averaged. No sample since then is an
+    empty dict (nobody computed). None where NVML cannot attribute
+    utilisation to processes (not supported, no permission, no driver).
+    """
+    h = _query("nvmlDeviceGetHandleByIndex", index)
+    if h is None:
+        return None
+    samples, why = _call("nvmlDeviceGetProcessUtilization", h, int(since_us))
+    if why is not None:
+        # NotFound, or pynvml's "error" with code 0 (NVML_SUCCESS) for an empty list: no samples
+        if "NotFound" in why or why.endswith("Success"):
+            return {}, int(since_us)
+        log.debug("NVML cannot attribute utilisation on GPU %s: %s", index, why)
+        return None
+    per: dict[int, list[float]] = {}
+    newest = int(since_us)
+    for smp in samples or []:
+        per.setdefault(int(smp.pid), []).append(float(smp.smUtil))
+        newest = max(newest, int(smp.timeStamp))
+    return {pid: sum(v) / len(v) for pid, v in per.items()}, newest
+
+
 def snapshot(owner: Owner | None = None, gpu_users: GpuUsers | None = None) -> DeviceSnapshot:
     """Every device read once: GPUs (see ``read_gpus``), the CPU, why there are no GPUs, what cannot be read."""
     reason = _init()
@@ -258,42 +286,3 @@ def snapshot(owner: Owner | None = None, gpu_users: GpuUsers | None = None) -> D
     if not reason and not gpus:
         reason = "NVML sees no GPUs it can read: runs use the CPU with the gloo backend"
     return DeviceSnapshot(gpus=gpus, cpu=cpu_record(), reason=reason, taken_at=time.time(), notes=notes)
-
-
-def holders(snap: DeviceSnapshot, indices: tuple[int, ...] | None = None) -> list[str]:
-    """One sentence per (run, GPU) of all GPUs or ``indices``: e.g. "run X holds 3.1 GiB on GPU 1"."""
-    out = []
-    for g in snap.gpus:
-        per_run: dict[str, float] = {}
-        for p in g.processes if indices is None or g.index in indices else ():
-            per_run[_holder(p)] = per_run.get(_holder(p), 0.0) + (p.used_mib or 0.0)
-        out += [f"{name} holds {mib / 1024:.1f} GiB on GPU {g.index}" for name, mib in per_run.items()]
-    return out
-
-
-def limits(snap: DeviceSnapshot, indices: tuple[int, ...] | None = None) -> list[str]:
-    """What the lab cannot show, one sentence each: unreadable GPUs, refused process lists, MIG mode."""
-    out = list(getattr(snap, "notes", ())) if indices is None else []
-    for g in snap.gpus:  # getattr: pre-flight is also given records shaped like ours
-        if indices is None or g.index in indices:
-            if getattr(g, "processes_note", None):
-                out.append(f"GPU {g.index}: {g.processes_note}, so which processes use it is unknown")
-            out += [f"GPU {g.index}: {n}" for n in getattr(g, "notes", ())]
-    return out
-
-
-def _holder(p: GpuProcess) -> str:
-    if p.run_id:
-        return f"run {p.run_id}" if p.visible else f"run {p.run_id} (by the GPU it chose: pid {p.pid} is not visible here)"
-    if not p.visible:
-        return f"process {p.pid} (not visible here: another container's or the host's, or it ended)"
-    return f"process {p.pid} (not a run)"
-
-
-def describe_machine(gpus: tuple[GpuRecord, ...], cores: int) -> str:
-    """A short line for run.json's ``recorded_on``: the GPUs (or the CPU), the backend, host and cores."""
-    host = socket.gethostname()
-    if gpus:
-        names = ", ".join(sorted({g.name for g in gpus}))
-        return f"{len(gpus)}x {names} (nccl), {host}, {cores} cores"
-    return f"CPU (gloo), {host}, {cores} cores"

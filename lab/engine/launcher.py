@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import devices, procs, registry
+from lab.engine import device_notes, devices, procs, registry
 from lab.engine.config import SCALINGS, RunConfig, normalized, problems, validate
 from lab.engine.diagnose import supervisor_failure
 from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
@@ -210,7 +210,7 @@ def start_supervisor(run_dir: Path | str) -> None:
 def _machine() -> tuple[tuple[int, ...], str]:
     """(the GPU indices NVML can read, run.json's ``recorded_on``), without the process matching of a snapshot."""
     gpus = devices.read_gpus(with_processes=False)
-    return tuple(g.index for g in gpus), devices.describe_machine(gpus, os.cpu_count() or 1)
+    return tuple(g.index for g in gpus), device_notes.describe_machine(gpus, os.cpu_count() or 1)
 
 
 def launch(config: RunConfig, runs_dir: Path | None = None) -> str:

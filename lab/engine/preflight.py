@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 
 from lab.engine.config import RunConfig
-from lab.engine.devices import DeviceSnapshot, holders, limits
+from lab.engine.device_notes import holders, limits
+from lab.engine.devices import DeviceSnapshot
 from lab.engine.launcher import omp_threads
 
 

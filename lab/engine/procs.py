@@ -13,6 +13,7 @@ tests/test_engine_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -119,20 +120,16 @@ def _live(ident: Iterable[Iterable[float]]) -> list[psutil.Process]:
     out = []
     for pid, ct in ident:
         if alive(int(pid), ct):
-            try:
+            with contextlib.suppress(psutil.Error):
                 out.append(psutil.Process(int(pid)))
-            except psutil.Error:
-                pass
     return out
 
 
 def _signal_group(pgid: int | None, sig: int) -> None:
     if not pgid or pgid == os.getpgrp():
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(int(pgid), sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], grace_s: float = 5.0) -> list[int]:
@@ -145,19 +142,15 @@ def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], gr
     """
     procs = {p.pid: p for p in _live(members)}
     for p in list(procs.values()):
-        try:
+        with contextlib.suppress(psutil.Error):
             for c in p.children(recursive=True):
                 procs[c.pid] = c
-        except psutil.Error:
-            pass
     groups = {g for g in pgids if g}
     for g in groups:
         _signal_group(g, signal.SIGTERM)
     for p in procs.values():
-        try:
+        with contextlib.suppress(psutil.Error):
             p.terminate()
-        except psutil.Error:
-            pass
     still = _wait_gone(list(procs.values()), grace_s)
     if still or groups:
         for g in groups:
@@ -264,6 +257,25 @@ class TreeMeter:
                 continue
         self._seen = current
         return cpu, rss / _MIB
+
+
+def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[tuple[int, float], float]:
+    """User + system CPU seconds of each process and of this one, by (pid, create time); gone ones left out."""
+    out = {}
+    for p in [*procs, psutil.Process()]:
+        try:
+            t = p.cpu_times()
+            out[(p.pid, p.create_time())] = t.user + t.system
+        except psutil.Error:  # ended between the walk and the read: normal
+            continue
+    return out
+
+
+def machine_cpu_s() -> tuple[float, int]:
+    """(seconds all CPUs spent busy since boot, logical CPUs); guest time is already in user time."""
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return busy, psutil.cpu_count() or 1
 
 
 @dataclass(frozen=True)

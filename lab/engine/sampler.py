@@ -3,10 +3,13 @@
 Once per interval the supervisor calls ``SysSampler.sample(tree)``: the run's
 GPUs are read through ``lab.engine.devices`` and the run's whole process tree
 through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
-summed), and each value is written as a scalar event under ``RUN_DIR/sys``.
+summed), what else used the machine through ``lab.engine.interference``
+(``sys/other_cpu_pct``, ``sys/gpu<i>/other_*``; ``interference()`` is
+status.json's record), and each value is written as a scalar event under ``RUN_DIR/sys``.
 The events are written with tensorboard's own ``EventFileWriter`` and protos,
 never torch (importing torch costs the supervisor seconds and hundreds of MB).
-Step = sample number, wall time = sample time. Tested by tests/test_devices.py.
+Step = sample number, wall time = sample time. Tested by tests/test_devices.py and
+tests/test_interference.py.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 
 from lab.engine import devices, procs
+from lab.engine.interference import InterferenceMeter
 from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)
@@ -52,22 +56,28 @@ class SysSampler:
         self.step = 0
         self._writer = ScalarWriter(Path(run_dir) / SYS_DIR)
         self._meter = procs.TreeMeter()
+        self._others = InterferenceMeter()
 
     def sample(self, tree: list[procs.Process]) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
         now = time.time()
         values: dict[str, float] = {}
-        if self.gpus:
-            for g in devices.read_gpus(self.gpus, with_processes=False):
-                for key, v in (("util_pct", g.util_pct), ("mem_used_mib", g.mem_used_mib),
-                               ("power_w", g.power_w), ("temp_c", g.temp_c)):
-                    if v is not None:
-                        values[f"sys/gpu{g.index}/{key}"] = v
+        gpus = devices.read_gpus(self.gpus) if self.gpus else ()  # with their processes: whose are they?
+        for g in gpus:
+            for key, v in (("util_pct", g.util_pct), ("mem_used_mib", g.mem_used_mib),
+                           ("power_w", g.power_w), ("temp_c", g.temp_c)):
+                if v is not None:
+                    values[f"sys/gpu{g.index}/{key}"] = v
         values["sys/cpu_pct"], values["sys/rss_mib"] = self._meter.read(tree)
+        values.update(self._others.sample(tree, gpus))
         self._writer.add(values, self.step, now)
         self._writer.flush()
         self.step += 1
         return values
+
+    def interference(self) -> dict:
+        """status.json's ``interference`` record of the samples so far."""
+        return self._others.record()
 
     def close(self) -> None:
         try:

@@ -4,7 +4,8 @@
 started detached by the launcher so a run outlives the dashboard. It starts
 the training command from run.json as its child in a new session (stdout and
 stderr to RUN_DIR/stdout.log), keeps status.json up to date (atomically, at
-every change), samples devices into RUN_DIR/sys every interval, stops the run
+every change), samples devices into RUN_DIR/sys every interval and records
+what else used the machine (status.json's ``interference``), stops the run
 on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after
 the grace period, stragglers found through the recorded process tree), and on
 a non-zero exit stores a diagnosis. It is status.json's writer (the launcher
@@ -32,6 +33,7 @@ from lab.runfolder import (ERROR_JSON, FAILED, LOGS_DIR, QUEUED, REPO_ROOT, RUN_
 log = logging.getLogger("lab.engine.supervisor")
 
 _TICK_S = 0.2  # how fast a stop request is noticed; each wake-up costs the trainer a little CPU
+_INTERFERENCE_EVERY = 5  # samples between interference records in status.json (each is a rewrite)
 _PORT_RETRIES = 2
 
 
@@ -131,6 +133,8 @@ class RunSupervisor:
                 if sampler is not None:
                     try:
                         sampler.sample(tree)
+                        if sampler.step % _INTERFERENCE_EVERY == 0:
+                            self.status.update(interference=sampler.interference())
                     except Exception as e:  # a sampling hiccup must never fail the run
                         log.warning("sampling failed: %s", e)
             self.on_tick()
@@ -183,6 +187,8 @@ class RunSupervisor:
                         _set_aside_attempt(self.run_dir, attempt)
                         continue
                 break
+            if sampler is not None:
+                self.status.data["interference"] = sampler.interference()  # written with the final state
             return self._finish(rc, req)
         finally:
             if sampler is not None:

@@ -4,13 +4,17 @@ This module owns the numbers the Compare page and the HTML export show of
 each run: throughput, speedup, scaling efficiency, per-device peak memory
 and its imbalance, final loss and accuracy, how long the loss agrees with
 the baseline's; which run is the baseline by default; the table's columns,
-their order and how the page formats them (``COLUMNS``, ``column_formats``).
+their order and formats are in ``lab.views.compare_columns``.
 Runs are ``lab.views.compare_runs.CompareRun``; scalar series (from
 ``lab.events``) come as plain mappings of tag -> series with ``.step``,
 ``.wall_time`` and ``.value`` arrays, so every number is testable without a
 browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 
-- speedup = steady throughput / the baseline's steady throughput;
+- steady throughput = the median of the logging windows' samples/s (the
+  first window left out), with its 95% interval (``lab.views.noise``); the
+  whole run's steady samples/s where no window is known;
+- speedup = steady throughput / the baseline's steady throughput, with the
+  interval of ``lab.views.spread.ratio`` and the "within noise" verdict;
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
   speedup / number of devices when the baseline is a one-device run, for a
   run that keeps the baseline's global batch (strong scaling); throughput per
@@ -31,15 +35,17 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from lab.views import anatomy, scaling, utilisation
+from lab.views import anatomy, noise, scaling, utilisation
+from lab.views.compare_columns import (COLUMNS_AFTER_DEVICES, COLUMNS_BEFORE_DEVICES, COLUMNS_WHY, PEAK_PREFIX,
+                                        TEXT_COLUMNS, UTIL_PREFIX)
 from lab.views.compare_runs import CompareRun, labels
+from lab.views.spread import ratio
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
@@ -58,59 +64,6 @@ when they are not."""
 AGREEMENT_RTOL = 1e-3
 
 
-@dataclass(frozen=True)
-class Column:
-    """A column of the table and how the page shows it (printf ``format``; None: as is)."""
-
-    name: str
-    format: str | None = None
-    help: str | None = None
-
-
-# Fixed columns of the table, in order; one "peak MiB <device>" column per
-# device seen in any chosen run goes between the two groups.
-BEFORE_DEVICES = (
-    Column("run"), Column("mode"), Column("effective mode"), Column("devices"), Column("world size"),
-    Column("global batch"), Column("per-device batch"), Column("throughput (samples/s)", "%.1f"),
-    Column("speedup", "%.2f"), Column("efficiency", "%.2f"),
-    Column("scaling", None, "strong: the baseline's global batch (the same training); weak: its batch per device "
-                            "(efficiency = throughput per device against the baseline's). Recorded by the sweep, "
-                            "else read from the batches."),
-    Column("epoch time (s)", "%.2f"),
-)
-AFTER_DEVICES = (
-    Column("memory imbalance", "%.3f"),
-    Column("loss matches baseline to step", "%d",
-           "Last step up to which train/loss stays within 0.1% of the baseline's."),
-    Column("final train loss", "%.4f"), Column("final val loss", "%.4f"), Column("final val acc", "%.4f"),
-)
-# Why one mode is faster, last: mean utilisation of each GPU ("util % gpu<i>", physical index), then these.
-WHY = (
-    Column("mean util %", "%.0f", "Mean utilisation of the run's GPUs while it trained (NVML samples); "
-                                  "on a CPU run its CPU share: its processes' CPU time over the cores it was given."),
-    Column("comm exposed % of step", "%.0f", "Communication the step waited for, as a share of the step "
-                                             "(profiled runs only: Profile steps on the Launch page)."),
-)
-PEAK_PREFIX = "peak MiB "
-PEAK_FORMAT = "%.0f"
-UTIL_PREFIX = "util % "
-COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
-COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
-COLUMNS_WHY = [c.name for c in WHY]
-TEXT_COLUMNS = ("run", "mode", "effective mode", "devices", "scaling")  # all others are numbers (NaN = unknown)
-_BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES + WHY}
-
-
-def column_formats(columns: Iterable[str]) -> dict[str, Column]:
-    """The formatted columns among ``columns`` (a table's), peak memory columns included."""
-    out = {}
-    for name in columns:
-        col = Column(name, PEAK_FORMAT) if name.startswith((PEAK_PREFIX, UTIL_PREFIX)) else _BY_NAME.get(name)
-        if col is not None and col.format:
-            out[name] = col
-    return out
-
-
 # ---- per-run figures -----------------------------------------------------
 
 def _last(series: Mapping[str, Any] | None, tag: str) -> float | None:
@@ -126,7 +79,8 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
     From summary.json; for a run without one (failed, stopped, still running
     or foreign) from its event series: mean ``perf/samples_per_sec`` without
     the first window, mean ``perf/epoch_time_s``, max ``mem/<dev>/peak_mib``,
-    the last losses and accuracy.
+    the last losses and accuracy. The throughput is the median of the steady
+    windows wherever they are known (``spread``, ``lab.views.noise.run_spread``).
     """
     s = run.summary or {}
     final = s.get("final") or {}
@@ -146,6 +100,9 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
             parts = tag.split("/")
             if len(parts) == 3 and parts[0] == "mem" and parts[2] == "peak_mib" and len(ser.value):
                 peaks[parts[1]] = float(np.max(ser.value))
+    spread = noise.run_spread(run, sc)
+    if spread is not None:
+        throughput = spread.median
     devices = list(s.get("devices") or sorted(peaks))
     global_batch = s.get("global_batch") or run.option("batch_size")
     return {
@@ -157,6 +114,7 @@ def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> di
         "global batch": global_batch,
         "per-device batch": s.get("per_device_batch"),
         "throughput": None if throughput is None else float(throughput),
+        "spread": spread,
         "epoch time": None if epoch_time is None else float(epoch_time),
         "peaks": peaks,
         "final train loss": final.get("train_loss", _last(sc, "train/loss")),
@@ -240,8 +198,14 @@ def compare_table(
     rows = []
     for r in runs:
         m = metrics[r.key]
-        sp = speedup(m["throughput"], base["throughput"])
+        rat = ratio(m["spread"], base["spread"])
+        sp = rat.value if rat else speedup(m["throughput"], base["throughput"])
         related = scaling.relation(m, base)
+        # strong and weak efficiency are both speedup x baseline devices / devices (lab.views.scaling)
+        factor = base_devices / device_count(m)
+        cells = noise.cells(rat, sp, factor, r.key == baseline_key, noise.run_interference(r))
+        if related is None:  # neither scaling applies: no efficiency, so no interval for it either
+            cells[noise.EFFICIENCY_CI] = ""
         row = {
             "run": names[r.key],
             "mode": m["mode"],
@@ -255,6 +219,7 @@ def compare_table(
             "efficiency": scaling.efficiency(related, m["throughput"], device_count(m), base["throughput"],
                                              base_devices),
             "scaling": scaling.label(r.scaling, related),
+            **cells,
             "epoch time (s)": m["epoch time"],
         }
         for d in all_devices:

@@ -22,7 +22,8 @@ import plotly.graph_objects as go
 
 from lab.runfolder import parse_time
 from lab.views import charts
-from lab.views.compare import PEAK_PREFIX, run_metrics
+from lab.views.compare import run_metrics
+from lab.views.compare_columns import PEAK_PREFIX
 from lab.views.compare_runs import CompareRun, labels
 from lab.views.run_charts import SYS_METRICS, sys_traces
 

@@ -1,13 +1,14 @@
 """The comparison as one standalone HTML file a user can attach to a report.
 
 Owns ``build_html``: the runs with when and where each was recorded, the
-fairness warnings, the table, the "how to read this" text (strong and weak
-scaling included), and the charts with their notes (plotly figures with
-plotly.js embedded inline, once, so the file opens with no server and no
-internet): the anatomy bars of ``lab.views.anatomy_text`` and the curves of
-``lab.views.compare_curves``, as the page passes them. It builds a string from
-what ``lab.views.compare``, ``lab.views.fairness`` and those computed; the
-page offers it for download.
+fairness and busy-machine warnings, the table (speedups outside the noise
+green or red, as on the page), the "how to read this" text (strong and weak
+scaling and the noise notes included), and the charts with their notes
+(plotly figures with plotly.js embedded inline, once, so the file opens with
+no server and no internet): the anatomy bars of ``lab.views.anatomy_text``
+and the curves of ``lab.views.compare_curves``, as the page passes them. It
+builds a string from what ``lab.views.compare``, ``lab.views.fairness`` and
+those computed; the page offers it for download.
 Tested by tests/test_report.py.
 """
 from __future__ import annotations
@@ -19,7 +20,9 @@ from datetime import datetime, timezone
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab.views import noise
 from lab.views.compare import HOW_TO_READ
+from lab.views.compare_columns import TEXT_COLUMNS
 from lab.views.compare_curves import STEP_NOTE
 from lab.views.compare_runs import CompareRun, labels
 from lab.views.fairness import FairnessWarning
@@ -51,10 +54,14 @@ def build_html(
     warnings: Sequence[FairnessWarning],
     figures: Sequence[tuple[str, go.Figure, str | None]],
     baseline_label: str | None = None,
+    noise_notes: Sequence[str] = (),
     title: str = "Parallel Training Lab — run comparison",
     generated_at: datetime | None = None,
 ) -> str:
-    """A complete HTML document with everything inline (plotly.js included once)."""
+    """A complete HTML document with everything inline (plotly.js included once).
+
+    ``noise_notes`` (``lab.views.noise.noise_notes``) follow the "how to read this" text.
+    """
     generated_at = generated_at or datetime.now(timezone.utc)
     names = labels(runs)
     parts = [
@@ -77,12 +84,13 @@ def build_html(
         )
     parts.append("</ul>")
     if warnings:
-        parts.append("<h2>Fairness warnings</h2>")
+        parts.append("<h2>Warnings</h2>")
         parts += [f'<div class="warn">{html.escape(w.message)}</div>' for w in warnings]
     parts.append("<h2>Table</h2>")
-    parts.append(table.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", escape=True))
+    formats = {c: "%.4g" for c in table.columns if c not in TEXT_COLUMNS}
+    parts.append(noise.styled(table, formats, escape=True).hide(axis="index").to_html())
     parts.append("<h2>How to read this</h2>")
-    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, STEP_NOTE)]
+    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, *noise_notes, STEP_NOTE)]
     first = True
     for caption, fig, note in figures:
         parts.append(f"<h2>{html.escape(caption)}</h2>")
