@@ -36,6 +36,8 @@ _HELP = {
     "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
     "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
     "rdzv_endpoint": "host:port of node 0 when --nnodes > 1",
+    "model": "tinycnn, or any torchvision classification model: a name of "
+             "torchvision.models.list_models(module=torchvision.models), e.g. resnet50, vit_b_16",
     "dataset": "digits | synthetic | imagefolder:PATH",
     "batch_size": "the global batch",
     "tags": "a tag (repeatable)",

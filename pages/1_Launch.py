@@ -68,7 +68,8 @@ def widget(f: request.FormField) -> Any:
         return None  # one process per chosen GPU: nothing to choose
     if f.kind in ("radio", "select"):
         draw = st.radio if f.kind == "radio" else st.selectbox
-        return draw(f.label, f.options, index=f.options.index(start[f.name]), format_func=f.shown,
+        options = f.choices()
+        return draw(f.label, options, index=options.index(start[f.name]), format_func=f.shown,
                     disabled=not on, **kw)
     if f.kind in ("int", "float"):
         step = int(f.step) if f.kind == "int" else float(f.step)

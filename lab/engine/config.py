@@ -2,7 +2,8 @@
 
 This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
-starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
+starts (the model's name and image size through ``lab.engine.models``).
+``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``).
 Nothing here starts a process or touches NVML: the GPU count is an argument.
@@ -16,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.engine import models
 from lab.runfolder import DIGITS
 
 MODES = ("single", "dp", "ddp")
-MODELS = ("tinycnn", "resnet18")
 CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
@@ -198,6 +199,15 @@ def _number_problems(c: RunConfig) -> list[ConfigError]:
     return out
 
 
+def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]:
+    """The model's name (``lab.engine.models``), then whether it takes the image size (when that is valid)."""
+    unknown = models.model_problem(c.model)
+    if unknown:
+        return [ConfigError("model", unknown)]
+    size = None if any(e.field == "image_size" for e in found) else models.size_problem(c.model, c.image_size)
+    return [ConfigError("image_size", size)] if size else []
+
+
 def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
     """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
     c = config
@@ -211,8 +221,7 @@ def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
         bp = _batch_problem(c)
         if bp:
             out.append(bp)
-    if c.model not in MODELS:
-        out.append(ConfigError("model", f"unknown model {c.model!r}: use {' or '.join(MODELS)}"))
+    out += _model_problems(c, out)
     if not isinstance(c.dataset, str):
         out.append(ConfigError("dataset", "dataset must be text: digits, synthetic or imagefolder:PATH"))
     else:
