@@ -140,11 +140,18 @@ def test_event_dirs_created_after_the_launch_by_the_runs_processes(tmp_path):
     assert linked.file_origin("events.out.tfevents.1764402300.my.host.name.123.7.v2") == (1764402300, 123)
 
 
-def test_the_walk_stops_at_its_entry_bound(tmp_path, monkeypatch):
-    monkeypatch.setattr(linked, "MAX_ENTRIES", 5)
-    for i in range(10):
-        (tmp_path / f"f{i}").write_text("")
-    assert linked.find_event_dirs(tmp_path, 0) == ([], True)
+def test_the_walk_reads_no_more_than_its_entry_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(linked, "MAX_ENTRIES", 8)
+    (tmp_path / "big").mkdir()
+    for i in range(50):
+        (tmp_path / "big" / f"f{i}").write_text("")
+    shallow = _event(tmp_path / "runs" / "x", time.time())
+    _event(tmp_path / "a" / "b" / "c" / "deep", time.time())  # past the budget once a, b, c are read
+    (tmp_path / "a" / "b" / "c" / "more").write_text("")
+    (tmp_path / "a" / "b" / "c" / "other").write_text("")
+    assert linked.find_event_dirs(tmp_path, 0) == ([str(shallow)], True)  # the big folder skipped, runs/ found
+    monkeypatch.setattr(linked, "MAX_ENTRIES", 1000)
+    assert len(linked.find_event_dirs(tmp_path, 0)[0]) == 2
 
 
 def test_linker_keeps_what_it_found_and_scans_at_most_every_interval(tmp_path):

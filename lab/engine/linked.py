@@ -15,8 +15,9 @@ other's curves). Whether a file is an event file is ``lab.events``' test;
 nothing here reads one. The walk is bounded so that a big working directory
 costs little: hidden folders, ``node_modules``, ``__pycache__``,
 ``site-packages`` and other runs' folders (those holding a run.json) are
-skipped, it goes ``MAX_DEPTH`` folders deep at most and stops after
-``MAX_ENTRIES`` entries; the supervisor scans every ``SCAN_EVERY_S`` seconds
+skipped, it goes breadth first, ``MAX_DEPTH`` folders deep at most, and reads
+``MAX_ENTRIES`` entries at most (a folder too big for what is left is
+skipped, the smaller ones still read); the supervisor scans every ``SCAN_EVERY_S`` seconds
 and once more at the end. Folders once linked stay linked. Tested by
 tests/test_script_config.py (the walk) and tests/test_script_runs.py (real
 scripts).
@@ -27,6 +28,8 @@ import logging
 import os
 import re
 import time
+from collections import deque
+from itertools import islice
 from pathlib import Path
 from typing import Iterable
 
@@ -61,18 +64,19 @@ def _ours(name: str, since: float, pids: set[int] | None) -> bool:
 def find_event_dirs(root: Path | str, since: float, pids: set[int] | None = None) -> tuple[list[str], bool]:
     """``(folders below root holding an event file of ours, whether the walk stopped at its bounds)``."""
     found: list[str] = []
-    entries = 0
-    stack = [(str(root), 0)]
-    while stack:
-        folder, depth = stack.pop()
+    left, bounded = MAX_ENTRIES, False
+    queue = deque([(str(root), 0)])  # breadth first: ./runs/<date>_<host> is found before a deep tree's end
+    while queue:
+        folder, depth = queue.popleft()
         try:
             with os.scandir(folder) as it:
-                items = list(it)
+                items = list(islice(it, left + 1))  # never more than the budget left, however big the folder
         except OSError:
             continue
-        entries += len(items)
-        if entries > MAX_ENTRIES:
-            return sorted(found), True
+        if len(items) > left:  # too big for what is left: skipped, the smaller ones are still looked at
+            bounded = True
+            continue
+        left -= len(items)
         names = {e.name for e in items}
         if depth > 0 and RUN_JSON in names:  # another run of the lab: its tb/ is its own
             continue
@@ -82,8 +86,8 @@ def find_event_dirs(root: Path | str, since: float, pids: set[int] | None = None
             if e.name.startswith(".") or e.name in SKIP or not e.is_dir(follow_symlinks=False):
                 continue
             if depth + 1 <= MAX_DEPTH:
-                stack.append((e.path, depth + 1))
-    return sorted(found), False
+                queue.append((e.path, depth + 1))
+    return sorted(found), bounded
 
 
 class EventLinker:
