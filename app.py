@@ -1,13 +1,16 @@
 """Home of the Parallel Training Lab: what it is, the devices right now (live),
 where runs live, the runs at a glance, the one-click "Compare modes" sweep,
-and shortcuts to the pages. Start it with ``streamlit run app.py``. Layout
-only: everything it shows comes from ``lab/``.
+and shortcuts to the pages. Start it with ``streamlit run app.py``. When the
+server listens beyond this machine it says that launching from the pages is
+off (or, with LAB_ALLOW_REMOTE_LAUNCH=1, that anyone reaching it may launch):
+``lab.engine.access``. Layout only: everything it shows comes from ``lab/``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
+from lab.engine.access import launch_access
 from lab.engine.config import MAX_REPEATS
 from lab.views import device_strip as strip, live, progress, scaling as scaling_view, text as ui_text
 
@@ -15,8 +18,11 @@ st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout=
 st.title("Parallel Training Lab")
 st.markdown(
     "Launch PyTorch training on one device, with `nn.DataParallel` or with `DistributedDataParallel`, "
-    "watch it live, and compare the modes side by side."
+    "watch it live, and compare the modes side by side. Your own script runs too: Launch → My script."
 )
+access = launch_access(st.get_option("server.address"))
+if access.message:
+    st.warning(access.message)
 
 
 @st.fragment(run_every=2)
@@ -100,7 +106,10 @@ scaling = st.radio("Scaling", list(scaling_view.CHOICES), format_func=scaling_vi
                    horizontal=True, key="home_scaling", help=scaling_view.CHOICE_HELP)
 repeats = st.number_input("repeats", min_value=1, max_value=MAX_REPEATS, value=1, step=1, key="home_repeats",
                           help="Run every mode this many times, interleaved; 3 is a good start.")
-if st.button("Compare modes", type="primary", key="home_compare"):
+compare_clicked = st.button("Compare modes", type="primary", key="home_compare")
+if compare_clicked and not access.allowed:
+    st.error(f"Not started: {access.message}")
+elif compare_clicked:
     try:
         from lab.engine.config import RunConfig, compare_modes_configs, interleaved
         from lab.engine.devices import usable_indices

@@ -4,7 +4,8 @@ Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``,
 ``lab.engine.logs`` and ``lab.engine.devices``; the run options are made from
 ``RunConfig``'s fields and defaults (``lab.engine.config``) and read into a
 config by ``lab.engine.request.run_config``, as the Launch page's form is;
-``compare`` prints ``lab.views.compare_json``'s document, ``scalars`` is ``lab.events.export``'s. Runs live in ./runs
+``compare`` prints ``lab.views.compare_json``'s document, the ``scalars`` subcommand is ``lab.events.export``'s,
+``launch --script`` (a user's own script) ``lab.cli_script``'s. Runs live in ./runs
 unless ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and
 exit code 2, never a traceback. The JSON keys are documented in the README.
 Tested by tests/test_engine_cli.py.
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lab import cli_script
 from lab.engine.config import CHECKPOINTS, MODES, STRONG, RunConfig, compare_modes_configs, interleaved, scaled
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
@@ -36,6 +38,8 @@ _HELP = {
     "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
     "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
     "rdzv_endpoint": "host:port of node 0 when --nnodes > 1",
+    "model": "tinycnn, or any torchvision classification model: a name of "
+             "torchvision.models.list_models(module=torchvision.models), e.g. resnet50, vit_b_16",
     "dataset": "digits | synthetic | imagefolder:PATH",
     "batch_size": "the global batch",
     "tags": "a tag (repeatable)",
@@ -109,6 +113,10 @@ def cmd_launch(a: argparse.Namespace) -> int:
     from lab.engine import devices, launcher, registry
 
     usable = devices.usable_indices()  # the indices NVML can read, not its count: one may refuse to open
+    if cli_script.wanted(a):
+        return cli_script.launch(a, _root(), usable)
+    if a.script_args:
+        raise UserError("arguments after -- go to a script of your own: give --script PATH (or --module NAME)")
     cfg = _config(a, a.mode, usable)
     if a.dry_run:
         return _show_command(cfg, usable, a.json)
@@ -247,9 +255,10 @@ def cmd_rm(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lab", description="Parallel Training Lab: launch and watch runs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("launch", help="start a run in the background")
+    p = sub.add_parser("launch", help="start a run in the background (the trainer, or --script of your own)")
     _add_run_options(p)
     p.add_argument("--dry-run", action="store_true", help="only print the pre-flight check and the command")
+    cli_script.add_options(p)
     p.set_defaults(func=cmd_launch)
     p = sub.add_parser("sweep", help="run several modes one after another")
     p.add_argument("--modes", default=",".join(MODES))
@@ -295,12 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     from lab.engine.registry import RunIsLive, RunNotFound
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    ours, script_args = cli_script.split_script_args(sys.argv[1:] if argv is None else argv)  # after --
+    args = build_parser().parse_args(ours)
+    args.script_args = script_args
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:  # named as the flag the user typed
         print(f"error: {_FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
-    except (UserError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError, OSError) as e:
+    except (UserError, cli_script.ScriptUsageError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError,
+            OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
     except KeyboardInterrupt:

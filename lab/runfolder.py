@@ -3,7 +3,8 @@
 The contract between ``training/`` (and a user's own script) and ``lab/``
 (docs/contracts.md section 2). Each fact is written here once: the runs root
 (``./runs`` unless ``LAB_RUNS_DIR`` names another folder), the file and
-folder names inside a run folder, the run states and their groups, the ISO
+folder names inside a run folder, the run states and their groups, the run
+kinds (the lab's trainer or a user's script), the ISO
 time format of run.json/status.json, and how those files are read (a torn
 or missing file is "not there yet") and written (temp file, then rename).
 It also knows the repository's own folders (sample data). Tested by
@@ -47,6 +48,11 @@ LIVE_STATES = (QUEUED, STARTING, RUNNING)            # says it has (or will have
 HAS_PROCESSES = (STARTING, RUNNING)                  # pids recorded and meant to be alive
 ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)          # the supervisor recorded an end
 FINAL_STATES = ENDED_STATES + (LOST,)                # nothing more will happen
+
+
+# ---- run kinds (run.json and status.json ``kind``) -------------------------
+TRAINER, SCRIPT = "trainer", "script"   # the lab's trainer; a user's own script (lab.engine.script)
+KINDS = (TRAINER, SCRIPT)
 
 
 def is_live(state: str | None) -> bool:

@@ -1,10 +1,15 @@
-"""Launch: a form for every field of a run, the pre-flight check in plain
-words, the exact command and environment that will run (copyable, and one
-per other node), then the launch itself. A refused config shows its message
-next to the field and starts nothing. Layout only: the form's fields are
-``lab.engine.request.FIELDS``, reading them is ``request.run_config``, what is
-shown before a launch is ``request.preview``, the checks are
-``lab.engine.config`` and the launch is ``lab.engine.launcher``.
+"""Launch: the lab's trainer or "My script" (a user's own script, unchanged),
+a form for every field of the run, the pre-flight check in plain words, the
+exact command and environment that will run (copyable, and one per other
+node), then the launch itself. A refused config shows its message next to
+the field and starts nothing; a server that listens beyond this machine
+launches nothing unless LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.access``).
+Layout only: the form's fields are ``lab.engine.request.FIELDS`` (a script's
+``lab.engine.script_form.SCRIPT_FIELDS``), reading them is
+``request.run_config`` (``script_form.script_config``), what is shown before a
+launch is ``request.preview`` (``script_form.preview``), the checks are
+``lab.engine.config`` (``lab.engine.script``) and the launch is
+``lab.engine.launcher`` (``script.launch``).
 """
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from typing import Any
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.engine import request
+from lab.engine import request, script, script_form
+from lab.engine.access import launch_access
 from lab.engine.config import ConfigError, problems
 from lab.views import text as ui_text
 
@@ -29,6 +35,18 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
                       ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
+SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    (None, [["script"], ["args"], ["cwd"], ["mode"], ["gpus"], ["nproc"], ["events_dir", "total_steps"],
+            ["name", "tags"]]),
+    ("More options", [["extra_env"]]),
+    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
+]
+KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}
+
+access = launch_access(st.get_option("server.address"))
+if access.message:
+    st.warning(access.message)
+kind = st.radio("What to run", list(KINDS), format_func=KINDS.get, horizontal=True, key="launch_kind")
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -41,8 +59,13 @@ def _snapshot():
 
 snap = _snapshot()
 usable = tuple(g.index for g in snap.gpus)  # NVML's indices that could be read: maybe not 0..n-1
-# the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a laptop CPU
-start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])
+if kind == paths.SCRIPT:
+    fields, layout = script_form.SCRIPT_BY_NAME, SCRIPT_LAYOUT
+    start = script_form.form_values(script_form.script_config({}, usable)[0])
+else:
+    fields, layout = request.BY_NAME, LAYOUT
+    # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a laptop CPU
+    start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])
 values: dict[str, Any] = {}  # field -> what its widget gives (None: disabled)
 slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its message
 
@@ -71,7 +94,8 @@ def widget(f: request.FormField) -> Any:
         return None  # one process per chosen GPU: nothing to choose
     if f.kind in ("radio", "select"):
         draw = st.radio if f.kind == "radio" else st.selectbox
-        return draw(f.label, f.options, index=f.options.index(start[f.name]), format_func=f.shown,
+        options = f.choices()
+        return draw(f.label, options, index=options.index(start[f.name]), format_func=f.shown,
                     disabled=not on, **kw)
     if f.kind in ("int", "float"):
         step = int(f.step) if f.kind == "int" else float(f.step)
@@ -92,7 +116,7 @@ def draw_rows(rows: list[list[str | tuple[str, ...]]]) -> None:
             names = (names,) if isinstance(names, str) else names
             with col:
                 for name in names:
-                    values[name] = widget(request.BY_NAME[name])
+                    values[name] = widget(fields[name])
                 for name in names:
                     slots[name] = st.empty()
 
@@ -100,15 +124,19 @@ def draw_rows(rows: list[list[str | tuple[str, ...]]]) -> None:
 left, right = st.columns([3, 2])
 with left:
     st.subheader("What to run")
-    for title, rows in LAYOUT:
+    for title, rows in layout:
         if title is None:
             draw_rows(rows)
         else:
             with st.expander(title):
                 draw_rows(rows)
 
-cfg, found = request.run_config(values, usable)
-found = found + problems(cfg, usable)
+if kind == paths.SCRIPT:
+    cfg, found = script_form.script_config(values, usable)
+    found = found + script.problems(cfg, usable)
+else:
+    cfg, found = request.run_config(values, usable)
+    found = found + problems(cfg, usable)
 by_field: dict[str, list[str]] = {}
 for err in found:
     by_field.setdefault(err.field if err.field in slots else "", []).append(err.message)
@@ -123,7 +151,7 @@ with right:
                    + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found))
     else:
         try:
-            shown = request.preview(cfg, snap)
+            shown = script_form.preview(cfg, snap) if kind == paths.SCRIPT else request.preview(cfg, snap)
         except Exception as e:  # the engine names the fix; never a traceback
             st.error(f"Cannot prepare this run: {e}")
             st.stop()
@@ -137,13 +165,15 @@ with right:
     st.caption(f"Runs are written to `{paths.runs_dir()}`")
 
     if st.button("Launch", type="primary", key="launch_go"):
-        if found:
+        if not access.allowed:
+            st.error(f"Not launched: {access.message}")
+        elif found:
             st.error("Not launched: fix the fields marked in red first.")
         else:
             from lab.engine import launcher
 
             try:
-                st.session_state["launch_last"] = launcher.launch(cfg)
+                st.session_state["launch_last"] = (script.launch if kind == paths.SCRIPT else launcher.launch)(cfg)
             except ConfigError as e:
                 (slots.get(e.field) or st).error(e.message)
                 st.error(f"Not launched: {e.message}")

@@ -4,16 +4,18 @@ log tail (per rank for DDP), each rank's profiler trace once written (a run
 launched with Profile steps), a Stop button, on failure the diagnosis, and a
 "busy machine" warning when other processes shared the machine (``lab.views.noise``).
 The live part refreshes every 2 s inside a fragment, reading the run's event
-files incrementally through the shared cached reader (``ui.shared``). Layout
-only: see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``
-and ``lab.views.anatomy`` (the traces).
+files incrementally through the shared cached reader (``ui.shared``). A
+user's script run reads the folders of event files linked to it too, draws
+every tag it logs, and takes its progress from those events. Layout only:
+see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``,
+``lab.views.script_run`` and ``lab.views.anatomy`` (the traces).
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import anatomy, live, noise, progress, run_charts, runscalars, text as ui_text
+from lab.views import anatomy, live, noise, progress, run_charts, runscalars, script_run, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -62,11 +64,21 @@ st.query_params["run"] = run_id
 record = by_id[run_id]
 
 
-def _header(rec) -> None:
-    p = progress.progress_of(rec)
+def _scalars(rec) -> dict:
+    """The run folder's scalars (tb/ and sys/), and a script's linked folders' merged in."""
+    parts = [runscalars.run_scalars(event_reader(str(rec.run_dir)))]
+    parts += [runscalars.run_scalars(event_reader(d)) for d in script_run.outside_dirs(rec)]
+    return runscalars.merge_parts(parts)
+
+
+def _header(rec, scalars) -> None:
+    p = progress.progress_of(rec, scalars=scalars)
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     c1.markdown(f"### {rec.state}")
-    c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
+    if script_run.is_script(rec):
+        c2.metric("Steps/s", "–" if p.steps_per_sec is None else f"{p.steps_per_sec:.3g}")
+    else:
+        c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == paths.RUNNING else "–")
     st.progress(p.fraction or 0.0, text=p.label)
@@ -79,7 +91,8 @@ def _header(rec) -> None:
     if busy:
         st.warning(busy, icon="⚠️")
     with st.expander("What was asked"):
-        st.code("\n".join(live.config_lines(rec)) or "(no run.json)", language=None)
+        lines = script_run.config_lines(rec) if script_run.is_script(rec) else live.config_lines(rec)
+        st.code("\n".join(lines) or "(no run.json)", language=None)
 
 
 def _failure(rec) -> None:
@@ -97,11 +110,15 @@ def _failure(rec) -> None:
         st.code(lines, language=None, wrap_lines=True)
 
 
-def _charts(rec) -> None:
-    tb, sysd = runscalars.split_sys(runscalars.run_scalars(event_reader(str(rec.run_dir))))
-    train_specs = run_charts.train_charts(tb)
+def _charts(rec, scalars) -> None:
+    tb, sysd = runscalars.split_sys(scalars)
+    script = script_run.is_script(rec)
+    train_specs = script_run.curve_charts(tb) if script else run_charts.train_charts(tb)
     sys_specs, sys_note = run_charts.sys_charts(sysd)
-    if not train_specs and not sys_specs:
+    waiting = script_run.waiting_note(rec, tb) if script else None
+    if waiting:
+        st.info(waiting)
+    elif not train_specs and not sys_specs:
         st.info("No scalars yet: the first points appear after the first logging window.")
     chart_grid(train_specs + sys_specs, "live_chart")
     if sys_note:
@@ -146,9 +163,10 @@ def live_view(run_id: str, started_active: bool) -> None:
         return
     if started_active and not live.is_active(rec.state):
         st.rerun()  # the run just ended: redraw the page once, without the timer
-    _header(rec)
+    scalars = _scalars(rec)
+    _header(rec, scalars)
     _failure(rec)
-    _charts(rec)
+    _charts(rec, scalars)
     _traces(rec)
     _log(rec)
 

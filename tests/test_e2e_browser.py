@@ -4,8 +4,11 @@ with a private runs folder, driven by Debian's Chromium through Playwright.
 Scenario: the home page; Compare on the shipped sample runs (table and
 charts); Logs on sample_data/runs; a 2-rank DDP run launched from the Launch
 page and watched on the Live page until it has ``succeeded`` with its loss
-chart drawn. Then the Logs page on a generated folder of 300 runs: a run
-regex, "Select all matching", and the charts drawing exactly those runs. Screenshots of each page go to test-artifacts/ (gitignored);
+chart drawn; then the user-style examples/dp_digits.py launched as "My
+script" (in a private working directory) and watched the same way, its loss
+read from the folder its own ``SummaryWriter()`` chose. Then the Logs page on
+a generated folder of 300 runs: a run regex, "Select all matching", and the
+charts drawing exactly those runs. Screenshots of each page go to test-artifacts/ (gitignored);
 no tracked file is written (the README's pictures are refreshed by hand with
 scripts/refresh_screenshots.py). Nothing of the server or the run may be
 left running afterwards.
@@ -129,6 +132,32 @@ def test_launch_watch_compare_browse(server, browser_page):
     wait_ready(page)
     page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)
 
+    # My script: the user-style example, unchanged, in a working directory of its own.
+    work = runs_dir.parent / "script-work"
+    work.mkdir()
+    _open(page, f"{server.url}/Launch", ARTIFACTS)
+    page.locator('[data-testid="stRadio"] label', has_text="My script").click()
+    for label, value in (("Script: a .py file, or -m package.module", str(REPO / "examples" / "dp_digits.py")),
+                         ("Its arguments", "--epochs 1 --max-steps 5 --log-every 1"),
+                         ("Working directory (empty: the script's folder)", str(work))):
+        box = page.get_by_label(label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        wait_ready(page)
+    code = page.locator('[data-testid="stCode"]').first
+    expect(code).to_contain_text("examples/dp_digits.py", timeout=20_000)
+    expect(code).to_contain_text("--max-steps 5")
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page.get_by_text("Launched")).to_be_visible(timeout=30_000)
+    script_run = [p.name for p in runs_dir.iterdir() if not p.name.startswith(".") and p.name not in run_ids]
+    assert len(script_run) == 1
+    page.get_by_text("Watch it live").click()
+    expect(page).to_have_url(re.compile(rf"/Live\?run={re.escape(script_run[0])}"), timeout=20_000)
+    expect(page.get_by_role("heading", name="succeeded")).to_be_visible(timeout=120_000)
+    loss = page.locator('[data-testid="stPlotlyChart"]', has_text="Loss")
+    expect(loss.locator(".main-svg").first).to_be_attached(timeout=20_000)
+    assert list((work / "runs").glob("*/events.out.tfevents.*"))  # where SummaryWriter() put them, linked
+    _no_exception(page)
 
 def test_logs_filters_300_runs_by_regex(server, browser_page, tmp_path):
     from playwright.sync_api import expect

@@ -92,7 +92,9 @@ def test_multi_node_commands():
     (RunConfig(mode="single", gpus=(0, 1)), 2, "gpus", "pick one GPU or use dp/ddp"),
     (RunConfig(mode="dp", gpus=(1, 1)), 2, "gpus", "repeats a GPU"),
     (RunConfig(name="my run/../x"), 0, "name", "use letters, digits"),
-    (RunConfig(model="vgg"), 0, "model", "use tinycnn or resnet18"),
+    (RunConfig(model="vgg"), 0, "model", "use tinycnn or a name of torchvision.models.list_models("),
+    (RunConfig(model="vit_b_16"), 0, "image_size", "vit_b_16 takes 224x224 images only, image size 32 given: use image size 224"),
+    (RunConfig(model="inception_v3", image_size=64), 0, "image_size", "needs images of at least 75x75"),
     (RunConfig(dataset="mnist"), 0, "dataset", "use digits, synthetic or imagefolder:PATH"),
     (RunConfig(dataset="imagefolder:/no/such/folder"), 0, "dataset", "does not exist"),
     (RunConfig(dataset="imagefolder: "), 0, "dataset", "no image folder given"),  # not "." quietly
@@ -137,6 +139,20 @@ def test_problems_lists_all_and_good_configs_pass(tmp_path):
     assert problems(RunConfig(mode="ddp", nproc=2, dataset=f"imagefolder:{tmp_path}"), 0) == []
     assert problems(RunConfig(mode="ddp", gpus=(0, 1, 2, 3), nproc=4, batch_size=64), 4) == []
     assert problems(RunConfig(mode="ddp", gpus=(0, 3), nproc=2), (0, 1, 3)) == []  # readable, not contiguous
+
+
+def test_every_torchvision_classification_model_is_a_model():
+    import torchvision.models as tvm
+
+    from lab.engine import models
+
+    assert models.names() == ("tinycnn", *tvm.list_models(module=tvm))
+    for name in ("resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny"):
+        assert problems(RunConfig(model=name), 0) == [], name
+    assert problems(RunConfig(model="vit_b_16", image_size=224, batch_size=2), 0) == []
+    assert problems(RunConfig(model="swin_t", image_size=224), 0) == []
+    # a bad size is reported once, as the size's own problem, not again as the model's
+    assert [e.field for e in problems(RunConfig(model="vit_b_16", image_size=2), 0)] == ["image_size"]
 
 
 def test_compare_modes_configs_share_everything_but_the_mode():

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine import request
-from lab.engine.config import CHECKPOINTS, MODELS, MODES, RunConfig, problems
+from lab.engine import models, request
+from lab.engine.config import CHECKPOINTS, MODES, RunConfig, problems
 from lab.runfolder import REPO_ROOT
 
 
@@ -19,11 +19,12 @@ def test_the_form_has_one_widget_per_config_field():
         values = [getattr(f, attr) for f in request.FIELDS]
         assert len(set(values)) == len(values), f"two widgets share a {attr}"
     by = request.BY_NAME
-    assert (by["mode"].options, by["model"].options, by["checkpoint"].options) == (MODES, MODELS, CHECKPOINTS)
+    assert (by["mode"].choices(), by["model"].choices(), by["checkpoint"].choices()) == (MODES, models.names(), CHECKPOINTS)
+    assert by["model"].choices()[0] == "tinycnn" and {"resnet50", "vit_b_16"} <= set(by["model"].choices())
     assert by["mode"].shown("ddp").startswith("ddp —") and by["model"].shown("tinycnn") == "tinycnn"
     assert by["epochs"].label == "Epochs"  # the browser test finds it by this label
     for f in request.FIELDS:  # every select's options are values the config accepts
-        for option in f.options:
+        for option in f.choices():
             if f.name != "dataset":
                 assert not [e for e in problems(RunConfig(**{f.name: option}), 0) if e.field == f.name], option
 

@@ -18,7 +18,6 @@ import shlex
 import sys
 from typing import Sequence
 
-MODELS = ("tinycnn", "resnet18")
 MODES = ("single", "dp", "ddp")
 
 
@@ -36,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m training.train`` with the contract's defaults."""
     p = _Parser(prog="python -m training.train", description="Train an image classifier in one of three data-parallel modes.")
     p.add_argument("--mode", choices=MODES, default="single")
-    p.add_argument("--model", choices=MODELS, default="tinycnn")
+    p.add_argument("--model", default="tinycnn",
+                   help="tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)")
     p.add_argument("--dataset", default="digits", help="digits | synthetic | imagefolder:PATH")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps (0 = no limit)")

@@ -1,18 +1,39 @@
-"""The trainer's models: ``tinycnn`` and torchvision's ``resnet18``.
+"""The trainer's models: ``tinycnn`` and every torchvision classification model.
 
-Owns building a model for a number of input channels and classes.
-``tinycnn`` is deliberately free of BatchNorm and dropout: its forward pass is
-a pure function of the weights and the batch, so a single-device run and a
-DDP run over the same global batch produce the same losses (the trainer's
-exactness test relies on it). ``resnet18`` comes from torchvision with
-``weights=None`` (never downloads); its first convolution is replaced when the
-images are not RGB. Tested by tests/test_train_ddp.py (DDP reproduces the
-single-device losses) and tests/test_train_run.py (a run learns).
+Owns which names ``--model`` takes, the image size each needs, and building a
+model for a number of input channels and classes. ``tinycnn`` is
+deliberately free of BatchNorm and dropout: its forward pass is a pure
+function of the weights and the batch, so a single-device run and a DDP run
+over the same global batch produce the same losses (the trainer's exactness
+test relies on it). The others are ``torchvision.models.list_models(module=
+torchvision.models)`` (resnet50, mobilenet_v3_small, efficientnet_b0,
+convnext_tiny, vit_b_16, ...), built with ``weights=None`` (never downloads)
+and ``num_classes`` from the dataset; their first convolution is replaced
+when the images are not RGB, and GoogLeNet/Inception are built without
+their auxiliary heads (training would return a tuple, not logits). The
+smallest image each takes is torchvision's own ``min_size`` from the model's
+weight metadata; ViT and MaxViT take exactly that size and no other
+(``check`` refuses any other with a ``BadInput`` naming the size, instead of
+a shape error on the first step). Tested by tests/test_train_models.py,
+tests/test_train_ddp.py (DDP reproduces the single-device losses) and
+tests/test_train_run.py (a run learns).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 from torch import nn
+
+from training.cli import BadInput
+
+OWN = ("tinycnn",)
+# Built for one input size only (their position tables or attention grids are
+# sized at construction): any other size fails on the first step.
+_EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")
+# Training mode would return (logits, aux logits) instead of the logits.
+_NO_AUX = {"googlenet": dict(aux_logits=False, init_weights=True),
+           "inception_v3": dict(aux_logits=False, init_weights=True)}
 
 
 class TinyCNN(nn.Module):
@@ -34,15 +55,59 @@ class TinyCNN(nn.Module):
         return self.head(torch.flatten(self.features(x), 1))
 
 
+@lru_cache(maxsize=1)
+def names() -> tuple[str, ...]:
+    """Every name ``--model`` takes: ``tinycnn`` first, then torchvision's classification models."""
+    import torchvision.models as tvm
+
+    return OWN + tuple(tvm.list_models(module=tvm))
+
+
+def input_size(name: str) -> tuple[int, bool]:
+    """``(smallest image side, only that size)`` for a model: torchvision's ``min_size`` of its weights."""
+    if name in OWN:
+        return 4, False
+    import torchvision.models as tvm
+
+    sizes = [w.meta.get("min_size", (1, 1)) for w in tvm.get_model_weights(name)]
+    smallest = min((max(s) for s in sizes), default=1)
+    return smallest, name.startswith(_EXACT_SIZE_PREFIXES)
+
+
+def check(name: str, image_size: int) -> None:
+    """``BadInput`` (naming the fix) when ``name`` is unknown or cannot take ``image_size`` images."""
+    if name not in names():
+        raise BadInput(f"unknown --model {name!r}: use tinycnn or a name of torchvision.models.list_models(), "
+                       "e.g. resnet18, mobilenet_v3_small, vit_b_16")
+    need, exact = input_size(name)
+    if exact and image_size != need:
+        raise BadInput(f"{name} takes {need}x{need} images only, --image-size {image_size} given: use --image-size {need}")
+    if image_size < need:
+        raise BadInput(f"{name} needs images of at least {need}x{need}, --image-size {image_size} given: "
+                       f"use --image-size {need} or more")
+
+
+def _first_conv_for(model: nn.Module, channels: int) -> None:
+    """Replace the first 3-channel convolution by one that takes ``channels`` (same shape otherwise)."""
+    for parent in model.modules():
+        for child_name, child in parent.named_children():
+            if isinstance(child, nn.Conv2d) and child.in_channels == 3:
+                setattr(parent, child_name, nn.Conv2d(
+                    channels, child.out_channels, child.kernel_size, child.stride, child.padding, child.dilation,
+                    bias=child.bias is not None, padding_mode=child.padding_mode))
+                return
+    raise BadInput(f"cannot adapt {type(model).__name__} to {channels}-channel images: use an RGB dataset")
+
+
 def build(name: str, channels: int, num_classes: int) -> nn.Module:
     """A freshly initialised model; seed torch before calling for identical weights."""
     if name == "tinycnn":
         return TinyCNN(channels, num_classes)
-    if name == "resnet18":
-        from torchvision.models import resnet18
+    if name not in names():
+        raise ValueError(f"unknown model {name!r}")
+    import torchvision.models as tvm
 
-        model = resnet18(weights=None, num_classes=num_classes)
-        if channels != 3:
-            model.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
-        return model
-    raise ValueError(f"unknown model {name!r}")
+    model = tvm.get_model(name, weights=None, num_classes=num_classes, **_NO_AUX.get(name, {}))
+    if channels != 3:
+        _first_conv_for(model, channels)
+    return model

@@ -81,12 +81,13 @@ def _now() -> str:
 
 def _prepare(argv: Sequence[str] | None):
     """All checks that may refuse the run; nothing is written here."""
-    from training import checkpoint, data
+    from training import checkpoint, data, models
     from training.cli import split_batch
     from training.distributed import check_free_memory, place
     from training.profiling import check_memory_snapshot
 
     args = parse_args(argv)
+    models.check(args.model, args.image_size)
     log_dir = Path(args.log_dir).expanduser()
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)

@@ -2,7 +2,8 @@
 
 This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
-starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
+starts (the model's name and image size through ``lab.engine.models``).
+``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``), under
 strong scaling (the global batch kept) or weak scaling (the per-device batch
@@ -21,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
 
+from lab.engine import models
 from lab.runfolder import DIGITS
 
 MODES = ("single", "dp", "ddp")
-MODELS = ("tinycnn", "resnet18")
 CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
@@ -238,6 +239,15 @@ def _profile_problem(text: object, max_steps: object) -> str | None:
     return None
 
 
+def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]:
+    """The model's name (``lab.engine.models``), then whether it takes the image size (when that is valid)."""
+    unknown = models.model_problem(c.model)
+    if unknown:
+        return [ConfigError("model", unknown)]
+    size = None if any(e.field == "image_size" for e in found) else models.size_problem(c.model, c.image_size)
+    return [ConfigError("image_size", size)] if size else []
+
+
 def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
     """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``); empty = fine."""
     c = config
@@ -251,8 +261,7 @@ def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
         bp = _batch_problem(c)
         if bp:
             out.append(bp)
-    if c.model not in MODELS:
-        out.append(ConfigError("model", f"unknown model {c.model!r}: use {' or '.join(MODELS)}"))
+    out += _model_problems(c, out)
     if not isinstance(c.dataset, str):
         out.append(ConfigError("dataset", "dataset must be text: digits, synthetic or imagefolder:PATH"))
     else:

@@ -6,7 +6,9 @@ logs/**/error.json), and returns the first matching entry of ``KNOWN`` as a
 ``Diagnosis``: a key, the cause in one sentence, the fix, and where torchrun
 says so, the failed rank, its exit code and the last lines of its traceback.
 Every diagnosis in status.json is a ``Diagnosis`` (``to_dict``), including
-the supervisor's own failures (``supervisor_failure``). Tested by
+the supervisor's own failures (``supervisor_failure``). A program that
+exits 2 after argparse's ``usage:`` and ``prog: error: ...`` lines (a user's
+script given bad arguments) is ``bad_input`` with that line. Tested by
 tests/test_diagnose.py.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.logs import RANK_FILES, rank_dirs
-from lab.runfolder import ERROR_JSON, LOGS_DIR, STDOUT_LOG
+from lab.runfolder import ERROR_JSON, LOGS_DIR, RUN_JSON, SCRIPT, STDOUT_LOG, read_json
 
 _TAIL_BYTES = 256 * 1024
 _EXCERPT_LINES = 12
@@ -72,6 +74,9 @@ KNOWN: list[tuple[str, re.Pattern[str], str, str]] = [
 ]
 
 _BAD_INPUT = re.compile(r"^error: (.+)$", re.M)
+# argparse's refusal: "usage: ..." then "<prog>: error: <what>", exit code 2 (torchrun's prefix allowed)
+_USAGE = re.compile(r"^(?:\[default\d+\]:)?usage: ", re.M)
+_ARGPARSE_ERROR = re.compile(r"^(?:\[default\d+\]:)?(\S+: error: .+)$", re.M)
 _ROOT = re.compile(
     r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?exitcode\s*:\s*(-?\d+)(.*?)(?:={10,}|\Z)", re.S)
 
@@ -165,6 +170,9 @@ def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | N
         else:
             excerpt = _traceback_excerpt(src)
         return Diagnosis(key, cause, fix, rank, code, excerpt)
+    refused = _argparse_refusal(run_dir, rank_text or stdout, rank, code)
+    if refused:
+        return refused
     if root is not None or rank is not None:
         src = rank_text or (errors[0]["text"] if errors else stdout)
         excerpt = _traceback_excerpt(src)
@@ -183,6 +191,17 @@ def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | N
     return Diagnosis("crashed", f"The training process exited with code {exit_code}: {last}",
                      "Read the end of stdout.log (python -m lab logs RUN) and fix the error it names.",
                      None, exit_code, excerpt)
+
+
+def _argparse_refusal(run_dir: Path, text: str, rank: int | None, code: int | None) -> Diagnosis | None:
+    """``bad_input`` with the ``prog: error: ...`` line of an argparse refusal (exit 2, after its usage line)."""
+    found = _ARGPARSE_ERROR.findall(text) if code == 2 and _USAGE.search(text) else []
+    if not found:
+        return None
+    who = "The script" if (read_json(run_dir / RUN_JSON) or {}).get("kind") == SCRIPT else "The program"
+    return Diagnosis("bad_input", f"{who} refused its arguments: {found[-1]}",
+                     "Change the arguments the message names (the script's arguments) and launch again.",
+                     rank, code, found[-1])
 
 
 def _around(text: str, m: re.Match[str], n: int = 3) -> str:

@@ -9,20 +9,23 @@ computed on every read, never written (a listing writes nothing; whoever ends
 such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
 live run and checks the id first. ``process_owner`` tells which run a process
 belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
-``devices.snapshot``). Tested by
-tests/test_engine_registry.py (``gpu_users`` by tests/test_devices_limits.py).
+``devices.snapshot``). A record says its ``kind`` (the trainer's or a user's
+script) and ``events_dirs`` (the folders of its curves, as the supervisor
+linked them). Tested by tests/test_engine_registry.py (``gpu_users`` by
+tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from lab.engine import procs
 from lab.runfolder import (HAS_PROCESSES, LIVE_STATES, LOST, PROGRESS_JSON, QUEUED, RUN_JSON, STATUS_JSON,
-                           SUCCEEDED, SUMMARY_JSON, age_s, check_run_id, is_live, read_json, root_or_default)
+                           SUCCEEDED, SUMMARY_JSON, TB_DIR, TRAINER, age_s, check_run_id, is_live, read_json,
+                           root_or_default)
 
 # a run is queued from the moment run.json is written until its supervisor
 # records a pid; only after this long without one is the run considered lost
@@ -52,6 +55,8 @@ class RunRecord:
     sweep_id: str | None
     progress: dict | None
     summary: dict | None
+    kind: str = TRAINER  # "trainer" or "script" (a user's own script)
+    events_dirs: list[str] = field(default_factory=list)  # absolute folders of the run's curves
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +117,18 @@ def _record(run_dir: Path) -> RunRecord | None:
         sweep_id=run.get("sweep_id"),
         progress=read_json(run_dir / PROGRESS_JSON),
         summary=summary,
+        kind=str(st.get("kind") or run.get("kind") or TRAINER),
+        events_dirs=_events_dirs(run_dir, st, run),
     )
+
+
+def _events_dirs(run_dir: Path, st: dict, run: dict) -> list[str]:
+    """status.json's ``events_dirs``; a run from before it was recorded: its tb/ when the trainer wrote one."""
+    if isinstance(st.get("events_dirs"), list):
+        return [str(d) for d in st["events_dirs"]]
+    if (run.get("kind") or TRAINER) == TRAINER and (run_dir / TB_DIR).is_dir():
+        return [str(run_dir / TB_DIR)]
+    return []
 
 
 def _run_dirs(root: Path) -> list[Path]:

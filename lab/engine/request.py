@@ -23,10 +23,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from lab.engine.config import (CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, MODELS, MODES, ConfigError,
-                               Gpus, RunConfig, usable)
+from lab.engine import models
+from lab.engine.config import (CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, MODES, ConfigError, Gpus,
+                               RunConfig, usable)
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.launcher import build_command, other_node_commands
 from lab.engine.preflight import preflight
@@ -51,6 +52,11 @@ class FormField:
     step: float = 1
     fmt: str | None = None
     only_if: tuple[str, str] | None = None
+    options_of: Callable[[], tuple[str, ...]] | None = None  # options asked for when drawn (costly to list)
+
+    def choices(self) -> tuple[str, ...]:
+        """The options of a select or radio: ``options``, or what ``options_of`` lists now."""
+        return self.options or (self.options_of() if self.options_of else ())
 
     def shown(self, option: str) -> str:
         """The text shown for one of the options."""
@@ -68,7 +74,9 @@ FIELDS: tuple[FormField, ...] = (
     FormField("gpus", "GPUs", "gpus", "launch_gpu"),
     FormField("nproc", "Processes per node (ddp)", "int", "launch_nproc", only_if=("mode", "ddp"),
               help="DDP runs one process per GPU; on the CPU each process is one gloo rank."),
-    FormField("model", "Model", "select", "launch_model", options=MODELS),
+    FormField("model", "Model", "select", "launch_model", options_of=models.names,
+              help=f"tinycnn (a small CNN), or any torchvision classification model ({models.SOURCE}), "
+                   "built with weights=None: type to search. ViT and MaxViT take 224×224 images only."),
     FormField("dataset", "Dataset", "select", "launch_dataset_kind", options=DATASETS + (IMAGEFOLDER,),
               help="digits: the 8×8 sample set shipped in sample_data/; synthetic: random tensors; "
                    "imagefolder: PATH/train/<class>/*, PATH/val/<class>/* or PATH/<class>/*"),

@@ -3,9 +3,11 @@
 ``python -m lab.engine.supervisor RUN_DIR`` or ``python -m lab.engine.supervisor --sweep FILE``,
 started detached by the launcher so a run outlives the dashboard. It starts
 the training command from run.json as its child in a new session (stdout and
-stderr to RUN_DIR/stdout.log), keeps status.json up to date (atomically, at
-every change), samples devices into RUN_DIR/sys every interval and records
-what else used the machine (status.json's ``interference``), stops the run
+stderr to RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's
+script), keeps status.json up to date (atomically, at every change; ``kind``
+and ``events_dirs``, the folders of the run's curves, through
+``lab.engine.linked``), samples devices into RUN_DIR/sys every interval and
+records what else used the machine (status.json's ``interference``), stops the run
 on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after
 the grace period, stragglers found through the recorded process tree), and on
 a non-zero exit stores a diagnosis. It is status.json's writer (the launcher
@@ -26,6 +28,7 @@ from pathlib import Path
 from lab.engine import procs
 from lab.engine.diagnose import Diagnosis, diagnose, supervisor_failure
 from lab.engine.launcher import PORT_FLAG
+from lab.engine.linked import EventLinker
 from lab.runfolder import (ERROR_JSON, FAILED, LOGS_DIR, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING, STATUS_JSON,
                            STDOUT_LOG, STOP_REQUEST, STOPPED, SUCCEEDED, SUPERVISOR_LOG, now_iso, read_json,
                            write_json_atomic)
@@ -99,13 +102,15 @@ class RunSupervisor:
         self.run = read_json(run_dir / RUN_JSON) or {}
         self.status = Status(run_dir)
         self.me = [os.getpid(), procs.create_time(os.getpid())]
+        self.linker = EventLinker(self.run, run_dir)  # events_dirs: where the run's curves are
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
         env = dict(os.environ)
         env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
         with open(self.run_dir / STDOUT_LOG, "ab") as out:
-            child = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            child = subprocess.Popen(argv, env=env, cwd=self.run.get("cwd") or REPO_ROOT,  # a script's own folder
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True, close_fds=True)
         self.status.update(state=RUNNING, pid=child.pid, pgid=child.pid,
                            pid_ct=procs.create_time(child.pid), tree=[], exit_code=None, signal=None)
         log.info("started pid %s: %s", child.pid, argv)
@@ -130,6 +135,9 @@ class RunSupervisor:
                 if new:
                     known = sorted(known + new)
                     self.status.update(tree=known)
+                self.linker.note(p for p, _ in known)
+                if self.linker.scan():
+                    self.status.update(events_dirs=self.linker.dirs)
                 if sampler is not None:
                     try:
                         sampler.sample(tree)
@@ -167,7 +175,8 @@ class RunSupervisor:
         if _stop_request(self.run_dir) is not None:
             self.status.update(state=STOPPED, ended_at=now_iso(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
             return STOPPED
-        self.status.update(state=STARTING, supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso())
+        self.status.update(state=STARTING, supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso(),
+                           kind=self.linker.kind, events_dirs=self.linker.dirs)
         sampler = None
         argv = list(self.run.get("argv") or [])
         try:
@@ -195,7 +204,9 @@ class RunSupervisor:
                 sampler.close()
 
     def _finish(self, rc: int, req: dict | None) -> str:
-        fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=now_iso(), stopping=False)
+        self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
+        fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=now_iso(), stopping=False,
+                      events_dirs=self.linker.dirs)
         if req is not None:
             state, diag = STOPPED, None
         elif rc == 0:
