@@ -11,7 +11,7 @@ import streamlit as st
 
 from lab import runfolder as paths
 from lab.engine.access import launch_access
-from lab.engine.config import MAX_REPEATS
+from lab.engine.sweeps import MAX_REPEATS
 from lab.views import device_strip as strip, live, progress, scaling as scaling_view, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
@@ -111,7 +111,8 @@ if compare_clicked and not access.allowed:
     st.error(f"Not started: {access.message}")
 elif compare_clicked:
     try:
-        from lab.engine.config import RunConfig, compare_modes_configs, interleaved
+        from lab.engine.config import RunConfig
+        from lab.engine.sweeps import compare_modes_configs, interleaved
         from lab.engine.devices import usable_indices
         from lab.engine.launcher import launch_sweep
 

@@ -20,59 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab import cli_script
-from lab.engine.config import CHECKPOINTS, MODES, STRONG, RunConfig, compare_modes_configs, interleaved, scaled
+from lab import cli_options, cli_script
+from lab.engine.config import MODES, RunConfig
+from lab.engine.sweeps import STRONG, compare_modes_configs, interleaved, scaled
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
 
 
 class UserError(Exception):
     """Bad input from the command line: printed as one line, exit 2."""
-
-
-# How the command line differs from RunConfig's field names and defaults; the
-# other fields are the trainer's options, with RunConfig's defaults.
-_FLAG = {"tags": "tag", "extra_env": "env"}  # repeatable: one tag, one KEY=VALUE each
-_CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS}
-_HELP = {
-    "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
-    "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
-    "rdzv_endpoint": "host:port of node 0 when --nnodes > 1",
-    "model": "tinycnn, or any torchvision classification model: a name of "
-             "torchvision.models.list_models(module=torchvision.models), e.g. resnet50, vit_b_16",
-    "dataset": "digits | synthetic | imagefolder:PATH",
-    "batch_size": "the global batch",
-    "tags": "a tag (repeatable)",
-    "extra_env": "extra environment, KEY=VALUE (repeatable)",
-    "profile_steps": "A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. 20:25); off by default",
-}
-
-
-def _add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
-    for f in dataclasses.fields(RunConfig):
-        if f.name == "mode" and not with_mode:
-            continue
-        flag = "--" + _FLAG.get(f.name, f.name).replace("_", "-")
-        kw: dict[str, Any] = dict(dest=f.name, help=_HELP.get(f.name))
-        if f.name in ("tags", "extra_env"):
-            p.add_argument(flag, action="append", default=[], metavar=_FLAG[f.name].upper(), **kw)
-        elif f.name in ("gpus", "nproc"):  # None: the mode's default, chosen by request.run_config
-            p.add_argument(flag, type=int if f.name == "nproc" else str, **kw)
-        elif isinstance(f.default, bool):
-            p.add_argument(flag, action="store_true", **kw)
-        else:
-            p.add_argument(flag, type=type(f.default), default=f.default, choices=_CHOICES.get(f.name), **kw)
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _config(a: argparse.Namespace, mode: str, usable: tuple[int, ...]) -> RunConfig:
-    from lab.engine import request
-
-    values = {f.name: getattr(a, f.name) for f in dataclasses.fields(RunConfig) if hasattr(a, f.name)}
-    config, unreadable = request.run_config(dict(values, mode=mode), usable)
-    if unreadable:
-        raise unreadable[0]
-    return config
 
 
 def _root() -> Path:
@@ -117,7 +73,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
         return cli_script.launch(a, _root(), usable)
     if a.script_args:
         raise UserError("arguments after -- go to a script of your own: give --script PATH (or --module NAME)")
-    cfg = _config(a, a.mode, usable)
+    cfg = cli_options.run_config(a, a.mode, usable)
     if a.dry_run:
         return _show_command(cfg, usable, a.json)
     run_id = launcher.launch(cfg, _root())
@@ -137,12 +93,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
-    by_mode = {c.mode: c for c in compare_modes_configs(_config(a, "single", n), n, a.scaling)}
+    by_mode = {c.mode: c for c in compare_modes_configs(cli_options.run_config(a, "single", n), n, a.scaling)}
     configs = []
     for m in modes:
         c = by_mode[m]
         if a.gpus is not None or a.nproc is not None:  # the user chose devices: keep them for every mode
-            c = scaled(_config(a, m, n), a.scaling)
+            c = scaled(cli_options.run_config(a, m, n), a.scaling)
         configs.append(c)
     sweep_id, run_ids = launcher.launch_sweep(interleaved(configs, a.repeats), _root(), scaling=a.scaling)
     if a.json:
@@ -256,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lab", description="Parallel Training Lab: launch and watch runs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("launch", help="start a run in the background (the trainer, or --script of your own)")
-    _add_run_options(p)
+    cli_options.add_run_options(p)
     p.add_argument("--dry-run", action="store_true", help="only print the pre-flight check and the command")
     cli_script.add_options(p)
     p.set_defaults(func=cmd_launch)
@@ -266,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strong (default): every mode gets --batch-size as its global batch, the same training; "
                         "weak: every device gets --batch-size, so the global batch grows with the devices")
     p.add_argument("--repeats", type=int, default=1, help="run the modes N times, interleaved (3 shows the spread)")
-    _add_run_options(p, with_mode=False)
+    cli_options.add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("status", help="runs and their states")
     p.add_argument("run", nargs="?")
@@ -310,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:  # named as the flag the user typed
-        print(f"error: {_FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
+        print(f"error: {cli_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
     except (UserError, cli_script.ScriptUsageError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError,
             OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e

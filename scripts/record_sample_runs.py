@@ -3,9 +3,9 @@
 Runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP
 with the same seed and global batch (strong scaling), each ``--repeats``
 times and interleaved (single, dp, ddp, single, …:
-``lab.engine.config.interleaved``), and a 2-rank DDP run
+``lab.engine.sweeps.interleaved``), and a 2-rank DDP run
 with the same batch per device (weak scaling: twice the global batch), on the
-CPU with gloo (``lab.engine.config.compare_modes_configs`` on a machine seen as
+CPU with gloo (``lab.engine.sweeps.compare_modes_configs`` on a machine seen as
 GPU-less), each profiled over a few steps (``--profile-steps``) so that the
 Compare page draws the anatomy of their steps — are started as one sweep with
 ``lab.engine.launcher.launch_sweep`` (one after another, never side by side, so the
@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.views import anatomy_text, compare, compare_json, compare_repeats, compare_runs, fairness, noise  # noqa: E402
 from lab.engine import launcher  # noqa: E402
-from lab.engine.config import STRONG, WEAK, RunConfig, compare_modes_configs, interleaved  # noqa: E402
+from lab.engine.config import RunConfig  # noqa: E402
+from lab.engine.sweeps import STRONG, WEAK, compare_modes_configs, interleaved  # noqa: E402
 from lab.views.spread import over_repeats  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
 

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.config import ConfigError, RunConfig, compare_modes_configs, problems, scaled, validate
+from lab.engine.config import ConfigError, RunConfig, problems, validate
+from lab.engine.sweeps import compare_modes_configs, scaled
 from lab.engine.launcher import build_command, other_node_commands
 from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.engine import launcher, logs, procs, registry
+from lab.engine import launcher, logs, ports, procs, registry
 from lab.engine.config import ConfigError, RunConfig
 from lab.runfolder import now_iso, read_json, write_json_atomic
 
@@ -189,7 +189,7 @@ def test_a_taken_port_is_replaced_before_the_start(runs_dir):
 
 
 def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
-    port = str(procs.free_port())
+    port = str(ports.free_port())
     # the child fails like torchrun's store on a taken port, but only on the first port it is given
     code = (f"import sys\nif sys.argv[-1] == {port!r}:\n"
             "    print('RuntimeError: The server socket has failed to listen on any local network address. '\n"
@@ -268,7 +268,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     from lab.views.scaling import efficiency
     from lab.views.compare_runs import load_run
 
-    port = procs.free_port()
+    port = ports.free_port()
     c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
     rid = launcher.launch(c, runs_dir)
     d = runs_dir / rid

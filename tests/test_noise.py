@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab.engine.config import ConfigError, RunConfig, interleaved
+from lab.engine.config import ConfigError, RunConfig
+from lab.engine.sweeps import interleaved
 from lab.views import compare, compare_json, compare_repeats, noise, report
 from lab.views.compare_runs import load_runs
 from lab.views.spread import Spread, ratio

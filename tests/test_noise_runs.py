@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from lab.engine import launcher, registry
-from lab.engine.config import RunConfig, interleaved
+from lab.engine.config import RunConfig
+from lab.engine.sweeps import interleaved
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

@@ -5,9 +5,7 @@ model, data and the trainer's options) and every check made before anything
 starts (the model's name and image size through ``lab.engine.models``).
 ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
-three configs of the "Compare modes" button (``compare_modes_configs``), under
-strong scaling (the global batch kept) or weak scaling (the per-device batch
-kept, ``scaled``), and a sweep's repeats, interleaved (``interleaved``).
+the configs of a "Compare modes" sweep are made in ``lab.engine.sweeps``.
 Nothing here starts a process or touches NVML: the GPUs are an argument,
 either a count or the physical indices NVML could read
 (``devices.usable_indices``), which need not be contiguous where a GPU
@@ -30,9 +28,6 @@ CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
-STRONG, WEAK = "strong", "weak"
-SCALINGS = (STRONG, WEAK)  # a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
-MAX_REPEATS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -296,47 +291,3 @@ def normalized(config: RunConfig) -> RunConfig:
         p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
         return dataclasses.replace(config, dataset=f"{IMAGEFOLDER}:{p}")
     return config
-
-
-def scaled(config: RunConfig, scaling: str) -> RunConfig:
-    """``config`` in a sweep of ``scaling``: strong keeps its global batch, weak makes it the batch per device."""
-    if scaling not in SCALINGS:
-        raise ConfigError("scaling", f"unknown scaling {scaling!r}: use strong (same global batch) or weak "
-                                     "(same batch per device)")
-    if scaling == WEAK:
-        return dataclasses.replace(config, batch_size=config.batch_size * config.world_size)
-    return config
-
-
-def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) -> list[RunConfig]:
-    """single, DP and DDP configs of the same model, data and seed, under ``scaling``.
-
-    With GPUs: single on the first usable GPU, DP and DDP over all of them.
-    Without: everything on the CPU, DDP as two gloo processes (DP falls back to one device).
-    ``base.batch_size`` is every mode's global batch (strong) or every device's batch (weak, ``scaled``).
-    """
-    gpus = usable(gpus)
-    first = gpus[:1]
-    nproc = len(gpus) or CPU_DDP_PROCESSES
-    stem = base.name or f"cmp-{base.model}"
-    common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
-    return [scaled(c, scaling) for c in (
-        dataclasses.replace(base, mode="single", gpus=first, nproc=1, name=f"{stem}-single"[:40], **common),
-        dataclasses.replace(base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common),
-        dataclasses.replace(base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common),
-    )]
-
-
-def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
-    """``configs`` ``repeats`` times in turn (a, b, c, a, b, c, ...), so drift hits every config alike.
-
-    Repeated runs are named ``<name>-r1``, ``<name>-r2``, ...; one repeat
-    returns the configs as they are. A bad count is a ``ConfigError``.
-    """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
-        raise ConfigError("repeats", f"{repeats!r} is not a number of repeats: use 1 to {MAX_REPEATS} (3 shows the "
-                                     "spread between runs)")
-    if repeats == 1:
-        return list(configs)
-    return [dataclasses.replace(c, name=f"{(c.name or c.mode)[:36]}-r{i + 1}")
-            for i in range(repeats) for c in configs]

@@ -23,10 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import device_notes, devices, procs, registry
-from lab.engine.config import SCALINGS, RunConfig, normalized, problems, validate
+from lab.engine import device_notes, devices, environment, ports, procs, registry
+from lab.engine.config import RunConfig, normalized, problems, validate
+from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
-from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
+from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
 
@@ -57,34 +58,6 @@ def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
     return args
 
 
-def visible_devices(gpus: tuple[int, ...], uuids: dict[int, str] | None = None) -> str:
-    """CUDA_VISIBLE_DEVICES for NVML's GPU indices: their UUIDs (read unless given), since NVML's index "may not
-    correlate with the CUDA device index"; an unreadable UUID keeps its index (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
-    known = devices.uuids(tuple(gpus)) if uuids is None and gpus else (uuids or {})
-    return ",".join(known.get(g) or str(g) for g in gpus)
-
-
-def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
-            base_pythonpath: str | None = None, uuids: dict[int, str] | None = None) -> dict[str, str]:
-    """Only the variables the launcher sets (what run.json records); GPUs by UUID (``visible_devices``)."""
-    pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
-    env = {
-        "CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids),
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "OMP_NUM_THREADS": str(omp_threads(config, cores)),
-        "PYTHONUNBUFFERED": "1",
-        "TORCHELASTIC_ERROR_FILE": str(Path(run_dir) / ERROR_JSON),
-        "PYTHONPATH": pp,
-    }
-    env.update(config.extra_env or {})
-    return env
-
-
-def omp_threads(config: RunConfig, cores: int | None = None) -> int:
-    """OMP_NUM_THREADS for each process: the cores shared out, never 0."""
-    return max(1, (cores or os.cpu_count() or 1) // config.processes)
-
-
 def _torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> list[str]:
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(c.nproc), "--nnodes", str(c.nnodes)]
     if c.nnodes > 1:
@@ -97,30 +70,23 @@ def _torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> l
 
 def build_command(config: RunConfig, run_dir: Path, port: int | str, *, base_env: dict[str, str] | None = None,
                   cores: int | None = None, uuids: dict[int, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus ``run_env``.
+    """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus ``environment.run_env``.
 
     ``port`` is the single-node DDP master port (a placeholder text where the command is only shown: the real
     one is chosen free at the start). ``uuids`` (physical index -> UUID) is read from NVML when not given.
     """
     run_dir = Path(run_dir)
     base = dict(os.environ if base_env is None else base_env)
-    env = base | run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
+    env = base | environment.run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
     argv = _torchrun(config, run_dir, port, config.node_rank) if config.mode == "ddp" else [sys.executable]
     return argv + _trainer_args(config, run_dir), env
-
-
-def other_node_env(config: RunConfig) -> dict[str, str]:
-    """What another node's command sets: the same GPUs by index (their UUIDs differ from ours, so
-    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA count as NVML does) and the user's extra variables."""
-    return {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            **(config.extra_env or {})}
 
 
 def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
     """The exact command for each other node, run from the repository, with ``env`` + ``other_node_env`` first."""
     if config.mode != "ddp" or config.nnodes <= 1:
         return []
-    env = ["env"] + [f"{k}={v}" for k, v in other_node_env(config).items()]
+    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
     return [env + _torchrun(config, run_dir, 0, r) + _trainer_args(config, run_dir)
             for r in range(config.nnodes) if r != config.node_rank]
 
@@ -138,12 +104,12 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
             break
         except FileExistsError:
             continue
-    port = procs.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
+    port = ports.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
     uuids = devices.uuids(config.gpus)
     argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
     write_json_atomic(run_dir / RUN_JSON, {
         "run_id": run_id, "name": config.name, "tags": list(config.tags), "config": config.to_dict(),
-        "argv": argv, "env": run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
+        "argv": argv, "env": environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
         "scaling": scaling,
@@ -231,8 +197,8 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
                  scaling: str | list[str | None] | None = None) -> tuple[str, list[str]]:
     """Run ``configs`` one after another under one background supervisor.
 
-    ``scaling`` (``config.SCALINGS``, one for all or one per config) is what the
-    configs were made under (``config.compare_modes_configs``); each run.json
+    ``scaling`` (``sweeps.SCALINGS``, one for all or one per config) is what the
+    configs were made under (``sweeps.compare_modes_configs``); each run.json
     records its own, for the Compare page to label and compute efficiency by.
     """
     if not configs:

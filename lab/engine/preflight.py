@@ -16,7 +16,7 @@ import os
 from lab.engine.config import RunConfig
 from lab.engine.device_notes import holders, limits
 from lab.engine.devices import DeviceSnapshot
-from lab.engine.launcher import omp_threads
+from lab.engine.environment import omp_threads
 
 
 def preflight(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:

@@ -7,8 +7,7 @@ a zombie counts as dead), whether a pid exists in this pid namespace at all
 belong to a run's tree, a process's ancestry, how much CPU and memory a tree
 uses (``TreeMeter``), the machine's CPU record, and how to end a tree for sure
 (SIGTERM to the groups and every member, then SIGKILL after a grace period).
-It also picks free TCP ports. It never starts a process and knows nothing of
-run folders. Tested by tests/test_engine_procs.py (and the real runs of
+It never starts a process and knows nothing of run folders. Tested by tests/test_engine_procs.py (and the real runs of
 tests/test_engine_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
@@ -17,7 +16,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -188,13 +186,6 @@ def _is_running(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now (the OS picks it by binding port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(pred, timeout_s: float, every_s: float = 0.05) -> bool:

@@ -8,7 +8,7 @@ mode. ``single`` runs ``python script.py ARGS`` with one device visible,
 wraps its own ``nn.DataParallel``), ``ddp`` runs it under torchrun exactly as
 the trainer is run (a free port per job, ``--log-dir``/``--tee 3`` for the
 per-rank logs, the c10d rendezvous over nodes). The environment is the
-trainer's (``launcher.run_env``: devices, ``TORCHELASTIC_ERROR_FILE``, threads)
+trainer's (``environment.run_env``: devices, ``TORCHELASTIC_ERROR_FILE``, threads)
 plus ``LAB_RUN_DIR`` and ``TENSORBOARD_LOGDIR=<run>/tb`` for scripts that read
 them, with the user's own ``PYTHONPATH`` (the lab's would shadow their
 modules). ``problems`` refuses, before anything starts, a missing script, a
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.engine import launcher, procs
+from lab.engine import environment, launcher, ports, procs
 from lab.engine.config import ConfigError, RunConfig
 from lab.engine.config import problems as run_problems
 from lab.runfolder import (RUN_JSON, SCRIPT, TB_DIR, check_run_id, now_iso, root_or_default, stamp,
@@ -185,7 +185,7 @@ def build_command(config: ScriptConfig, run_dir: Path, port: int | str, *, base_
 def script_env(config: ScriptConfig, run_dir: Path, cores: int | None = None,
                base_pythonpath: str | None = None) -> dict[str, str]:
     """Only the variables the lab sets for a script (what run.json records)."""
-    env = launcher.run_env(config, run_dir, cores, base_pythonpath)  # type: ignore[arg-type]
+    env = environment.run_env(config, run_dir, cores, base_pythonpath)  # type: ignore[arg-type]
     env["PYTHONPATH"] = base_pythonpath or ""  # theirs, not the lab's: our packages must not shadow their modules
     env[RUN_DIR_ENV] = str(run_dir)
     env[TB_ENV] = str(Path(run_dir) / TB_DIR)
@@ -194,10 +194,11 @@ def script_env(config: ScriptConfig, run_dir: Path, cores: int | None = None,
 
 
 def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
-    """The exact command to start on each other node."""
+    """The exact command to start on each other node, with the same GPU environment first (as the trainer's)."""
     if config.mode != "ddp" or config.nnodes <= 1:
         return []
-    return [launcher._torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
+    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]  # type: ignore[arg-type]
+    return [env + launcher._torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
             for r in range(config.nnodes) if r != config.node_rank]
 
 
@@ -215,7 +216,7 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
             break
         except FileExistsError:
             continue
-    port = procs.free_port() if c.mode == "ddp" and c.nnodes == 1 else 0
+    port = ports.free_port() if c.mode == "ddp" and c.nnodes == 1 else 0
     argv, _ = build_command(c, run_dir, port, base_env={})
     write_json_atomic(run_dir / RUN_JSON, {
         "run_id": run_dir.name, "kind": SCRIPT, "name": c.name, "tags": list(c.tags), "config": c.to_dict(),

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import procs
+from lab.engine import ports, procs
 from lab.engine.diagnose import Diagnosis, diagnose, supervisor_failure
 from lab.engine.launcher import PORT_FLAG
 from lab.engine.linked import EventLinker
@@ -80,7 +80,7 @@ def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | 
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
     except OSError:
-        port = procs.free_port()
+        port = ports.free_port()
     return argv[:i] + [str(port)] + argv[i + 1:], port
 
 

@@ -175,6 +175,26 @@ def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
     return min(runs, key=rank).key
 
 
+def _speed_cells(r: CompareRun, m: Mapping[str, Any], base: Mapping[str, Any], is_baseline: bool) -> dict[str, Any]:
+    """The row's cells up to the per-device memory: what ran, throughput, speedup, efficiency, their noise."""
+    rat = ratio(m["spread"], base["spread"])
+    sp = rat.value if rat else speedup(m["throughput"], base["throughput"])
+    related = scaling.relation(m, base)
+    # strong and weak efficiency are both speedup x baseline devices / devices (lab.views.scaling)
+    factor = device_count(base) / device_count(m)
+    cells = noise.cells(rat, sp, factor, is_baseline, noise.run_interference(r))
+    if related is None:  # neither scaling applies: no efficiency, so no interval for it either
+        cells[noise.EFFICIENCY_CI] = ""
+    return {
+        "mode": m["mode"], "effective mode": m["effective mode"], "devices": ", ".join(m["devices"]),
+        "world size": m["world size"], "global batch": m["global batch"], "per-device batch": m["per-device batch"],
+        "throughput (samples/s)": m["throughput"], "speedup": sp,
+        "efficiency": scaling.efficiency(related, m["throughput"], device_count(m), base["throughput"],
+                                         device_count(base)),
+        "scaling": scaling.label(r.scaling, related), **cells, "epoch time (s)": m["epoch time"],
+    }
+
+
 def compare_table(
     runs: Sequence[CompareRun],
     baseline_key: str | None = None,
@@ -191,39 +211,14 @@ def compare_table(
     baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
     metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
     base = metrics[baseline_key]
-    base_devices = device_count(base)
     all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
     util = {r.key: utilisation.utilisation(r, (scalars or {}).get(r.key)) for r in runs}
     all_gpus = sorted({g for u in util.values() for g in u.per_gpu}, key=device_order)
     rows = []
     for r in runs:
         m = metrics[r.key]
-        rat = ratio(m["spread"], base["spread"])
-        sp = rat.value if rat else speedup(m["throughput"], base["throughput"])
-        related = scaling.relation(m, base)
-        # strong and weak efficiency are both speedup x baseline devices / devices (lab.views.scaling)
-        factor = base_devices / device_count(m)
-        cells = noise.cells(rat, sp, factor, r.key == baseline_key, noise.run_interference(r))
-        if related is None:  # neither scaling applies: no efficiency, so no interval for it either
-            cells[noise.EFFICIENCY_CI] = ""
-        row = {
-            "run": names[r.key],
-            "mode": m["mode"],
-            "effective mode": m["effective mode"],
-            "devices": ", ".join(m["devices"]),
-            "world size": m["world size"],
-            "global batch": m["global batch"],
-            "per-device batch": m["per-device batch"],
-            "throughput (samples/s)": m["throughput"],
-            "speedup": sp,
-            "efficiency": scaling.efficiency(related, m["throughput"], device_count(m), base["throughput"],
-                                             base_devices),
-            "scaling": scaling.label(r.scaling, related),
-            **cells,
-            "epoch time (s)": m["epoch time"],
-        }
-        for d in all_devices:
-            row[PEAK_PREFIX + d] = m["peaks"].get(d)
+        row = {"run": names[r.key], **_speed_cells(r, m, base, r.key == baseline_key)}
+        row.update({PEAK_PREFIX + d: m["peaks"].get(d) for d in all_devices})
         row["memory imbalance"] = imbalance(m["peaks"])
         row["loss matches baseline to step"] = None if r.key == baseline_key else loss_agreement(
             (scalars or {}).get(r.key, {}).get("train/loss"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lab.engine.config import SCALINGS, STRONG, WEAK
+from lab.engine.sweeps import SCALINGS, STRONG, WEAK
 
 CHOICES = {
     STRONG: "strong — same global batch in every mode",
