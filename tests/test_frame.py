@@ -40,7 +40,8 @@ def test_both_commands_use_the_repos_own_isolated_venv():
     test = (REPO_ROOT / "scripts" / "test.sh").read_text()
     venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
-    assert test.rstrip().splitlines()[-1] == 'exec "$PY" -m pytest "$@"'
+    assert 'exec "$PY" -m pytest "$@"' in test and '\n"$PY" -m pytest\n' in test  # with arguments; the whole suite
+    assert "set -euo pipefail" in test  # a failing first pass fails the script before the fake-GPU pass
     for script in (start, test):
         assert "source scripts/venv.sh" in script and "pip install" not in script
     assert "--system-site-packages" not in venv.replace("(--system-site-packages)", "")

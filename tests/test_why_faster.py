@@ -58,8 +58,9 @@ def test_weak_scaling_doubles_the_global_batch_and_efficiency_is_per_device(swee
     names = compare_runs.labels(runs)
     by_dir = {r.run_dir: names[r.key] for r in runs}
     row, base = table.loc[by_dir[sweep["ddp"]]], table.loc[by_dir[sweep["single"]]]
-    tp = {k: s["steady_throughput_samples_per_sec"] or s["throughput_samples_per_sec"]
-          for k, s in (("single", single), ("ddp", ddp))}
+    # the table's throughput is the steady windows' median (summary.json's throughput.median)
+    tp = {k: s["throughput"]["median"] for k, s in (("single", single), ("ddp", ddp))}
+    assert (row["throughput (samples/s)"], base["throughput (samples/s)"]) == pytest.approx((tp["ddp"], tp["single"]))
     assert row["efficiency"] == pytest.approx((tp["ddp"] / 2) / (tp["single"] / 1))
     assert (row["scaling"], base["scaling"], base["efficiency"]) == ("weak", "weak", 1.0)
     # the profiled window is in the table too: DDP waited for some of its all-reduce, single for none
