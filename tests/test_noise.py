@@ -168,3 +168,20 @@ def test_interleaved_and_bad_repeats(tmp_path):
     res = _lab("sweep", "--modes", "single", "--repeats", "0", root=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("error: repeats: 0 is not a number of repeats")
     assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_weak_scaling_run_is_not_a_repeat_of_the_strong_ones(tmp_path):
+    """A sweep's weak DDP run trains another global batch: it is grouped apart from the strong DDP repeats."""
+    from types import SimpleNamespace
+
+    from lab.views import compare_repeats
+
+    def run(name, mode, scaling):  # the attributes of a CompareRun that grouping reads
+        return SimpleNamespace(run_id=name, sweep_id="sweep-1", summary={"mode": mode}, scaling=scaling,
+                               option=lambda key: None)
+
+    runs = [run("s1", "single", "strong"), run("d1", "ddp", "strong"), run("s2", "single", "strong"),
+            run("d2", "ddp", "strong"), run("dw", "ddp", "weak")]
+    got = {k: [r.run_id for r in v] for k, v in compare_repeats.groups(runs).items()}
+    assert got == {("sweep-1", "single"): ["s1", "s2"], ("sweep-1", "ddp"): ["d1", "d2"],
+                   ("sweep-1", "ddp (weak)"): ["dw"]}

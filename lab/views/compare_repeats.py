@@ -16,13 +16,16 @@ from typing import Any
 
 import pandas as pd
 
+from lab.engine.sweeps import WEAK
 from lab.views.compare_runs import CompareRun
 from lab.views.noise import run_spread
 from lab.views.spread import over_repeats
 
 
 def _mode(run: CompareRun) -> str:
-    return str((run.summary or {}).get("mode") or run.option("mode") or "?")
+    """The asked mode; a weak-scaling run of a sweep is a mode of its own (it trains a different global batch)."""
+    mode = str((run.summary or {}).get("mode") or run.option("mode") or "?")
+    return f"{mode} (weak)" if run.scaling == WEAK else mode
 
 
 def groups(runs: Sequence[CompareRun]) -> dict[tuple[str, str], list[CompareRun]]:
