@@ -77,8 +77,7 @@ def _speed_tags(chosen, scalars) -> tuple[str | None, str | None]:
 
 def _reading(chosen, notes) -> None:
     with st.expander("How to read this"):
-        derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
-        st.markdown("\n\n".join([compare.HOW_TO_READ, *derived_note, *notes]))
+        st.markdown("\n\n".join([compare.HOW_TO_READ, *notes]))
         st.markdown(scaling.HOW_TO_READ)
         lines = anatomy_text.explain(chosen)
         if lines:
@@ -181,7 +180,9 @@ def main() -> None:
     st.caption("  \n".join(compare_runs.provenance(chosen)))
     _repeats(chosen, scalars, baseline)
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-    notes = noise.noise_notes(chosen, baseline, scalars)
+    # how to read derived figures goes with the noise notes, so the HTML export carries it too
+    derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
+    notes = derived_note + noise.noise_notes(chosen, baseline, scalars)
     _reading(chosen, notes)
     figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
     _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)

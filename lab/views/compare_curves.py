@@ -44,6 +44,7 @@ baseline to step* says for how long they agree within 0.1%. After that, float
 rounding differences between reduction orders grow with training and the
 curves drift apart while following the same trend: expected, not a bug."""
 
+
 def curve_tags(scalars: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The curves the page offers: ``CURVE_TAGS``, then every other tag the runs log (a script names its own)."""
     own = sorted({t for sc in scalars.values() for t, s in (sc or {}).items()

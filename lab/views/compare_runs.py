@@ -191,7 +191,8 @@ def default_selection(runs: Sequence[CompareRun]) -> list[str]:
     if swept:
         newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
         return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
-    finished = sorted((r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)), key=lambda r: r.created_at, reverse=True)[:4]
+    ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
+    finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:4]
     if finished:
         return [r.key for r in reversed(finished)]
     return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]

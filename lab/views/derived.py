@@ -190,7 +190,8 @@ def from_events(run: CompareRun, scalars: Mapping[str, Any], throughput_tag: str
         tag = RATE_TAG if RATE_TAG in scalars else None
     throughput, spread = tag_rate(scalars.get(tag)) if tag else (None, None)
     et = scalars.get("perf/epoch_time_s")
-    peaks = {m.group(1): float(np.max(s.value)) for t, s in scalars.items() if (m := _PEAK_TAG.match(t)) and len(s.value)}
+    peaks = {m.group(1): float(np.max(s.value)) for t, s in scalars.items()
+             if (m := _PEAK_TAG.match(t)) and len(s.value)}
     peaks_of = PEAKS_ALLOCATOR
     if not peaks:
         peaks, peaks_of = nvml_peaks(scalars), PEAKS_NVML
