@@ -6,10 +6,13 @@ runs, ``lab.views.compare`` for the table and its formats,
 colours and the noise notes, ``lab.views.compare_repeats`` for the repeats of a
 sweep, ``lab.views.anatomy_text`` for the anatomy of a step (bars and their
 reading), ``lab.views.anatomy`` for each rank's trace, ``lab.views.scaling``
-for what strong and weak scaling mean, ``lab.views.compare_curves`` for the
-figures and ``lab.views.report`` for the HTML export, and draws them. Event
-files are read through the shared cached readers (``ui.shared``). Session
-keys carry the ``cmp_`` prefix.
+for what strong and weak scaling mean, ``lab.views.derived`` for the choice of
+throughput and loss tag of runs without summary.json (a user's script,
+foreign logs) and ``lab.views.derived_text`` for how to read them,
+``lab.views.compare_curves`` for the figures and ``lab.views.report`` for the
+HTML export, and draws them. Event files are read through the shared cached
+readers (``ui.shared``), a script's linked folders too. Session keys carry the
+``cmp_`` prefix.
 """
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
 from lab.views import (anatomy, anatomy_text, compare, compare_columns, compare_curves, compare_repeats, compare_runs,
-                       fairness, noise, report, scaling)
-from lab.views.runscalars import run_scalars
+                       derived, derived_text, fairness, noise, report, scaling)
+from lab.views.runscalars import folder_scalars
 from ui.shared import event_reader
 
 
@@ -49,11 +52,27 @@ def _table(table) -> None:
     formats = compare_columns.column_formats(table.columns)
     config = {name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
               for name, col in formats.items()}
-    config |= {name: st.column_config.TextColumn(name, help=noise.HELP[name]) for name in noise.NOISE_COLUMNS}
+    config |= {name: st.column_config.TextColumn(name, help=text)
+               for name, text in compare_columns.text_help(table.columns).items()}
     # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with their intervals
     shown = [c for c in table.columns if c not in ("speedup", "efficiency")]
     st.dataframe(noise.styled(table, {n: c.format for n, c in formats.items()}), hide_index=True,
                  column_config=config, column_order=shown, key="cmp_table")
+
+
+def _speed_tags(chosen, scalars) -> tuple[str | None, str | None]:
+    """The throughput and loss tag of the runs without summary.json; (None, None) when every run has one."""
+    if derived.default_throughput(chosen, scalars) is None:
+        return None, None
+    col1, col2 = st.columns(2)
+    options = derived.throughput_options({r.key: scalars[r.key] for r in chosen if not r.summary})
+    tag = col1.selectbox("Throughput of the runs without summary.json", options, format_func=derived.option_label,
+                         key="cmp_tp_tag", help="Their figures are derived: a tag they log, taken as samples/s, or "
+                                                "steps/s (the step rate of the loss tag, against the baseline's).")
+    losses = derived.loss_options(scalars) or [derived.DEFAULT_LOSS]
+    loss = col2.selectbox("Loss tag (its step rate is steps/s)", losses, key="cmp_loss_tag",
+                          help="A run that does not log it uses its own first loss tag.")
+    return tag, loss
 
 
 def _reading(chosen, notes) -> None:
@@ -103,7 +122,7 @@ def _repeats(chosen, scalars, baseline) -> None:
 
 def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
-    tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
+    tag = col1.selectbox("Curve", compare_curves.curve_tags(scalars), key="cmp_tag")
     x = col2.radio("Against", list(compare_curves.X_AXES), format_func=compare_curves.X_AXES.get,
                    horizontal=True, key="cmp_x")
     metric = col3.radio("System", list(compare_curves.SYSTEM_METRICS), format_func=compare_curves.SYSTEM_METRICS.get,
@@ -147,19 +166,23 @@ def main() -> None:
         return
     chosen, baseline = picked
     try:
-        scalars = {r.key: run_scalars(event_reader(str(r.run_dir))) for r in chosen}
+        scalars = {r.key: folder_scalars(r.event_folders, event_reader) for r in chosen}
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
         return
-    warns = fairness.fairness_warnings(chosen, baseline, scalars) + noise.busy_warnings(chosen)
+    tp_tag, loss_tag = _speed_tags(chosen, scalars)
+    warns = fairness.fairness_warnings(chosen, baseline, scalars, tp_tag, loss_tag) + noise.busy_warnings(chosen)
     for w in warns:
         st.warning(w.message, icon="⚠️")
-    table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars)
+    table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars, throughput_tag=tp_tag,
+                                  loss_tag=loss_tag)
     _table(table)
     st.caption("  \n".join(compare_runs.provenance(chosen)))
     _repeats(chosen, scalars, baseline)
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
-    notes = noise.noise_notes(chosen, baseline, scalars)
+    # how to read derived figures goes with the noise notes, so the HTML export carries it too
+    derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
+    notes = derived_note + noise.noise_notes(chosen, baseline, scalars)
     _reading(chosen, notes)
     figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
     _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)

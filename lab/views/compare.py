@@ -13,8 +13,15 @@ browser. Definitions (also shown on the page, ``HOW_TO_READ``):
 - steady throughput = the median of the logging windows' samples/s (the
   first window left out), with its 95% interval (``lab.views.noise``); the
   whole run's steady samples/s where no window is known;
+- figures = ``measured`` (summary.json) or ``derived``: a run without
+  summary.json (a user's script, foreign logs, a run that did not finish)
+  gets what ``lab.views.derived`` can honestly derive from its events and the
+  supervisor's records: throughput from a tag the user picks, steps/s from
+  its loss tag's step rate, wall time, NVML's used memory per GPU;
 - speedup = steady throughput / the baseline's steady throughput, with the
-  interval of ``lab.views.spread.ratio`` and the "within noise" verdict;
+  interval of ``lab.views.spread.ratio`` and the "within noise" verdict; where
+  either run has no samples/s, steps/s / the baseline's steps/s, and the
+  ``speedup of`` column says which (``lab.views.compare_speed``);
 - scaling efficiency = speedup / (devices / baseline devices), i.e.
   speedup / number of devices when the baseline is a one-device run, for a
   run that keeps the baseline's global batch (strong scaling); throughput per
@@ -41,11 +48,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.views import anatomy, noise, scaling, utilisation
+from lab.views import anatomy, derived, noise, scaling, utilisation
 from lab.views.compare_columns import (COLUMNS_AFTER_DEVICES, COLUMNS_BEFORE_DEVICES, COLUMNS_WHY, PEAK_PREFIX,
                                         TEXT_COLUMNS, UTIL_PREFIX)
 from lab.views.compare_runs import CompareRun, labels
-from lab.views.spread import ratio
+from lab.views.compare_speed import Speed, speed
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
@@ -73,50 +80,46 @@ def _last(series: Mapping[str, Any] | None, tag: str) -> float | None:
     return float(s.value[-1])
 
 
-def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _measured(run: CompareRun, scalars: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of summary.json; the throughput is the median of its steady windows where known."""
+    s = run.summary or {}
+    peaks = {str(k): float(v) for k, v in (s.get("peak_mem_mib") or {}).items() if v is not None}
+    throughput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
+    spread = noise.run_spread(run, scalars)
+    throughput = spread.median if spread is not None else throughput
+    return {
+        "throughput": None if throughput is None else float(throughput), "spread": spread,
+        "throughput of": None if throughput is None else derived.SAMPLES,
+        "epoch time": None if s.get("epoch_time_s") is None else float(s["epoch_time_s"]),
+        "peaks": peaks, "peaks of": derived.PEAKS_ALLOCATOR if peaks else None,
+        "devices": list(s.get("devices") or sorted(peaks)), "world size": s.get("world_size"),
+    }
+
+
+def run_metrics(run: CompareRun, scalars: Mapping[str, Any] | None = None, throughput_tag: str | None = None,
+                loss_tag: str | None = None) -> dict[str, Any]:
     """The baseline-independent figures of one run.
 
-    From summary.json; for a run without one (failed, stopped, still running
-    or foreign) from its event series: mean ``perf/samples_per_sec`` without
-    the first window, mean ``perf/epoch_time_s``, max ``mem/<dev>/peak_mib``,
-    the last losses and accuracy. The throughput is the median of the steady
-    windows wherever they are known (``spread``, ``lab.views.noise.run_spread``).
+    From summary.json; for a run without one (a user's script, foreign logs,
+    or a trainer run failed, stopped or still running) derived from its event
+    series and the supervisor's records (``lab.views.derived.from_events``:
+    throughput from ``throughput_tag`` or ``perf/samples_per_sec``, peak
+    memory, devices), with the last losses and accuracy. Every run gets
+    ``lab.views.derived.common``: ``figures``, ``wall time``, ``steps/s`` of
+    ``loss_tag`` (or its own loss tag) and its spread.
     """
     s = run.summary or {}
     final = s.get("final") or {}
-    peaks = {str(k): float(v) for k, v in (s.get("peak_mem_mib") or {}).items() if v is not None}
-    throughput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
-    epoch_time = s.get("epoch_time_s")
     sc = scalars or {}
-    if not s:
-        tp = sc.get("perf/samples_per_sec")
-        if tp is not None and len(tp.value):
-            vals = np.asarray(tp.value, dtype=float)
-            throughput = float(vals[1:].mean() if len(vals) > 1 else vals[0])
-        et = sc.get("perf/epoch_time_s")
-        if et is not None and len(et.value):
-            epoch_time = float(np.mean(et.value))
-        for tag, ser in sc.items():
-            parts = tag.split("/")
-            if len(parts) == 3 and parts[0] == "mem" and parts[2] == "peak_mib" and len(ser.value):
-                peaks[parts[1]] = float(np.max(ser.value))
-    spread = noise.run_spread(run, sc)
-    if spread is not None:
-        throughput = spread.median
-    devices = list(s.get("devices") or sorted(peaks))
-    global_batch = s.get("global_batch") or run.option("batch_size")
+    figures = _measured(run, sc) if s else derived.from_events(run, sc, throughput_tag)
     return {
         "mode": s.get("mode") or run.option("mode"),
         "effective mode": s.get("effective_mode"),
         "effective mode reason": s.get("effective_mode_reason"),
-        "devices": devices,
-        "world size": s.get("world_size"),
-        "global batch": global_batch,
+        "global batch": s.get("global_batch") or run.option("batch_size"),
         "per-device batch": s.get("per_device_batch"),
-        "throughput": None if throughput is None else float(throughput),
-        "spread": spread,
-        "epoch time": None if epoch_time is None else float(epoch_time),
-        "peaks": peaks,
+        **figures,
+        **derived.common(run, sc, loss_tag),
         "final train loss": final.get("train_loss", _last(sc, "train/loss")),
         "final val loss": final.get("val_loss", _last(sc, "val/loss")),
         "final val acc": final.get("val_acc", _last(sc, "val/acc")),
@@ -175,23 +178,25 @@ def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
     return min(runs, key=rank).key
 
 
+def run_speed(m: Mapping[str, Any], base: Mapping[str, Any]) -> Speed:
+    """A run's speedup and efficiency against the baseline on the figure both have (``compare_speed``)."""
+    return speed(m, base, device_count(m), device_count(base))
+
+
 def _speed_cells(r: CompareRun, m: Mapping[str, Any], base: Mapping[str, Any], is_baseline: bool) -> dict[str, Any]:
     """The row's cells up to the per-device memory: what ran, throughput, speedup, efficiency, their noise."""
-    rat = ratio(m["spread"], base["spread"])
-    sp = rat.value if rat else speedup(m["throughput"], base["throughput"])
-    related = scaling.relation(m, base)
-    # strong and weak efficiency are both speedup x baseline devices / devices (lab.views.scaling)
-    factor = device_count(base) / device_count(m)
-    cells = noise.cells(rat, sp, factor, is_baseline, noise.run_interference(r))
-    if related is None:  # neither scaling applies: no efficiency, so no interval for it either
+    sp = run_speed(m, base)
+    cells = noise.cells(sp.ratio, sp.speedup, sp.factor, is_baseline, noise.run_interference(r))
+    if sp.efficiency is None:  # neither scaling applies: no efficiency, so no interval for it either
         cells[noise.EFFICIENCY_CI] = ""
+    label = scaling.label(r.scaling, sp.related)
     return {
-        "mode": m["mode"], "effective mode": m["effective mode"], "devices": ", ".join(m["devices"]),
-        "world size": m["world size"], "global batch": m["global batch"], "per-device batch": m["per-device batch"],
-        "throughput (samples/s)": m["throughput"], "speedup": sp,
-        "efficiency": scaling.efficiency(related, m["throughput"], device_count(m), base["throughput"],
-                                         device_count(base)),
-        "scaling": scaling.label(r.scaling, related), **cells, "epoch time (s)": m["epoch time"],
+        "figures": m["figures"], "mode": m["mode"], "effective mode": m["effective mode"],
+        "devices": ", ".join(m["devices"]), "world size": m["world size"], "global batch": m["global batch"],
+        "per-device batch": m["per-device batch"], "throughput (samples/s)": m["throughput"],
+        "steps/s": m["steps/s"], "speedup of": sp.of, "speedup": sp.speedup, "efficiency": sp.efficiency,
+        "scaling": f"{label} (assumed)" if sp.assumed and label else label, **cells,
+        "wall time (s)": m["wall time"], "epoch time (s)": m["epoch time"],
     }
 
 
@@ -199,17 +204,21 @@ def compare_table(
     runs: Sequence[CompareRun],
     baseline_key: str | None = None,
     scalars: Mapping[str, Mapping[str, Any]] | None = None,
+    throughput_tag: str | None = None,
+    loss_tag: str | None = None,
 ) -> pd.DataFrame:
     """One row per run with the columns listed at the top of this module.
 
     ``scalars`` maps a run key to its event series: the source of the figures
-    of runs without a summary.json, and of the loss agreement column. The baseline defaults to ``choose_baseline``.
+    of runs without a summary.json, of steps/s and of the loss agreement
+    column. ``throughput_tag`` and ``loss_tag`` choose the derived figures
+    (``run_metrics``). The baseline defaults to ``choose_baseline``.
     """
     if not runs:
         return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES + COLUMNS_WHY)
     names = labels(runs)
     baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
-    metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key)) for r in runs}
+    metrics = {r.key: run_metrics(r, (scalars or {}).get(r.key), throughput_tag, loss_tag) for r in runs}
     base = metrics[baseline_key]
     all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
     util = {r.key: utilisation.utilisation(r, (scalars or {}).get(r.key)) for r in runs}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lab.views import noise
+from lab.views import derived_text, noise
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,18 @@ class Column:
 # Fixed columns of the table, in order; one "peak MiB <device>" column per
 # device seen in any chosen run goes between the two groups.
 BEFORE_DEVICES = (
-    Column("run"), Column("mode"), Column("effective mode"), Column("devices"), Column("world size"),
-    Column("global batch"), Column("per-device batch"), Column("throughput (samples/s)", "%.1f"),
+    Column("run"), Column("figures", None, derived_text.FIGURES_HELP), Column("mode"), Column("effective mode"),
+    Column("devices"), Column("world size"), Column("global batch"), Column("per-device batch"),
+    Column("throughput (samples/s)", "%.1f"),
+    Column("steps/s", "%.3g", "Optimizer steps per second: the median rate between the loss tag's logged steps "
+                              "(the first pair left out as warm-up), or over its whole span with few points."),
+    Column("speedup of", None, derived_text.SPEEDUP_OF_HELP),
     Column("speedup", "%.2f"), Column("efficiency", "%.2f"),
     Column("scaling", None, "strong: the baseline's global batch (the same training); weak: its batch per device "
                             "(efficiency = throughput per device against the baseline's). Recorded by the sweep, "
                             "else read from the batches."),
     *(Column(name, None, noise.HELP[name]) for name in noise.NOISE_COLUMNS),
+    Column("wall time (s)", "%.1f", derived_text.WALL_HELP),
     Column("epoch time (s)", "%.2f"),
 )
 AFTER_DEVICES = (
@@ -53,15 +58,26 @@ UTIL_PREFIX = "util % "
 COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
 COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
 COLUMNS_WHY = [c.name for c in WHY]
-TEXT_COLUMNS = ("run", "mode", "effective mode", "devices", "scaling", *noise.NOISE_COLUMNS)  # all others are numbers (NaN = unknown)
+TEXT_COLUMNS = ("run", "figures", "mode", "effective mode", "devices", "speedup of", "scaling",
+                *noise.NOISE_COLUMNS)  # all others are numbers (NaN = unknown)
 _BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES + WHY}
+
+
+def _column(name: str) -> Column | None:
+    if name.startswith(PEAK_PREFIX):
+        nvml = name[len(PEAK_PREFIX):].startswith("gpu")  # physical gpu<i>: NVML's samples; cuda<i>: the trainer's
+        return Column(name, PEAK_FORMAT, derived_text.PEAK_NVML_HELP if nvml else derived_text.PEAK_HELP)
+    if name.startswith(UTIL_PREFIX):
+        return Column(name, PEAK_FORMAT)
+    return _BY_NAME.get(name)
 
 
 def column_formats(columns: Iterable[str]) -> dict[str, Column]:
     """The formatted columns among ``columns`` (a table's), peak memory columns included."""
-    out = {}
-    for name in columns:
-        col = Column(name, PEAK_FORMAT) if name.startswith((PEAK_PREFIX, UTIL_PREFIX)) else _BY_NAME.get(name)
-        if col is not None and col.format:
-            out[name] = col
-    return out
+    return {name: col for name in columns if (col := _column(name)) is not None and col.format}
+
+
+def text_help(columns: Iterable[str]) -> dict[str, str]:
+    """The help of the text columns among ``columns`` that have one."""
+    return {name: col.help for name in columns
+            if name in TEXT_COLUMNS and (col := _column(name)) is not None and col.help}

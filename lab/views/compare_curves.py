@@ -7,7 +7,8 @@ run's curve of a tag against step, samples seen or wall time
 Live page's are), and the figures made of them and of
 ``lab.views.compare``'s table with ``lab.views.charts``
 (``comparison_figures``), with their captions and the choices the page
-offers (``CURVE_TAGS``, ``X_AXES``, ``SYSTEM_METRICS``). Tested by
+offers (``CURVE_TAGS`` and, for a user's script with tags of its own,
+``curve_tags``; ``X_AXES``, ``SYSTEM_METRICS``). Tested by
 tests/test_compare_curves.py and tests/test_report.py.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lab.views.compare import run_metrics
 from lab.views.compare_columns import PEAK_PREFIX
 from lab.views.compare_runs import CompareRun, labels
 from lab.views.run_charts import SYS_METRICS, sys_traces
+from lab.views.runscalars import SYS_PREFIX
 
 CURVE_TAGS = ["train/loss", "val/loss", "train/acc", "val/acc"]
 X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall time since start (s)"}
@@ -41,6 +43,14 @@ other at first (each run has its own dash pattern); the column *loss matches
 baseline to step* says for how long they agree within 0.1%. After that, float
 rounding differences between reduction orders grow with training and the
 curves drift apart while following the same trend: expected, not a bug."""
+
+
+def curve_tags(scalars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The curves the page offers: ``CURVE_TAGS``, then every other tag the runs log (a script names its own)."""
+    own = sorted({t for sc in scalars.values() for t, s in (sc or {}).items()
+                  if not t.startswith(SYS_PREFIX) and len(s.value)} - set(CURVE_TAGS))
+    return CURVE_TAGS + own
+
 
 NO_SAMPLES_NOTE = ("None of these runs has system samples (sys/ events): the dashboard records them while it "
                    "supervises a run, so runs started by hand have none.")

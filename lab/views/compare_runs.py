@@ -6,21 +6,32 @@ processes) and wrapped as a ``CompareRun``, which adds what comparing needs:
 a key unique across the user's runs and the samples, where and when the
 run was recorded (run.json's ``recorded_on`` and ``host``, kept only for the
 provenance line), the scaling its sweep was made under and the CPU cores it
-was given (run.json's ``scaling`` and ``env``). This module also owns which runs are compared by default,
-their short display names and the provenance lines. Tested by
-tests/test_compare.py.
+was given (run.json's ``scaling`` and ``env``), and the folders its curves are
+read from (``event_folders``: the run folder, and a script's linked
+``events_dirs`` outside it). A folder of foreign TensorBoard logs with a
+``sys/`` of device samples beside them, and no run.json, status.json or
+summary.json, is a run too (``foreign``, ``foreign_runs``, ``load_folder``).
+This module also owns which runs are compared by default, their short
+display names and the provenance lines. Tested by tests/test_compare.py and
+tests/test_derived.py (foreign folders).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lab.engine.registry import RunNotFound, RunRecord, get_run, list_runs
-from lab.runfolder import RUN_JSON, read_json
+from lab.engine.linked import file_origin
+from lab.engine.registry import RunNotFound, RunRecord, get_run, list_runs, status
+from lab.events import discover
+from lab.runfolder import RUN_JSON, SCRIPT, SUCCEEDED, SYS_DIR, check_run_id, read_json
+from lab.views.script_run import outside_dirs
 
 SAMPLE_PREFIX = "sample/"
+FOREIGN = "foreign"  # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,21 @@ class CompareRun:
     host: str | None = None
     scaling: str | None = None    # run.json's: the scaling its Compare-modes sweep was made under (lab.views.scaling)
     cpu_cores: int | None = None  # cores the launcher gave it (OMP_NUM_THREADS x processes): a CPU share's whole
+    foreign: bool = False         # foreign logs: no record of the lab's, only event files and sys/
+
+    @property
+    def kind(self) -> str:
+        """``trainer`` or ``script`` (the registry's), or ``FOREIGN``."""
+        return FOREIGN if self.foreign else self.record.kind
+
+    @property
+    def event_folders(self) -> list[str]:
+        """The folders this run's scalars are read from: the run folder, then a script's linked folders outside it.
+
+        A trainer's curves are always in its own tb/ (its recorded absolute path may be stale if the runs
+        folder moved); a folder that has gone since reads as empty.
+        """
+        return [str(self.run_dir), *(outside_dirs(self.record) if self.kind == SCRIPT else [])]
 
     @property
     def run_id(self) -> str:
@@ -114,9 +140,43 @@ def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
     return [from_record(r, sample=sample) for r in list_runs(Path(root))]
 
 
+def _foreign(folder: Path) -> CompareRun:
+    """Foreign logs as a run: named after their folder, dated by their oldest event file."""
+    times = [t for run in discover(folder) for n in os.listdir(folder / run) if (t := file_origin(n)[0])]
+    created = datetime.fromtimestamp(min(times), timezone.utc).isoformat(timespec="seconds") if times else None
+    record = RunRecord(run_id=folder.name, run_dir=str(folder), state="unknown", mode=None, name=folder.name,
+                       created_at=created, exit_code=None, diagnosis=None, config={}, sweep_id=None,
+                       progress=None, summary=None)
+    return CompareRun(key=str(folder), record=record, foreign=True)
+
+
+def foreign_runs(root: Path) -> list[CompareRun]:
+    """Folders right under ``root`` with device samples in ``sys/`` and no file of a lab run (newest first)."""
+    try:
+        folders = sorted(Path(e.path) for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return []
+    found = [_foreign(f.resolve()) for f in folders if (f / SYS_DIR).is_dir() and discover(f / SYS_DIR)
+             and not status(f)]
+    return sorted(found, key=lambda r: r.created_at, reverse=True)
+
+
+def load_folder(folder: Path) -> CompareRun | None:
+    """A folder named on a command line: a lab run folder, or foreign logs holding event files; else None."""
+    folder = Path(folder).expanduser().resolve()
+    try:
+        check_run_id(folder.name)
+        run = load_run(folder)
+    except ValueError:
+        run = None
+    if run is not None or not folder.is_dir() or status(folder) or not discover(folder):
+        return run
+    return _foreign(folder)
+
+
 def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
-    """The user's runs (newest first), then the shipped sample runs."""
-    return load_runs(user_root) + load_runs(sample_root, sample=True)
+    """The user's runs (newest first), foreign logs with device samples in their folder, then the sample runs."""
+    return load_runs(user_root) + foreign_runs(user_root) + load_runs(sample_root, sample=True)
 
 
 def default_selection(runs: Sequence[CompareRun]) -> list[str]:
@@ -124,14 +184,15 @@ def default_selection(runs: Sequence[CompareRun]) -> list[str]:
 
     The newest sweep among the user's own runs; without a sweep, the user's
     newest (up to 4) runs that have a summary; with no runs of the user's own,
-    the sample runs.
+    the sample runs. A user's script has no summary: one that succeeded counts as finished.
     """
     own = [r for r in runs if not r.sample]
     swept = [r for r in own if r.sweep_id]
     if swept:
         newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
         return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
-    finished = sorted((r for r in own if r.summary), key=lambda r: r.created_at, reverse=True)[:4]
+    ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
+    finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:4]
     if finished:
         return [r.key for r in reversed(finished)]
     return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]

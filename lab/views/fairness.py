@@ -3,11 +3,14 @@
 Owns the warnings the Compare page and the HTML export show above the table:
 runs that differ in model, dataset, global batch, seed, precision, device
 count (among multi-device runs) or host; a run that ran in another mode than
-asked; a run without summary.json; runs compared across scalings
-(``lab.views.scaling.warnings``). With the runs' scalars it also carries
-DataParallel's "only GPU 0 works" symptom (``lab.views.utilisation``). Each
-warning names the runs and their values and says what to compare instead.
-Tested by tests/test_compare.py and tests/test_scaling.py.
+asked; a trainer run without summary.json; runs compared across scalings
+(``lab.views.scaling.warnings``); derived figures and what the lab cannot see
+of a user's script or foreign logs (``lab.views.derived_text.warnings``: of
+those, only what the lab knows is compared above). With the runs' scalars it
+also carries DataParallel's "only GPU 0 works" symptom
+(``lab.views.utilisation``). Each warning names the runs and their values and
+says what to compare instead. Tested by tests/test_compare.py,
+tests/test_scaling.py and tests/test_derived.py.
 """
 from __future__ import annotations
 
@@ -16,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.views import scaling, utilisation
-from lab.views.compare import choose_baseline, run_metrics
+from lab.views import derived_text, scaling, utilisation
+from lab.views.compare import choose_baseline, run_metrics, run_speed
 from lab.views.compare_runs import CompareRun, labels
+from lab.views.compare_speed import batches_seen
+from lab.views.derived import sees_config
 
 
 @dataclass(frozen=True)
@@ -29,24 +34,14 @@ class FairnessWarning:
     message: str
 
 
-def fairness_warnings(runs: Sequence[CompareRun], baseline_key: str | None = None,
-                      scalars: Mapping[str, Mapping[str, Any]] | None = None) -> list[FairnessWarning]:
-    """What makes the chosen runs an unfair comparison, one warning per cause.
-
-    Differences in model, dataset, global batch, seed, precision (amp) or, among
-    the runs that really used several devices, device count; a run whose
-    effective mode is not the asked one; a run without summary.json; runs
-    recorded on different hosts; runs compared across scalings against the
-    baseline (default: ``choose_baseline``); with ``scalars``, a DataParallel
-    run whose first GPU did most of the work.
-    """
-    if not runs:
-        return []
-    names = labels(runs)
-    metrics = {r.key: run_metrics(r) for r in runs}
+def _differences(runs: Sequence[CompareRun], names: Mapping[str, str],
+                 metrics: Mapping[str, Mapping[str, Any]]) -> list[FairnessWarning]:
+    """What the runs differ in, among what the lab knows of them; modes not run as asked; missing summaries."""
+    seen = {r.key for r in runs if sees_config(r)}  # a script's model, batch, seed are its own: not compared
     out: list[FairnessWarning] = []
 
-    def differ(key: str, what: str, values: dict[str, Any], why: str) -> None:
+    def differ(key: str, what: str, values: dict[str, Any], why: str, everyone: bool = False) -> None:
+        values = {k: v for k, v in values.items() if everyone or k in seen}
         if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
             listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
             out.append(FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}"))
@@ -55,8 +50,8 @@ def fairness_warnings(runs: Sequence[CompareRun], baseline_key: str | None = Non
            "throughput and memory measure different work.")
     differ("dataset", "dataset", {r.key: r.option("dataset") for r in runs},
            "losses and accuracies are not comparable.")
-    weak = len({m["per-device batch"] for m in metrics.values()}) == 1 and None not in (
-        m["per-device batch"] for m in metrics.values())
+    per_device = [m["per-device batch"] for k, m in metrics.items() if k in seen]
+    weak = len(set(per_device)) == 1 and None not in per_device
     differ("global_batch", "global batch", {k: m["global batch"] for k, m in metrics.items()},
            scaling.WEAK_BATCH_NOTE if weak else "steps mean different amounts of data; compare loss against samples seen.")
     differ("seed", "seed", {r.key: r.option("seed") for r in runs},
@@ -75,16 +70,43 @@ def fairness_warnings(runs: Sequence[CompareRun], baseline_key: str | None = Non
                 "effective_mode",
                 f"{names[r.key]} was asked to run as {m['mode']} but ran as {m['effective mode']} ({reason}).",
             ))
-        if not r.summary:
+        if not r.summary and r.key in seen:  # a script's or foreign logs' are the "derived" warning
             out.append(FairnessWarning(
                 "no_summary",
                 f"{names[r.key]} has no summary.json (state: {r.state or 'unknown'}); its figures come from its "
                 "event files and may cover only part of the run.",
             ))
     differ("host", "host", {r.key: r.host for r in runs if r.host},
-           "different machines make throughput incomparable.")
+           "different machines make throughput incomparable.", everyone=True)
+    return out
+
+
+def fairness_warnings(runs: Sequence[CompareRun], baseline_key: str | None = None,
+                      scalars: Mapping[str, Mapping[str, Any]] | None = None, throughput_tag: str | None = None,
+                      loss_tag: str | None = None) -> list[FairnessWarning]:
+    """What makes the chosen runs an unfair comparison, one warning per cause.
+
+    Differences in model, dataset, global batch, seed, precision (amp) or, among
+    the runs that really used several devices, device count; a run whose
+    effective mode is not the asked one; a run without summary.json; runs
+    recorded on different hosts; runs compared across scalings against the
+    baseline (default: ``choose_baseline``); with ``scalars``, a DataParallel
+    run whose first GPU did most of the work; the derived figures' warnings,
+    on ``throughput_tag`` and ``loss_tag`` as the table uses them.
+    """
+    if not runs:
+        return []
+    names = labels(runs)
+    sc = scalars or {}
+    metrics = {r.key: run_metrics(r, sc.get(r.key), throughput_tag, loss_tag) for r in runs}
+    out = _differences(runs, names, metrics)
     baseline_key = baseline_key if baseline_key in metrics else choose_baseline(runs)
-    out += [FairnessWarning(k, m) for k, m in scaling.warnings(names, {r.key: r.scaling for r in runs}, metrics,
-                                                                baseline_key)]
-    out += [FairnessWarning("only_gpu0", m) for m in utilisation.busy_warnings(runs, scalars or {})]
+    if batches_seen(metrics[baseline_key]):  # runs whose batches the lab cannot see: the "steps_speedup" warning
+        known = {k: m for k, m in metrics.items() if batches_seen(m)}
+        recorded = {r.key: r.scaling for r in runs if r.key in known}
+        out += [FairnessWarning(k, m) for k, m in scaling.warnings(names, recorded, known, baseline_key)]
+    out += [FairnessWarning("only_gpu0", m) for m in utilisation.busy_warnings(runs, sc)]
+    speeds = {k: run_speed(m, metrics[baseline_key]) for k, m in metrics.items()}
+    util = {r.key: utilisation.utilisation(r, sc.get(r.key)).per_gpu for r in runs}
+    out += [FairnessWarning(k, m) for k, m in derived_text.warnings(runs, names, metrics, speeds, baseline_key, util)]
     return out

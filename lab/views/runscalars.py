@@ -7,12 +7,15 @@ own; every page shows them as one run: Live and Compare read one run folder
 (``run_scalars``), Logs groups the runs of any folder by the run folder they
 belong to (``group_parts``). Their tags never clash (``sys/`` tags are the
 supervisor's alone), so merging loses nothing; ``split_sys`` takes the
-device samples back out for the charts that draw them apart. Tested by
+device samples back out for the charts that draw them apart. A user's
+script writes its curves wherever it likes: ``folder_scalars`` reads the run
+folder and each linked folder with a reader of its own (one per folder, as
+the pages' cached readers are) and merges them. Tested by
 tests/test_runscalars.py.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lab.runfolder import SYS_DIR, TB_DIR
@@ -53,6 +56,16 @@ def run_scalars(reader: Any) -> dict[str, Any]:
     """
     reader.refresh()
     return merge_parts(reader.scalars(n) for n in sorted(reader.run_names()))
+
+
+def folder_scalars(folders: Iterable[str], reader_for: Callable[[str], Any]) -> dict[str, Any]:
+    """The scalars of several folders as one run, each read by ``reader_for(folder)`` (the first folder wins a clash).
+
+    ``reader_for`` gives a ``lab.events.LogdirReader`` per folder: the pages'
+    cached ``ui.shared.event_reader`` (incremental across reruns), or
+    ``LogdirReader`` itself for a one-off read.
+    """
+    return merge_parts(run_scalars(reader_for(str(f))) for f in folders)
 
 
 def split_sys(scalars: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
