@@ -5,6 +5,8 @@ model, data and the trainer's options) and every check made before anything
 starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
 message naming the fix; ``validate`` raises the first. It also builds the
 three configs of the "Compare modes" button (``compare_modes_configs``).
+Where a run goes (``backend``: this machine, or a Slurm cluster with the
+options of ``lab.engine.slurm``, which checks them) is part of the config.
 Nothing here starts a process or touches NVML: the GPU count is an argument.
 Tested by tests/test_engine_config.py.
 """
@@ -24,6 +26,8 @@ CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
+LOCAL, SLURM = "local", "slurm"
+BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -70,11 +74,19 @@ class RunConfig:
     image_size: int = 32
     checkpoint: str = "last"
     grad_norm_warn: float = 0.0
+    backend: str = LOCAL  # slurm: the fields below are the job's (lab.engine.slurm), nnodes its node count
+    partition: str = ""
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0  # 0: Slurm's default
+    time: str = ""  # the job's time limit as sbatch reads it (e.g. 30, 2:00:00); empty: the partition's
+    account: str = ""
+    sbatch_args: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["gpus"] = list(self.gpus)
         d["tags"] = list(self.tags)
+        d["sbatch_args"] = list(self.sbatch_args)
         return d
 
     @classmethod
@@ -82,10 +94,9 @@ class RunConfig:
         """The inverse of ``to_dict``; unknown keys are ignored (older/newer run.json)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        if "gpus" in kw:
-            kw["gpus"] = tuple(kw["gpus"])
-        if "tags" in kw:
-            kw["tags"] = tuple(kw["tags"])
+        for name in ("gpus", "tags", "sbatch_args"):
+            if name in kw:
+                kw[name] = tuple(kw[name])
         if "extra_env" in kw:
             kw["extra_env"] = dict(kw["extra_env"] or {})
         return cls(**kw)
@@ -100,9 +111,8 @@ class RunConfig:
         """How many ways the global batch is split."""
         if self.mode == "ddp":
             return self.nproc * self.nnodes
-        if self.mode == "dp" and len(self.gpus) >= 2:
-            return len(self.gpus)
-        return 1
+        node_gpus = self.gpus_per_node if self.backend == SLURM else len(self.gpus)
+        return node_gpus if self.mode == "dp" and node_gpus >= 2 else 1
 
 
 def _split_unit(config: RunConfig) -> str:
@@ -142,7 +152,7 @@ def _device_problems(c: RunConfig, gpu_count: int) -> list[ConfigError]:
     out: list[ConfigError] = []
     if len(set(c.gpus)) != len(c.gpus):
         out.append(ConfigError("gpus", f"GPU list {list(c.gpus)} repeats a GPU: name each GPU once"))
-    for g in c.gpus:
+    for g in c.gpus if c.backend != SLURM else ():  # a Slurm job's GPUs are not this machine's (slurm checks)
         if not isinstance(g, int) or isinstance(g, bool) or g < 0:
             out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
         elif g >= gpu_count:
@@ -170,7 +180,9 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
         if c.mode != "ddp":
             out.append(ConfigError("mode", f"several nodes need mode ddp, not {c.mode}: use ddp or nnodes 1"))
         m = _ENDPOINT.match(c.rdzv_endpoint or "")
-        if not c.rdzv_endpoint:
+        if c.backend == SLURM:
+            pass  # the job finds its first node itself (lab.engine.slurm checks the endpoint is left empty)
+        elif not c.rdzv_endpoint:
             out.append(ConfigError("rdzv_endpoint", f"nnodes {c.nnodes} needs a rendezvous endpoint: give host:port of node 0, e.g. 10.0.0.1:29400"))
         elif not m or not 0 < int(m.group(2)) < 65536:
             out.append(ConfigError("rdzv_endpoint", f"{c.rdzv_endpoint!r} is not host:port: use e.g. 10.0.0.1:29400"))
@@ -207,6 +219,9 @@ def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
     out += _device_problems(c, gpu_count)
     out += _node_problems(c)
     out += _number_problems(c)
+    from lab.engine import slurm  # it imports this module: the backend and the Slurm job's options
+
+    out += slurm.config_problems(c)
     if not out:
         bp = _batch_problem(c)
         if bp:

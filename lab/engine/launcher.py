@@ -8,8 +8,8 @@ folder), write run.json, start the detached supervisor
 as it is up. ``stop`` asks the supervisor to stop (a ``stop.request`` file it
 polls) and falls back to ending the recorded process tree itself when it is
 gone. status.json is the supervisor's; the launcher writes it only where no
-supervisor exists to (``_record_without_supervisor``). Tested by
-tests/test_engine_runs.py (real runs) and tests/test_engine_config.py (commands).
+supervisor exists to (``_record_without_supervisor``); a Slurm run's is ``lab.engine.slurm_watch``. Tested
+by tests/test_engine_runs.py (real runs), tests/test_engine_config.py (commands), tests/test_slurm_cluster.py.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import devices, procs, registry
-from lab.engine.config import RunConfig, normalized, problems, validate
+from lab.engine import devices, procs, registry, slurm, slurm_cmd
+from lab.engine.config import LOCAL, SLURM, ConfigError, RunConfig, normalized, problems, validate
 from lab.engine.diagnose import supervisor_failure
 from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
@@ -30,6 +30,7 @@ from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUE
 
 PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken
 _UP_TIMEOUT_S = 30.0
+_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervisor", "lab.engine.slurm_watch"  # a run's supervisor, by backend
 _children: list[subprocess.Popen] = []  # supervisors we started: polled so they never linger as zombies
 
 
@@ -41,13 +42,13 @@ def _new_run_id(config: RunConfig) -> str:
     return check_run_id(f"{stamp()}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}")
 
 
-def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
+def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
     args = ["-m", "training.train", "--mode", c.mode, "--model", c.model, "--dataset", c.dataset,
             "--epochs", str(c.epochs), "--max-steps", str(c.max_steps), "--batch-size", str(c.batch_size),
             "--lr", str(float(c.lr)), "--workers", str(c.workers), "--seed", str(c.seed),
             "--log-dir", str(run_dir), "--log-every", str(c.log_every), "--val-every", str(c.val_every),
             "--image-size", str(c.image_size), "--checkpoint", c.checkpoint,
-            "--grad-norm-warn", str(float(c.grad_norm_warn)), "--device", "cuda" if c.gpus else "cpu"]
+            "--grad-norm-warn", str(float(c.grad_norm_warn)), "--device", "cuda" if c.gpus or c.gpus_per_node else "cpu"]
     if c.amp:
         args.append("--amp")
     return args
@@ -57,8 +58,8 @@ def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
             base_pythonpath: str | None = None) -> dict[str, str]:
     """Only the variables the launcher sets (what run.json records)."""
     pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
-    env = {
-        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
+    env = {  # a Slurm job gets its GPUs (CUDA_VISIBLE_DEVICES) from Slurm
+        **({} if config.backend == SLURM else {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus)}),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": str(omp_threads(config, cores)),
         "PYTHONUNBUFFERED": "1",
@@ -70,7 +71,8 @@ def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
 
 
 def omp_threads(config: RunConfig, cores: int | None = None) -> int:
-    """OMP_NUM_THREADS for each process: the cores shared out, never 0."""
+    """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never 0."""
+    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
     return max(1, (cores or os.cpu_count() or 1) // config.processes)
 
 
@@ -93,19 +95,21 @@ def build_command(config: RunConfig, run_dir: Path, port: int | str, *, base_env
     """
     run_dir = Path(run_dir)
     base = dict(os.environ if base_env is None else base_env)
+    if config.backend == SLURM:  # what runs here is the submission; job.sbatch sets the job's environment
+        return slurm.submit_argv(run_dir / slurm.JOB_SBATCH), base
     env = base | run_env(config, run_dir, cores, base.get("PYTHONPATH"))
     if config.mode == "ddp":
         argv = _torchrun(config, run_dir, port, config.node_rank)
     else:
         argv = [sys.executable]
-    return argv + _trainer_args(config, run_dir), env
+    return argv + trainer_args(config, run_dir), env
 
 
 def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
     """The exact command to start on each other node (node ranks other than this one's)."""
-    if config.mode != "ddp" or config.nnodes <= 1:
+    if config.mode != "ddp" or config.nnodes <= 1 or config.backend == SLURM:  # Slurm starts every node
         return []
-    return [_torchrun(config, run_dir, 0, r) + _trainer_args(config, run_dir)
+    return [_torchrun(config, run_dir, 0, r) + trainer_args(config, run_dir)
             for r in range(config.nnodes) if r != config.node_rank]
 
 
@@ -122,7 +126,7 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
             break
         except FileExistsError:
             continue
-    port = procs.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
+    port = procs.free_port() if config.mode == "ddp" and config.nnodes == 1 and config.backend == LOCAL else 0
     argv, _ = build_command(config, run_dir, port, base_env={})
     write_json_atomic(run_dir / RUN_JSON, {
         "run_id": run_id, "name": config.name, "tags": list(config.tags), "config": config.to_dict(),
@@ -130,6 +134,8 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
     })
+    if config.backend == SLURM:
+        (run_dir / slurm.JOB_SBATCH).write_text(slurm.build_sbatch(config, run_dir))
     return run_id
 
 
@@ -146,14 +152,14 @@ def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields
                                                   updated_at=now_iso(), **fields))
 
 
-def _spawn_supervisor(args: list[str], log_path: Path) -> subprocess.Popen:
+def _spawn_supervisor(args: list[str], log_path: Path, module: str = _SUPERVISOR) -> subprocess.Popen:
     for p in list(_children):
         if p.poll() is not None:
             _children.remove(p)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(log_path, "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "lab.engine.supervisor", *args], cwd=REPO_ROOT, env=env,
+        p = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO_ROOT, env=env,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
     _children.append(p)
@@ -188,7 +194,8 @@ def start_supervisor(run_dir: Path | str) -> None:
     """
     run_dir = Path(run_dir)
     log_path = run_dir / SUPERVISOR_LOG
-    _wait_up(_spawn_supervisor([str(run_dir)], log_path), run_dir, log_path)
+    slurm_run = ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("backend") == SLURM
+    _wait_up(_spawn_supervisor([str(run_dir)], log_path, _SLURM_WATCH if slurm_run else _SUPERVISOR), run_dir, log_path)
 
 
 def _machine() -> tuple[int, str]:
@@ -202,8 +209,10 @@ def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     gpu_count, recorded_on = _machine()
     validate(config, gpu_count)
     root = root_or_default(runs_dir)
-    run_id = _new_run(normalized(config), root, None, recorded_on)
+    run_id = _new_run(normalized(config), root, None, recorded_on if config.backend == LOCAL else slurm.describe(config))
     start_supervisor(root / run_id)
+    if (d := registry.status(root / run_id).get("diagnosis") or {}).get("key") == slurm.REFUSED:  # sbatch said no
+        raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
     return run_id
 
 
@@ -215,6 +224,8 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tupl
     """Run ``configs`` one after another under one background supervisor."""
     if not configs:
         raise ValueError("a sweep needs at least one config")
+    if any(c.backend != LOCAL for c in configs):  # one supervisor runs them here, one after another
+        raise ConfigError("backend", "a sweep runs on this machine: launch each mode as its own Slurm run")
     gpu_count, recorded_on = _machine()
     for i, c in enumerate(configs):
         found = problems(c, gpu_count)
@@ -260,6 +271,8 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
     st = read_json(run_dir / STATUS_JSON) or {}
     procs.end_recorded(st, grace_s)
+    if (st.get("slurm") or {}).get("job_id"):  # the job runs on the cluster: only Slurm can end it
+        slurm_cmd.cancel_quietly(str(st["slurm"]["job_id"]))
     _record_without_supervisor(run_dir, st, STOPPED)
     return STOPPED
 
