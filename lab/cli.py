@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.engine.config import CHECKPOINTS, MODES, RunConfig, compare_modes_configs
+from lab.engine.config import BACKENDS, CHECKPOINTS, MODES, RunConfig, compare_modes_configs
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
 
@@ -30,8 +30,8 @@ class UserError(Exception):
 
 # How the command line differs from RunConfig's field names and defaults; the
 # other fields are the trainer's options, with RunConfig's defaults.
-_FLAG = {"tags": "tag", "extra_env": "env"}  # repeatable: one tag, one KEY=VALUE each
-_CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS}
+_FLAG = {"tags": "tag", "extra_env": "env", "sbatch_args": "sbatch_arg"}  # repeatable: one tag, KEY=VALUE, option each
+_CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS, "backend": BACKENDS}
 _HELP = {
     "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
     "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
@@ -40,6 +40,13 @@ _HELP = {
     "batch_size": "the global batch",
     "tags": "a tag (repeatable)",
     "extra_env": "extra environment, KEY=VALUE (repeatable)",
+    "backend": "where to run: local (this machine) or slurm (a job on a Slurm cluster, with the options below)",
+    "partition": "slurm: the partition (default: the cluster's)",
+    "gpus_per_node": "slurm: GPUs per node (ddp: one process each)",
+    "cpus_per_task": "slurm: CPUs per node for the task (default: Slurm's)",
+    "time": "slurm: the time limit, e.g. 30 or 2:00:00 (default: the partition's)",
+    "account": "slurm: the account to charge",
+    "sbatch_args": "slurm: one more #SBATCH option, written --sbatch-arg=--qos=high (repeatable)",
 }
 
 
@@ -49,7 +56,7 @@ def _add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None
             continue
         flag = "--" + _FLAG.get(f.name, f.name).replace("_", "-")
         kw: dict[str, Any] = dict(dest=f.name, help=_HELP.get(f.name))
-        if f.name in ("tags", "extra_env"):
+        if f.name in _FLAG:
             p.add_argument(flag, action="append", default=[], metavar=_FLAG[f.name].upper(), **kw)
         elif f.name in ("gpus", "nproc"):  # None: the mode's default, chosen by request.run_config
             p.add_argument(flag, type=int if f.name == "nproc" else str, **kw)
@@ -91,6 +98,8 @@ def _show_command(cfg: RunConfig, gpu_count: int, as_json: bool) -> int:
         return 0
     for line in p.preflight:
         print(f"# {line}")
+    if p.sbatch:  # a Slurm run: the job script, then the command that submits it
+        print(f"# {p.argv[-1]}:\n{p.sbatch}", end="")
     print(shell_line(p.argv, p.env, cwd=p.cwd))
     for i, other in enumerate(p.other_nodes, start=1):
         print(f"# on node {i} (same repository, same environment):")
@@ -142,6 +151,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 def _status_line(r) -> str:
     d = r.diagnosis or {}
     why = f"  {d.get('cause')}" if d.get("cause") else ""
+    if r.slurm and not why:  # a Slurm run: its job, Slurm's state and why it waits
+        s = r.slurm
+        why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (f" ({s['reason']})" if s.get("reason") else "")
     prog = r.progress or {}
     step = f" step {prog.get('step')}/{prog.get('total_steps')}" if prog.get("step") is not None else ""
     return f"{r.run_id:48} {r.state:10} {r.mode or '-':6}{step}{why}"

@@ -6,7 +6,9 @@ never hangs or raises on a folder being written). A run that says it is
 queued/starting/running but whose supervisor is gone (dead, a zombie, or its
 pid reused by another process: the create time differs) is reported ``lost``:
 computed on every read, never written (a listing writes nothing; whoever ends
-such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
+such a run records its end, e.g. ``launcher.stop``). A record also says where
+the run went (``backend``) and, for a Slurm run, its job as its watcher last
+saw it (``slurm``: job_id, state, reason, nodes). ``delete_run`` refuses a
 live run and checks the id first. ``process_owner`` tells which run a process
 belongs to (for the GPU process list of ``devices.snapshot``). Tested by
 tests/test_engine_registry.py.
@@ -51,6 +53,8 @@ class RunRecord:
     sweep_id: str | None
     progress: dict | None
     summary: dict | None
+    backend: str = "local"
+    slurm: dict | None = None  # a Slurm run's job: {"job_id", "state", "reason", "nodes"}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +115,8 @@ def _record(run_dir: Path) -> RunRecord | None:
         sweep_id=run.get("sweep_id"),
         progress=read_json(run_dir / PROGRESS_JSON),
         summary=summary,
+        backend=str(cfg.get("backend") or "local"),
+        slurm=st.get("slurm"),
     )
 
 
