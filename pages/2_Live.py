@@ -1,16 +1,18 @@
 """Live: one run as it trains — state, progress with ETA and throughput,
 per-device utilisation and memory over time, loss and accuracy curves, the
-log tail (per rank for DDP), a Stop button, and on failure the diagnosis.
+log tail (per rank for DDP), a Stop button, and on failure the diagnosis;
+for a Slurm run also its job (state, nodes, why it waits) and each node's
+device samples.
 The live part refreshes every 2 s inside a fragment, reading the run's event
 files incrementally through the shared cached reader (``ui.shared``). Layout
-only: see ``lab.views.live``, ``lab.views.progress`` and ``lab.views.run_charts``.
+only: see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts`` and ``lab.views.nodes``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import live, progress, run_charts, runscalars, text as ui_text
+from lab.views import live, nodes, progress, run_charts, runscalars, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -67,6 +69,8 @@ def _header(rec) -> None:
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == paths.RUNNING else "–")
     st.progress(p.fraction or 0.0, text=p.label)
+    for line in nodes.job_lines(rec):  # a Slurm run: its job, and why it waits
+        st.caption(ui_text.md_escape(line))
     note = live.fallback_note(rec)
     if note:
         st.warning(note)
@@ -98,6 +102,9 @@ def _charts(rec) -> None:
     chart_grid(train_specs + sys_specs, "live_chart")
     if sys_note:
         st.caption(sys_note)
+    for label, specs in nodes.node_charts(sysd):  # a Slurm run: each node's own sampler
+        st.markdown(f"**Devices of {label}**")
+        chart_grid(specs, f"live_{label.replace(' ', '')}")
 
 
 def _log(rec) -> None:
@@ -135,7 +142,9 @@ def live_view(run_id: str, started_active: bool) -> None:
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
-    if st.button("Stop", type="secondary", key="live_stop", help="SIGTERM to the run's processes, SIGKILL after 5 s"):
+    stop_help = "scancel of the Slurm job" if record.backend == "slurm" else \
+        "SIGTERM to the run's processes, SIGKILL after 5 s"
+    if st.button("Stop", type="secondary", key="live_stop", help=stop_help):
         from lab.engine.launcher import stop
 
         try:
