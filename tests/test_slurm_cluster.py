@@ -10,6 +10,7 @@ at its time limit fails with the TIMEOUT diagnosis; a job Slurm forgot without a
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -132,6 +133,24 @@ def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
     assert processes_mentioning(rec.run_dir) == []  # scancel ended every step on the node; the watcher is gone
 
 
+def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
+    """The job outlives its watcher (the run reads lost); stop then ends it through Slurm itself."""
+    import signal
+
+    run_id = launcher.launch(slurm_cfg(epochs=500, max_steps=0), runs)
+    rec = wait_state(run_id, runs, ("running",))
+    os.kill(registry.status(rec.run_dir)["supervisor_pid"], signal.SIGKILL)
+    rec = wait_state(run_id, runs, ("lost",), timeout_s=10)
+    job = rec.slurm["job_id"]
+    assert "RUNNING" in cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout  # still on the node
+    assert launcher.stop(run_id, runs) == "stopped"
+    deadline = time.monotonic() + 30
+    while cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() != "CANCELLED":
+        assert time.monotonic() < deadline, cluster.run("squeue", "-h", "-t", "all", "-j", job).stdout
+        time.sleep(0.3)
+    assert processes_mentioning(rec.run_dir) == []
+
+
 def test_more_than_the_partition_allows_waits_with_the_reason_or_is_refused(runs):
     from lab.views.nodes import job_lines
 
@@ -174,7 +193,8 @@ def test_a_job_slurm_forgot_is_lost_unless_it_recorded_its_end(runs):
     run_dir.mkdir()
     write_json_atomic(run_dir / RUN_JSON, {"run_id": run_dir.name, "config": slurm_cfg().to_dict()})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "lost"  # squeue: "Invalid job id specified"
-    st = registry.status(run_dir)
-    assert st["state"] == "lost" and "no longer knows job 999999" in st["lost_reason"]
+    rec = registry.get_run(run_dir.name, runs)
+    assert rec.state == "lost" and "no longer knows job 999999" in registry.status(run_dir)["lost_reason"]
+    assert rec.diagnosis["key"] == "slurm_gone" and "stdout.log" in rec.diagnosis["fix"]  # the Live page's box
     write_json_atomic(run_dir / slurm.JOB_EXIT, {"exit_code": 0})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "succeeded"

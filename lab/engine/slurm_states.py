@@ -197,6 +197,9 @@ def refused(message: str) -> Diagnosis:
                      "less time, another partition or account.")
 
 
-def gone(job_id: str) -> str:
-    """The lost reason of a job Slurm forgot without the job recording its end."""
-    return f"Slurm no longer knows job {job_id} and the job recorded no end (no job_exit.json)"
+def gone(job_id: str) -> Diagnosis:
+    """A job Slurm forgot without the job recording its end (the run is lost): what is known, where to look."""
+    return Diagnosis("slurm_gone", f"Slurm no longer knows job {job_id} and the job recorded no end (no "
+                     "job_exit.json): it ended while nobody watched, or was removed.",
+                     "Read the end of stdout.log (python -m lab logs RUN); launch it again (with checkpoint last, "
+                     "training.train --resume auto continues from checkpoints/last.pt).")

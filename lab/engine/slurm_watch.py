@@ -140,8 +140,9 @@ class SlurmWatch:
         if cancelled:
             self.status.update(state=STOPPED, ended_at=now_iso(), stopping=False)
             return STOPPED
-        self.status.update(state=LOST, lost_reason=gone(job_id))
-        log.warning("%s", gone(job_id))
+        d = gone(job_id)
+        self.status.update(state=LOST, lost_reason=d.cause, diagnosis=d.to_dict())
+        log.warning("%s", d.cause)
         return LOST
 
 
