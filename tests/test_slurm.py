@@ -219,3 +219,15 @@ def test_cli_flags_dry_run_and_one_line_errors(runs_dir):
     bad = lab("launch", "--gpus-per-node", "2")
     assert bad.returncode == 2 and "error: gpus-per-node: gpus_per_node is an option of a Slurm job" in bad.stderr
     assert not list(runs_dir.iterdir())
+
+
+def test_launch_without_slurm_here_is_one_message_and_a_failed_run(runs_dir, monkeypatch, tmp_path):
+    """A real launch (the watcher starts, sbatch is not on PATH): refused with what to do, recorded failed."""
+    from lab.engine import registry
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    with pytest.raises(launcher.LaunchError, match="Slurm could not be asked to take the job: sbatch is not on PATH"):
+        launcher.launch(sl(), runs_dir)
+    [rec] = registry.list_runs(runs_dir)
+    assert rec.state == "failed" and rec.diagnosis["key"] == "slurm_unavailable" and "scontrol ping" in rec.diagnosis["fix"]
+    assert (runs_dir / rec.run_id / "job.sbatch").read_text().startswith("#!/bin/bash")  # kept, to read or submit

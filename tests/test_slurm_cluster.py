@@ -143,6 +143,8 @@ def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
     rec = wait_state(run_id, runs, ("lost",), timeout_s=10)
     job = rec.slurm["job_id"]
     assert "RUNNING" in cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout  # still on the node
+    with pytest.raises(registry.RunIsLive):  # its job may still write into the folder
+        registry.delete_run(run_id, runs)
     assert launcher.stop(run_id, runs) == "stopped"
     deadline = time.monotonic() + 30
     while cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() != "CANCELLED":
@@ -183,7 +185,7 @@ def test_a_job_killed_at_its_time_limit_fails_with_the_timeout_diagnosis(runs, c
     now = time.strftime("%Y-%m-%dT%H:%M:%S")
     assert cluster.run("scontrol", "update", f"JobId={rec.slurm['job_id']}", f"EndTime={now}").returncode == 0
     rec = wait_state(run_dir.name, runs, ("failed", "succeeded", "stopped", "lost"), timeout_s=60)
-    assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT"
+    assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT", (rec.state, rec.slurm, rec.diagnosis)
     assert rec.diagnosis["key"] == "slurm_timeout" and "time limit (time 1)" in rec.diagnosis["cause"]
     assert not (run_dir / slurm.JOB_EXIT).exists()  # killed: the script never reached its end
 

@@ -211,7 +211,7 @@ def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     root = root_or_default(runs_dir)
     run_id = _new_run(normalized(config), root, None, recorded_on if config.backend == LOCAL else slurm.describe(config))
     start_supervisor(root / run_id)
-    if (d := registry.status(root / run_id).get("diagnosis") or {}).get("key") == slurm.REFUSED:  # sbatch said no
+    if (d := registry.status(root / run_id).get("diagnosis") or {}).get("key") in slurm.NOT_SUBMITTED:  # not taken
         raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
     return run_id
 

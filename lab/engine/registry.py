@@ -157,8 +157,11 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
+    from lab.engine.slurm_states import STATE_MAP  # it imports diagnose, which imports this module through logs
+
     st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
-    if rec.state == LOST and procs.alive(st.get("pid"), st.get("pid_ct")):
+    job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES  # a Slurm job, last seen
+    if rec.state == LOST and (procs.alive(st.get("pid"), st.get("pid_ct")) or job_live):
         raise RunIsLive(f"run {run_id} is lost but its training processes still run: stop it first (python -m lab stop {run_id})")
     shutil.rmtree(rec.run_dir)
 

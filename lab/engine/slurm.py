@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.config import BACKENDS, LOCAL, ConfigError, RunConfig
-from lab.engine.slurm_states import REFUSED, submit_argv  # noqa: F401  (the launcher's: one import of Slurm)
+from lab.engine.slurm_states import NOT_SUBMITTED, submit_argv  # noqa: F401  (the launcher's: one import of Slurm)
 from lab.runfolder import LOGS_DIR, REPO_ROOT, STDOUT_LOG
 
 JOB_SBATCH = "job.sbatch"    # in the run folder: the job script, readable and submittable by hand

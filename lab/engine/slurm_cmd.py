@@ -21,10 +21,15 @@ from lab.engine.slurm_states import (Job, parse_job_id, parse_sacct, parse_squeu
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0  # a busy controller answers in seconds; one that does not is down
+SUBMIT_TIMEOUT_S = 20.0  # under the launcher's 30 s wait for the watcher: a hung sbatch is reported, not killed
 
 
 class SlurmError(RuntimeError):
     """A Slurm command failed; the message says what Slurm said and what to do."""
+
+
+class SlurmUnavailable(SlurmError):
+    """Slurm could not be asked at all: its command is not on PATH, or it did not answer in time."""
 
 
 def _run(argv: list[str], cwd: Path | str | None = None, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
@@ -32,10 +37,11 @@ def _run(argv: list[str], cwd: Path | str | None = None, timeout: float = TIMEOU
         return subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
     except FileNotFoundError:
-        raise SlurmError(f"{argv[0]} is not on PATH: run the lab where Slurm's commands work (a login node), "
-                         "or install Slurm's client") from None
+        raise SlurmUnavailable(f"{argv[0]} is not on PATH: run the lab where Slurm's commands work (a login "
+                               "node), or install Slurm's client") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{argv[0]} did not answer within {timeout:.0f} s: is slurmctld up? (scontrol ping)") from None
+        raise SlurmUnavailable(f"{argv[0]} did not answer within {timeout:.0f} s: is slurmctld up? (scontrol ping)") \
+            from None
 
 
 def _said(p: subprocess.CompletedProcess) -> str:
@@ -46,8 +52,9 @@ def _said(p: subprocess.CompletedProcess) -> str:
 
 
 def submit(script: Path | str, cwd: Path | str | None = None) -> str:
-    """Submit a job script; its job id. ``SlurmError`` (sbatch's own words) when it is refused."""
-    p = _run(submit_argv(script), cwd=cwd)
+    """Submit a job script; its job id. ``SlurmError`` (sbatch's own words) when it is refused,
+    ``SlurmUnavailable`` when sbatch is missing or does not answer."""
+    p = _run(submit_argv(script), cwd=cwd, timeout=SUBMIT_TIMEOUT_S)
     if p.returncode != 0:
         raise SlurmError(_said(p))
     try:

@@ -8,7 +8,8 @@ not over yet. ``pending_note`` explains a pending reason (Resources, Priority,
 PartitionTimeLimit, QOSMaxGRESPerUser...) and says when the job will never
 start as asked; ``end_diagnosis`` is the ``Diagnosis`` of a job Slurm ended
 (TIMEOUT: ask for more time, resume from the checkpoint...); ``refused`` is
-the one of a job sbatch would not take. The argv of sbatch, squeue, sacct and
+the one of a job sbatch would not take, ``unavailable`` of one it could not be
+asked to take. The argv of sbatch, squeue, sacct and
 scancel are built here and their output read here (``parse_squeue``,
 ``parse_sacct``, ``parse_job_id``); running them is ``lab.engine.slurm_cmd``'s.
 Pure: tested by tests/test_slurm.py.
@@ -23,6 +24,8 @@ from lab.engine.diagnose import Diagnosis
 from lab.runfolder import FAILED, QUEUED, RUNNING, STARTING, STOPPED, SUCCEEDED
 
 REFUSED = "slurm_refused"  # the diagnosis key of a job sbatch refused
+UNAVAILABLE = "slurm_unavailable"  # ... of a job not submitted because Slurm could not be asked
+NOT_SUBMITTED = (REFUSED, UNAVAILABLE)
 STATE_MAP = {
     "PENDING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_HOLD": QUEUED, "REQUEUE_FED": QUEUED, "RESV_DEL_HOLD": QUEUED,
     "CONFIGURING": STARTING,
@@ -195,6 +198,13 @@ def refused(message: str) -> Diagnosis:
     return Diagnosis(REFUSED, f"Slurm refused the job: {msg}.",
                      "Ask for what the partition has (sinfo; scontrol show partition): fewer nodes, GPUs or CPUs, "
                      "less time, another partition or account.")
+
+
+def unavailable(message: str) -> Diagnosis:
+    """Slurm could not be asked to take the job (no sbatch here, no controller answering)."""
+    return Diagnosis(UNAVAILABLE, f"Slurm could not be asked to take the job: {message}",
+                     "Run the lab where Slurm's commands work (a login node) and its controller answers "
+                     "(scontrol ping), then launch again.")
 
 
 def gone(job_id: str) -> Diagnosis:

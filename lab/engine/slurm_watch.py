@@ -4,8 +4,8 @@
 launcher (``launcher.start_supervisor``) in place of ``lab.engine.supervisor``
 for a run whose backend is slurm, so the job is watched without the
 dashboard. It submits through ``lab.engine.slurm_cmd`` (a refusal is recorded
-``failed`` with sbatch's words, key ``slurm_refused``, and the launcher
-raises it), then asks Slurm every poll (``LAB_SLURM_POLL_S``, 2 s by default)
+``failed`` with sbatch's words, key ``slurm_refused``, or ``slurm_unavailable``
+when Slurm cannot be asked; the launcher raises both), then asks Slurm every poll (``LAB_SLURM_POLL_S``, 2 s by default)
 and keeps status.json's ``state`` and ``slurm`` (``job_id``, Slurm's
 ``state``, pending ``reason``, ``nodes``) up to date. A ``stop.request`` (or
 SIGTERM) is ``scancel``; the run is over once Slurm has cleaned the job up
@@ -32,13 +32,14 @@ from lab.engine import procs, slurm_cmd
 from lab.engine.config import SLURM
 from lab.engine.diagnose import diagnose, supervisor_failure
 from lab.engine.slurm import JOB_EXIT, JOB_SBATCH
-from lab.engine.slurm_states import Job, end_diagnosis, gone, job_failed, refused
+from lab.engine.slurm_states import Job, end_diagnosis, gone, job_failed, refused, unavailable
 from lab.engine.supervisor import Status
 from lab.runfolder import (FAILED, LOST, QUEUED, RUN_JSON, RUNNING, STOP_REQUEST, STOPPED, SUCCEEDED, now_iso,
                            read_json)
 
 log = logging.getLogger("lab.engine.slurm_watch")
 STOP_WAIT_S = 120.0  # after a stop, how long the job may take to end before the watcher leaves it to Slurm
+GONE_AFTER = 3  # polls in a row that do not find the job before it counts as gone (one answer may be torn)
 
 
 class _Flags:
@@ -67,8 +68,9 @@ class SlurmWatch:
         try:
             job_id = slurm_cmd.submit(self.run_dir / JOB_SBATCH, cwd=self.run_dir)
         except slurm_cmd.SlurmError as e:
-            log.error("sbatch refused the job: %s", e)
-            self.status.update(state=FAILED, ended_at=now_iso(), diagnosis=refused(str(e)).to_dict(), **self.me)
+            log.error("the job was not submitted: %s", e)
+            d = unavailable(str(e)) if isinstance(e, slurm_cmd.SlurmUnavailable) else refused(str(e))
+            self.status.update(state=FAILED, ended_at=now_iso(), diagnosis=d.to_dict(), **self.me)
             return None
         log.info("submitted job %s", job_id)
         self.status.update(state=QUEUED, slurm=Job(job_id, "PENDING").to_status(), submitted_at=now_iso(), **self.me)
@@ -79,6 +81,7 @@ class SlurmWatch:
         cancelled = False
         asked_at: float | None = None
         last: Job | None = None
+        misses = 0
         while True:
             if self._stop_asked() and not cancelled:
                 log.info("stop asked: scancel %s", job_id)
@@ -94,8 +97,12 @@ class SlurmWatch:
                 log.warning("%s", e)
                 time.sleep(self.poll_s)
                 continue
-            if job is None:
+            misses = misses + 1 if job is None else 0
+            if misses >= GONE_AFTER:
                 return self._gone(job_id, cancelled)
+            if job is None:
+                time.sleep(self.poll_s)
+                continue
             if job != last:
                 self._show(job)
                 last = job
