@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.engine import environment, launcher, ports, procs
-from lab.engine.config import ConfigError, RunConfig
+from lab.engine import commands, environment, launcher, ports, procs
+from lab.engine.config import JOB_FIELDS, LOCAL, ConfigError, RunConfig
 from lab.engine.config import problems as run_problems
 from lab.runfolder import (RUN_JSON, SCRIPT, TB_DIR, check_run_id, now_iso, root_or_default, stamp,
                            write_json_atomic)
@@ -40,7 +40,8 @@ MODULE_PREFIX = "-m "  # "-m package.module": run a module, as python -m does
 RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # What a trainer run shares with a script run; config.problems checks them for both.
-_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env")
+_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
+           "backend", *JOB_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,20 @@ class ScriptConfig:
     name: str = ""
     tags: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    backend: str = LOCAL  # slurm: the job's options below, as RunConfig's (lab.engine.slurm)
+    partition: str = ""
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0
+    time: str = ""
+    account: str = ""
+    sbatch_args: tuple[str, ...] = ()
 
     kind = SCRIPT
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d.update(kind=SCRIPT, gpus=list(self.gpus), tags=list(self.tags), args=list(self.args))
+        d.update(kind=SCRIPT, gpus=list(self.gpus), tags=list(self.tags), args=list(self.args),
+                 sbatch_args=list(self.sbatch_args))
         return d
 
     @classmethod
@@ -78,7 +87,7 @@ class ScriptConfig:
         """The inverse of ``to_dict``; unknown keys are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        for k in ("gpus", "tags", "args"):
+        for k in ("gpus", "tags", "args", "sbatch_args"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
@@ -178,7 +187,7 @@ def build_command(config: ScriptConfig, run_dir: Path, port: int | str, *, base_
     base = dict(os.environ if base_env is None else base_env)
     env = base | script_env(config, run_dir, cores, base.get("PYTHONPATH"))
     if config.mode == "ddp":
-        return launcher._torchrun(config, run_dir, port, config.node_rank) + _target(config), env  # type: ignore[arg-type]
+        return commands.torchrun(config, run_dir, port, config.node_rank) + _target(config), env  # type: ignore[arg-type]
     return [sys.executable, *_target(config)], env
 
 
@@ -198,7 +207,7 @@ def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
     if config.mode != "ddp" or config.nnodes <= 1:
         return []
     env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]  # type: ignore[arg-type]
-    return [env + launcher._torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
+    return [env + commands.torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
             for r in range(config.nnodes) if r != config.node_rank]
 
 

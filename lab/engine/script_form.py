@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.engine import request
-from lab.engine.config import MODES, ConfigError, RunConfig
+from lab.engine.config import JOB_FIELDS, MODES, ConfigError, RunConfig
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.linked import MAX_DEPTH
 from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, FormField, Preview
 from lab.engine.script import TB_ENV, ScriptConfig, build_command, normalized, other_node_commands
 from lab.runfolder import root_or_default
 
-_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint")
+_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "backend", *JOB_FIELDS)
 
 
 def _shared(name: str) -> FormField:
@@ -40,7 +40,8 @@ def _shared(name: str) -> FormField:
     return dataclasses.replace(f, key=f.key.replace("launch_", "launch_script_", 1))
 
 
-SCRIPT_FIELDS: tuple[FormField, ...] = (
+SCRIPT_FIELDS: tuple[FormField, ...] = (  # as request.FIELDS: a field's only_if names one above it
+    *(_shared(n) for n in ("backend", *JOB_FIELDS)),  # where to run: this machine, or a Slurm job
     FormField("script", "Script: a .py file, or -m package.module", "text", "launch_script_path",
               help="Your own training script, unchanged: e.g. examples/ddp_digits.py, or -m mypkg.train"),
     FormField("args", "Its arguments", "text", "launch_script_args",
