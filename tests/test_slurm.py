@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import subprocess
 import sys
 
@@ -57,7 +58,8 @@ export X='a b'
 head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 port=$({PY} -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 # one device sampler per node, beside the training (sys/node<k>/ in the run folder)
-srun --overlap --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=0 {PY} -m lab.engine.node_sampler /shared/runs/r1 --gpus auto &
+srun --overlap --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=0 --chdir={REPO_ROOT} {PY} -m lab.engine.node_sampler \
+/shared/runs/r1 --gpus auto &
 sampler=$!
 srun --nodes=2 --ntasks-per-node=1 --cpus-per-task=16 {PY} -m torch.distributed.run --nnodes 2 --nproc-per-node 4 \
 --rdzv-backend c10d --rdzv-endpoint "$head_node:$port" --rdzv-id "$SLURM_JOB_ID" --log-dir /shared/runs/r1/logs --tee 3 \
@@ -231,3 +233,59 @@ def test_launch_without_slurm_here_is_one_message_and_a_failed_run(runs_dir, mon
     [rec] = registry.list_runs(runs_dir)
     assert rec.state == "failed" and rec.diagnosis["key"] == "slurm_unavailable" and "scontrol ping" in rec.diagnosis["fix"]
     assert (runs_dir / rec.run_id / "job.sbatch").read_text().startswith("#!/bin/bash")  # kept, to read or submit
+
+
+def test_a_user_script_as_a_slurm_job_from_the_form(runs_dir):
+    """My script with "Where to run: slurm": read as the trainer's fields are, checked as a trainer run's, and
+    shown as the job script that runs the script, unchanged, in its working folder with a script's environment."""
+    from lab.engine import script, script_form
+
+    ddp_digits, work = REPO_ROOT / "examples" / "ddp_digits.py", REPO_ROOT / "examples"
+    values = {"backend": "slurm", "script": str(ddp_digits), "args": "--epochs 2 --name 'a b'", "cwd": str(work),
+              "mode": "ddp", "gpus_per_node": 2, "partition": "gpu", "extra_env": "A=1"}
+    c, errors = script_form.script_config(values, 8)  # this machine's 8 GPUs are none of the job's
+    assert errors == [] and (c.backend, c.gpus, c.nproc, c.gpus_per_node, c.partition) == ("slurm", (), 2, 2, "gpu")
+    assert script.problems(c, 8) == [] and script_form.script_config(script_form.form_values(c), 8) == (c, [])
+    shown: dict = {}
+    for f in script_form.SCRIPT_FIELDS:  # as the page reads its widgets: a disabled one gives None
+        shown[f.name] = script_form.form_values(c)[f.name] if f.enabled(shown) else None
+    assert shown["gpus"] is None and shown["node_rank"] is None and script_form.script_config(shown, 8) == (c, [])
+    p = script_form.preview(c, None, runs_dir)
+    run_dir = runs_dir / "<run-id>"
+    assert p.argv == ["sbatch", "--parsable", str(run_dir / "job.sbatch")] and p.other_nodes == [] and p.env == {}
+    assert p.preflight[0] == "Slurm job: 1 node on partition gpu, the partition's default time limit."
+    assert any(line.startswith(f"Curves: event files the script creates below {work}") for line in p.preflight)
+    assert not any("working directory" in line for line in p.preflight)  # not a node-local folder
+    lines = p.sbatch.splitlines()
+    assert f"cd {work}" in lines and "#SBATCH --gpus-per-node=2" in lines and "export A=1" in lines
+    assert f"export LAB_RUN_DIR={shlex.quote(str(run_dir))}" in lines  # what a local script run gets
+    assert not any(ln.startswith(("export CUDA_VISIBLE_DEVICES", "#SBATCH --chdir")) for ln in lines)  # Slurm's
+    step = next(ln for ln in lines if ln.startswith("srun --nodes"))
+    assert step.endswith(f"--tee 3 {ddp_digits} --epochs 2 --name 'a b'") and "--nproc-per-node 2" in step
+    assert f"--chdir={REPO_ROOT}" in next(ln for ln in lines if "lab.engine.node_sampler" in ln)  # not the script's
+    assert subprocess.run(["bash", "-n"], input=p.sbatch, text=True, capture_output=True).returncode == 0
+    assert script.build_command(c, run_dir, 0, base_env={"B": "2"}) == (p.argv, {"B": "2"})
+    assert c.world_size == 2 and dataclasses.replace(c, mode="dp").world_size == 2
+    single = dataclasses.replace(c, mode="single", nproc=1)
+    assert [(e.field, e.message[:40]) for e in script.problems(single, 8)] == [
+        ("gpus_per_node", "single mode uses one device, 2 GPUs per ")]
+    local = dataclasses.replace(c, backend="local")
+    assert {e.field for e in script.problems(local, 8)} == {"partition", "gpus_per_node"}  # a Slurm job's options
+    assert "give a working directory every node sees" in slurm.workdir_local("/tmp/mine")
+
+
+def test_launch_script_backend_slurm_on_the_command_line(runs_dir):
+    def lab(*args):
+        return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=60)
+    out = lab("launch", "--script", "examples/ddp_digits.py", "--backend", "slurm", "--mode", "ddp", "--time", "30",
+              "--dry-run", "--", "--epochs", "1")
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --time=30" in out.stdout and f"\ncd {REPO_ROOT / 'examples'}\n" in out.stdout  # the script's folder
+    assert out.stdout.rstrip().endswith("--parsable " + shlex.quote(str(runs_dir / "<run-id>" / "job.sbatch")))
+    bad = lab("launch", "--script", "examples/ddp_digits.py", "--backend", "slurm", "--sbatch-arg=--chdir=/x")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "error: sbatch-arg: --chdir is written by the lab: the lab sets it (the run folder depends on it): leave it out")
+    bad = lab("launch", "--script", "examples/ddp_digits.py", "--time", "30")
+    assert bad.returncode == 2 and "error: time: time is an option of a Slurm job: add backend slurm" in bad.stderr
+    assert not list(runs_dir.iterdir())

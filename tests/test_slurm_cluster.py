@@ -1,7 +1,8 @@
 """Slurm runs on a real one-node cluster (tests/slurm_cluster.py): lab/engine/slurm_watch.py, slurm_cmd.py and
 the launcher's Slurm path, end to end.
 
-A 2-process DDP run of the trainer and one of a user's script succeed with their events read back; a run
+A 2-process DDP run of the trainer and one of a user's script (``python -m lab launch --script ... --backend
+slurm``, its curves linked from its working folder) succeed with their events read back; a run
 stopped from the Live page ends stopped with nothing left on the node; a job that asks for more than the
 partition allows waits with Slurm's reason (or is refused with sbatch's words), never silently; a job killed
 at its time limit fails with the TIMEOUT diagnosis; a job Slurm forgot without an end is lost. Runs are tiny
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning
 
 pytestmark = pytest.mark.slurm
+PRINTED = re.compile(r"^(?:\[default0\]:)?epoch \d+ step (\d+) loss ([0-9.]+)", re.M)  # ddp_digits.py's lines
 TINY = dict(max_steps=3, image_size=8, batch_size=32, log_every=1, checkpoint="none",
             extra_env={"OMP_NUM_THREADS": "1"})
 
@@ -92,21 +97,40 @@ def test_ddp_trainer_run_succeeds_with_events_and_per_rank_logs(runs):
     assert status["backend"] == "slurm" and set(status["slurm"]) == {"job_id", "state", "reason", "nodes"}
 
 
-def test_user_script_run_succeeds(runs):
-    """A user's own script (examples/ddp_digits.py) through ``slurm.script_sbatch`` and the same watcher."""
-    cfg = slurm_cfg(mode="ddp", nproc=2)
-    run_dir = runs / "script-run"
-    run_dir.mkdir()
-    write_json_atomic(run_dir / RUN_JSON, {"run_id": run_dir.name, "config": cfg.to_dict(), "created_at": None})
-    argv = [str(REPO_ROOT / "examples" / "ddp_digits.py"), "--epochs", "1", "--max-steps", "3", "--log-every", "1"]
-    (run_dir / slurm.JOB_SBATCH).write_text(slurm.script_sbatch(cfg, run_dir, argv))
-    launcher.start_supervisor(run_dir)
-    rec = wait_state(run_dir.name, runs, ("succeeded", "failed", "stopped", "lost"))
-    assert rec.state == "succeeded", (rec.diagnosis, logs.tail(run_dir, 30))
-    assert rec.slurm["job_id"].isdigit()
-    events = [d for d in (run_dir / "runs").iterdir()]  # SummaryWriter's default folder, below the job's cwd
-    assert len(events) == 1
-    assert list(scalars(str(events[0]))["train/loss"].step)
+def lab(runs: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m lab ...`` as a user types it, on the test cluster (SLURM_CONF is in os.environ)."""
+    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=dict(os.environ, LAB_RUNS_DIR=str(runs)),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs, tmp_path):
+    """``launch --script examples/ddp_digits.py --backend slurm``: the job runs the user's script, unchanged, in
+    its working folder under torchrun; the watcher links the folder its plain ``SummaryWriter()`` chose there
+    (``events_dirs``, as the local supervisor does), and the loss read back from it is the loss it printed."""
+    work = tmp_path / "work"
+    work.mkdir()
+    out = lab(runs, "launch", "--json", "--script", str(REPO_ROOT / "examples" / "ddp_digits.py"), "--backend", "slurm",
+              "--mode", "ddp", "--nproc", "2", "--cpus-per-task", "2", "--cwd", str(work), "--env", "OMP_NUM_THREADS=1",
+              "--", "--epochs", "1", "--max-steps", "3", "--log-every", "1")
+    assert out.returncode == 0, out.stderr
+    launched = json.loads(out.stdout)
+    assert launched["kind"] == "script"
+    rec = wait_state(launched["run_id"], runs, ("succeeded", "failed", "stopped", "lost"))
+    assert rec.state == "succeeded", (rec.diagnosis, logs.tail(rec.run_dir, 30))
+    run_dir = Path(rec.run_dir)
+    job = (run_dir / slurm.JOB_SBATCH).read_text().splitlines()
+    assert f"cd {work}" in job  # the script's own folder, not the repository
+    assert f"export LAB_RUN_DIR={run_dir}" in job  # the environment of a local script run
+    assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"
+    status = json.loads(lab(runs, "status", rec.run_id, "--json").stdout)  # what a user reads
+    assert (status["backend"], status["kind"], status["slurm"]["state"]) == ("slurm", "script", "COMPLETED")
+    [linked] = status["events_dirs"]
+    assert Path(linked).parent == work / "runs"  # SummaryWriter's default, below the job's working folder
+    printed = [(int(m.group(1)), float(m.group(2))) for m in PRINTED.finditer((run_dir / "stdout.log").read_text())]
+    loss = scalars(linked)["train/loss"]
+    assert [s for s, _ in printed] == list(loss.step) == [1, 2, 3]
+    assert [v for _, v in printed] == pytest.approx(list(loss.value), abs=1e-6)  # the script's own curve
+    assert logs.ranks(rec.run_dir) == [0, 1]  # torchrun's per-rank logs in the run folder, as for a local run
 
 
 def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):

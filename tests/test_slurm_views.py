@@ -1,5 +1,5 @@
 """A Slurm run on the pages, without a cluster: lab/views/nodes.py (the job in words, charts per node), the
-Launch page with "Where to run: slurm" (its fields, the job script shown) and the Live page of a Slurm run
+Launch page with "Where to run: slurm" (its fields, the job script shown; for the trainer and for My script) and the Live page of a Slurm run
 folder (its job, why it waits, each node's samples, written by the real node sampler)."""
 from __future__ import annotations
 
@@ -80,6 +80,32 @@ def test_launch_page_with_slurm_shows_its_fields_and_the_job_script(runs_dir):
     assert "**The command that submits it**" in text
     at.text_area(key="launch_sbatch_args").set_value("--nodes=2").run()
     assert any("--nodes is written by the lab: use nnodes instead" in e.value for e in at.error)
+    assert not list(runs_dir.iterdir())
+
+
+def test_my_script_with_slurm_shows_the_job_script_that_runs_it_in_its_folder(runs_dir):
+    at = _app("pages/1_Launch.py")
+    at.radio(key="launch_kind").set_value("script").run()
+    assert at.text_input(key="launch_script_partition").disabled  # local first, as the trainer's form
+    at.radio(key="launch_script_backend").set_value("slurm").run()
+    script, work = REPO_ROOT / "examples" / "ddp_digits.py", REPO_ROOT / "examples"
+    at.text_input(key="launch_script_path").set_value(str(script))
+    at.text_input(key="launch_script_args").set_value("--epochs 2")
+    at.text_input(key="launch_script_cwd").set_value(str(work))
+    at.radio(key="launch_script_mode").set_value("ddp")
+    at.number_input(key="launch_script_gpus_per_node").set_value(2)
+    at.text_input(key="launch_script_time").set_value("30").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.text_input(key="launch_script_endpoint").disabled  # Slurm starts every node itself
+    job, submit = at.code[0].value, at.code[1].value
+    assert f"\ncd {work}\n" in job and "#SBATCH --gpus-per-node=2" in job and "#SBATCH --time=30" in job
+    assert "--nproc-per-node 2 --rdzv-backend c10d" in job and job.rstrip().endswith('exit "$rc"')
+    assert f"--tee 3 {script} --epochs 2" in job and "sbatch \\\n  --parsable" in submit
+    text = "\n".join(m.value for m in at.markdown)
+    assert md_escape("Slurm job: 1 node on the cluster's default partition, time limit 30.") in text
+    assert "**The command that submits it**" in text
+    at.text_input(key="launch_script_time").set_value("2 hours").run()
+    assert any("is not a Slurm time limit" in e.value for e in at.error)
     assert not list(runs_dir.iterdir())
 
 

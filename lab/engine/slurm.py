@@ -45,13 +45,26 @@ _OWN = {"--nodes": "nnodes", "-N": "nnodes", "--partition": "partition", "-p": "
 _FREE_PORT = 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'  # no single quote
 
 
-def node_local(path: Path | str) -> str | None:
-    """A warning when ``path`` is on a node-local filesystem this module can recognise, else None."""
+def _local_root(path: Path | str) -> tuple[Path, str] | None:
     p = Path(path).expanduser().resolve()
-    for root in NODE_LOCAL:
-        if p == Path(root) or Path(root) in p.parents:
-            return (f"the runs folder {p} is under {root}, which each node keeps to itself: the job's nodes "
-                    "cannot write the run there; set LAB_RUNS_DIR to a folder every node sees (a shared filesystem)")
+    return next(((p, root) for root in NODE_LOCAL if p == Path(root) or Path(root) in p.parents), None)
+
+
+def node_local(path: Path | str) -> str | None:
+    """A warning when the runs folder ``path`` is on a node-local filesystem this module can recognise, else None."""
+    found = _local_root(path)
+    if found:
+        return (f"the runs folder {found[0]} is under {found[1]}, which each node keeps to itself: the job's nodes "
+                "cannot write the run there; set LAB_RUNS_DIR to a folder every node sees (a shared filesystem)")
+    return None
+
+
+def workdir_local(path: Path | str) -> str | None:
+    """The same warning for a script's working directory: the job runs the script there, on its nodes."""
+    found = _local_root(path)
+    if found:
+        return (f"the working directory {found[0]} is under {found[1]}, which each node keeps to itself: the job "
+                "runs there only where its node is this machine; give a working directory every node sees")
     return None
 
 
@@ -151,7 +164,7 @@ def build_sbatch(config: RunConfig, run_dir: Path | str, program: list[str] | No
     env = environment.run_env(c, run_dir) if env is None else env
     q = shlex.quote
     sampler = shlex.join(["srun", "--overlap", f"--nodes={c.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-                          python, "-m", "lab.engine.node_sampler", str(run_dir),
+                          f"--chdir={REPO_ROOT}", python, "-m", "lab.engine.node_sampler", str(run_dir),
                           "--gpus", "auto" if c.gpus_per_node else "none"])
     exit_file = run_dir / JOB_EXIT
     return "\n".join([

@@ -16,7 +16,11 @@ failed with the logs' diagnosis, TIMEOUT and the other ends Slurm causes
 failed with theirs (``lab.engine.slurm_states``). A job Slurm forgot is read
 from the job's own ``job_exit.json``; without one the run is recorded
 ``lost``. Like the local supervisor it is status.json's only writer for its
-run. Tested by tests/test_slurm_cluster.py.
+run; it records ``kind`` and ``events_dirs`` as the local supervisor does
+(``lab.engine.linked``: a user's script's event folders below its working
+directory, scanned every poll and once at the end; the job's processes run
+on the nodes, so any event file created there after the submission counts).
+Tested by tests/test_slurm_cluster.py.
 """
 from __future__ import annotations
 
@@ -31,11 +35,11 @@ from pathlib import Path
 from lab.engine import procs, slurm_cmd
 from lab.engine.config import SLURM
 from lab.engine.diagnose import diagnose, supervisor_failure
-from lab.engine.slurm import JOB_EXIT, JOB_SBATCH
+from lab.engine.linked import EventLinker
 from lab.engine.slurm_states import Job, end_diagnosis, gone, job_failed, refused, unavailable
 from lab.engine.supervisor import Status
-from lab.runfolder import (FAILED, LOST, QUEUED, RUN_JSON, RUNNING, STOP_REQUEST, STOPPED, SUCCEEDED, now_iso,
-                           read_json)
+from lab.runfolder import (FAILED, JOB_EXIT, JOB_SBATCH, LOST, QUEUED, RUN_JSON, RUNNING, STOP_REQUEST, STOPPED,
+                           SUCCEEDED, now_iso, read_json)
 
 log = logging.getLogger("lab.engine.slurm_watch")
 STOP_WAIT_S = 120.0  # after a stop, how long the job may take to end before the watcher leaves it to Slurm
@@ -52,10 +56,14 @@ class SlurmWatch:
     def __init__(self, run_dir: Path, poll_s: float) -> None:
         self.run_dir = run_dir
         self.poll_s = poll_s
-        self.config = (read_json(run_dir / RUN_JSON) or {}).get("config") or {}
+        run = read_json(run_dir / RUN_JSON) or {}
+        self.config = run.get("config") or {}
         self.status = Status(run_dir)
+        # events_dirs as the local supervisor links them; the job's pids are the nodes', so none filter
+        self.linker = EventLinker(run, run_dir)
         me = os.getpid()
-        self.me = dict(supervisor_pid=me, supervisor_ct=procs.create_time(me), backend=SLURM)
+        self.me = dict(supervisor_pid=me, supervisor_ct=procs.create_time(me), backend=SLURM,
+                       kind=self.linker.kind, events_dirs=self.linker.dirs)
 
     def _stop_asked(self) -> bool:
         return _Flags.stop or (self.run_dir / STOP_REQUEST).exists()
@@ -106,6 +114,8 @@ class SlurmWatch:
             if job != last:
                 self._show(job)
                 last = job
+            if self.linker.scan():
+                self.status.update(events_dirs=self.linker.dirs)
             if job.over:
                 return self._finish(job)
             time.sleep(self.poll_s)
@@ -133,8 +143,9 @@ class SlurmWatch:
         if state == FAILED:
             diag = end_diagnosis(job, str(self.config.get("time") or "")) or diagnose(self.run_dir, rc) \
                 or job_failed(job)
+        self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
         self.status.update(state=state, exit_code=rc, ended_at=now_iso(), stopping=False, slurm=job.to_status(),
-                           diagnosis=diag.to_dict() if diag else None)
+                           diagnosis=diag.to_dict() if diag else None, events_dirs=self.linker.dirs)
         log.info("job %s: %s -> %s (exit %s)", job.job_id, job.state, state, rc)
         return state
 
@@ -145,7 +156,8 @@ class SlurmWatch:
             rc = recorded.get("exit_code")
             return self._finish(Job(job_id, "COMPLETED" if rc == 0 else "FAILED", "", "", rc))
         if cancelled:
-            self.status.update(state=STOPPED, ended_at=now_iso(), stopping=False)
+            self.linker.scan(force=True)
+            self.status.update(state=STOPPED, ended_at=now_iso(), stopping=False, events_dirs=self.linker.dirs)
             return STOPPED
         d = gone(job_id)
         self.status.update(state=LOST, lost_reason=d.cause, diagnosis=d.to_dict())
