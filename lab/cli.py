@@ -58,6 +58,8 @@ def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int
         return 0
     for line in p.preflight:
         print(f"# {line}")
+    if p.sbatch:  # a Slurm run: the job script, then the command that submits it
+        print(f"# {p.argv[-1]}:\n{p.sbatch}", end="")
     print(shell_line(p.argv, p.env, cwd=p.cwd))
     for i, other in enumerate(p.other_nodes, start=1):
         print(f"# on node {i} (same repository; the command sets the GPU environment):")
@@ -113,6 +115,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 def _status_line(r) -> str:
     d = r.diagnosis or {}
     why = f"  {d.get('cause')}" if d.get("cause") else ""
+    if r.slurm and not why:  # a Slurm run: its job, Slurm's state and why it waits
+        s = r.slurm
+        why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (f" ({s['reason']})" if s.get("reason") else "")
     prog = r.progress or {}
     step = f" step {prog.get('step')}/{prog.get('total_steps')}" if prog.get("step") is not None else ""
     return f"{r.run_id:48} {r.state:10} {r.mode or '-':6}{step}{why}"

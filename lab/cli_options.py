@@ -11,13 +11,13 @@ import argparse
 import dataclasses
 from typing import Any
 
-from lab.engine.config import CHECKPOINTS, MODES, RunConfig
+from lab.engine.config import BACKENDS, CHECKPOINTS, MODES, RunConfig
 
 
 # How the command line differs from RunConfig's field names and defaults; the
 # other fields are the trainer's options, with RunConfig's defaults.
-FLAG = {"tags": "tag", "extra_env": "env"}  # repeatable: one tag, one KEY=VALUE each
-CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS}
+FLAG = {"tags": "tag", "extra_env": "env", "sbatch_args": "sbatch_arg"}  # repeatable: one tag, KEY=VALUE, option each
+CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS, "backend": BACKENDS}
 HELP = {
     "gpus": "physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for single)",
     "nproc": "ddp: processes per node (default: one per GPU, 2 on the CPU)",
@@ -29,6 +29,13 @@ HELP = {
     "tags": "a tag (repeatable)",
     "extra_env": "extra environment, KEY=VALUE (repeatable)",
     "profile_steps": "A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. 20:25); off by default",
+    "backend": "where to run: local (this machine) or slurm (a job on a Slurm cluster, with the options below)",
+    "partition": "slurm: the partition (default: the cluster's)",
+    "gpus_per_node": "slurm: GPUs per node (ddp: one process each)",
+    "cpus_per_task": "slurm: CPUs per node for the task (default: Slurm's)",
+    "time": "slurm: the time limit, e.g. 30 or 2:00:00 (default: the partition's)",
+    "account": "slurm: the account to charge",
+    "sbatch_args": "slurm: one more #SBATCH option, written --sbatch-arg=--qos=high (repeatable)",
 }
 
 
@@ -39,7 +46,7 @@ def add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
             continue
         flag = "--" + FLAG.get(f.name, f.name).replace("_", "-")
         kw: dict[str, Any] = dict(dest=f.name, help=HELP.get(f.name))
-        if f.name in ("tags", "extra_env"):
+        if f.name in FLAG:
             p.add_argument(flag, action="append", default=[], metavar=FLAG[f.name].upper(), **kw)
         elif f.name in ("gpus", "nproc"):  # None: the mode's default, chosen by request.run_config
             p.add_argument(flag, type=int if f.name == "nproc" else str, **kw)

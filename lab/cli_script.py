@@ -6,10 +6,11 @@ with them: ``--script PATH`` (or ``--module NAME`` for ``python -m NAME``),
 first ``--`` handed to the script untouched (``split_script_args`` cuts them
 off before argparse sees them, so the script's own options never clash with
 ours). The shared options (``--mode``, ``--gpus``, ``--nproc``, nodes,
-``--name``, ``--tag``, ``--env``) mean what they mean for the trainer; one of
+``--name``, ``--tag``, ``--env``, ``--backend`` and the Slurm job's options)
+mean what they mean for the trainer; one of
 the trainer's own options given with ``--script`` is refused with one line
 saying the script's options go after ``--``. ``launch --script --dry-run``
-prints what the Launch page shows. Reading the values is
+prints what the Launch page shows (a Slurm run's job script too). Reading the values is
 ``lab.engine.script_form.script_config``, launching ``lab.engine.script.launch``.
 Tested by tests/test_script_runs.py and tests/test_script_config.py.
 """
@@ -20,15 +21,17 @@ import dataclasses
 import json
 from typing import Any, Sequence
 
-from lab.engine.config import RunConfig
+from lab.engine.config import JOB_FIELDS, RunConfig
 
-# RunConfig's fields a script run shares; the others are the trainer's own options.
-SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env")
+# RunConfig's fields a script run shares (where it runs too); the others are the trainer's own options.
+SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
+          "backend", *JOB_FIELDS)
 EPILOG = """a script of your own (instead of the lab's trainer):
   python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR] [--json] -- ARGS...
   everything after -- is handed to the script as it is; single runs `python train.py ARGS` with one device
   visible, dp with every chosen GPU visible (the script wraps its own nn.DataParallel), ddp under torchrun.
-  Event files the script creates below --cwd after the launch are linked to the run (status --json: events_dirs)."""
+  Event files the script creates below --cwd after the launch are linked to the run (status --json: events_dirs).
+  --backend slurm (with --partition, --gpus-per-node, --time ...) runs it as a Slurm job in --cwd instead."""
 
 
 class ScriptUsageError(Exception):
@@ -98,6 +101,8 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
             print(json.dumps(dataclasses.asdict(p), indent=1))
             return 0
         print("\n".join(f"# {line}" for line in p.preflight))
+        if p.sbatch:  # a Slurm run: the job script, then the command that submits it
+            print(f"# {p.argv[-1]}:\n{p.sbatch}", end="")
         print(shell_line(p.argv, p.env, cwd=p.cwd))
         for i, other in enumerate(p.other_nodes, start=1):
             print(f"# on node {i} (same script, same environment):\n{shell_line(other, cwd=p.cwd)}")

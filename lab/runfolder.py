@@ -39,6 +39,8 @@ CHECKPOINTS_DIR = "checkpoints"
 PROFILE_DIR = "profile"          # trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
 BREAKDOWN_JSON = f"{PROFILE_DIR}/breakdown.json"
 SWEEPS_DIR = ".sweeps"           # in the runs root: <sweep_id>.json and .log
+JOB_SBATCH = "job.sbatch"        # launcher, a Slurm run: the job script, readable and submittable by hand
+JOB_EXIT = "job_exit.json"       # a Slurm job script's last lines: {"exit_code", "ended_at"} (none if killed)
 
 # ---- run states ------------------------------------------------------------
 QUEUED, STARTING, RUNNING = "queued", "starting", "running"

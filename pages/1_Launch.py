@@ -1,10 +1,12 @@
 """Launch: the lab's trainer or "My script" (a user's own script, unchanged),
 a form for every field of the run, the pre-flight check in plain words, the
 exact command and environment that will run (copyable, and one per other
-node), then the launch itself. A refused config shows its message next to
-the field and starts nothing; a server that listens beyond this machine
-launches nothing unless LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.access``).
-Layout only: the form's fields are ``lab.engine.request.FIELDS`` (a script's
+node), then the launch itself; or, with "Where to run: slurm", the Slurm
+job's options and the job script that will be submitted. A refused config
+shows its message next to the field and starts nothing; a server that
+listens beyond this machine launches nothing unless
+LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.access``). Layout only: the form's
+fields are ``lab.engine.request.FIELDS`` (a script's
 ``lab.engine.script_form.SCRIPT_FIELDS``), reading them is
 ``request.run_config`` (``script_form.script_config``), what is shown before a
 launch is ``request.preview`` (``script_form.preview``), the checks are
@@ -29,6 +31,9 @@ st.title("Launch a run")
 # Where each field sits: sections (an expander title, or None), rows of
 # columns, a column one field or several stacked.
 LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    (None, [["backend"]]),
+    ("Slurm job (where to run: slurm)", [["partition", "gpus_per_node", "cpus_per_task"], ["time", "account"],
+                                         ["sbatch_args"]]),
     (None, [["mode"], ["gpus"], ["nproc"], ["model", ("dataset", request.FOLDER)],
             ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags", "profile_steps"]]),
     ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
@@ -36,6 +41,7 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    *LAYOUT[:2],  # where to run, and the Slurm job's options
     (None, [["script"], ["args"], ["cwd"], ["mode"], ["gpus"], ["nproc"], ["events_dir", "total_steps"],
             ["name", "tags"]]),
     ("More options", [["extra_env"]]),
@@ -88,12 +94,18 @@ def widget(f: request.FormField) -> Any:
     on = f.enabled(values)
     kw: dict[str, Any] = dict(key=f.key, help=f.help or None)
     if f.kind == "gpus":
+        if not on:  # a Slurm job: its GPUs are the nodes', asked for as GPUs per node
+            st.caption("GPUs: the Slurm job's, set as GPUs per node above.")
+            return None
         return gpu_boxes(f)
-    if f.name == "nproc" and values["mode"] == "ddp" and values["gpus"]:
-        st.caption(f"DDP: {request.default_nproc('ddp', values['gpus'])} process(es), one per chosen GPU.")
-        return None  # one process per chosen GPU: nothing to choose
+    per_node = values.get("gpus") or range(values.get("gpus_per_node") or 0)
+    if f.name == "nproc" and values["mode"] == "ddp" and per_node:
+        st.caption(f"DDP: {len(per_node)} process(es) per node, one per GPU.")
+        return None  # one process per GPU: nothing to choose
     if f.kind in ("radio", "select"):
         draw = st.radio if f.kind == "radio" else st.selectbox
+        if f.kind == "radio":
+            kw["horizontal"] = f.name == "backend"
         options = f.choices()
         return draw(f.label, options, index=options.index(start[f.name]), format_func=f.shown,
                     disabled=not on, **kw)
@@ -157,7 +169,12 @@ with right:
             st.stop()
         st.markdown("**Pre-flight**")
         st.markdown("\n".join(f"- {ui_text.md_escape(line)}" for line in shown.preflight))
-        st.markdown(f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free at launch)")
+        if shown.sbatch:  # a Slurm run: the job script, then the command that submits it
+            st.markdown("**The job script** (written to the run folder as `job.sbatch`)")
+            st.code(shown.sbatch, language="bash")
+            st.markdown("**The command that submits it**")
+        else:
+            st.markdown(f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free at launch)")
         st.code(ui_text.shell_line(shown.argv, shown.env, cwd=shown.cwd), language="bash")
         for i, other in enumerate(shown.other_nodes, start=1):
             st.markdown(f"**On node {i}** (same repository; the command sets the GPU environment)")

@@ -2,20 +2,23 @@
 per-device utilisation and memory over time, loss and accuracy curves, the
 log tail (per rank for DDP), each rank's profiler trace once written (a run
 launched with Profile steps), a Stop button, on failure the diagnosis, and a
-"busy machine" warning when other processes shared the machine (``lab.views.noise``).
+"busy machine" warning when other processes shared the machine (``lab.views.noise``);
+for a Slurm run also its job (state, nodes, why it waits) and each node's
+device samples.
 The live part refreshes every 2 s inside a fragment, reading the run's event
 files incrementally through the shared cached reader (``ui.shared``). A
 user's script run reads the folders of event files linked to it too, draws
 every tag it logs, and takes its progress from those events. Layout only:
 see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``,
-``lab.views.script_run`` and ``lab.views.anatomy`` (the traces).
+``lab.views.script_run``, ``lab.views.anatomy`` (the traces) and
+``lab.views.nodes`` (a Slurm job's nodes).
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import anatomy, live, noise, progress, run_charts, runscalars, script_run, text as ui_text
+from lab.views import anatomy, live, nodes, noise, progress, run_charts, runscalars, script_run, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -82,6 +85,8 @@ def _header(rec, scalars) -> None:
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == paths.RUNNING else "–")
     st.progress(p.fraction or 0.0, text=p.label)
+    for line in nodes.job_lines(rec):  # a Slurm run: its job, and why it waits
+        st.caption(ui_text.md_escape(line))
     note = live.fallback_note(rec)
     if note:
         st.warning(note)
@@ -123,6 +128,9 @@ def _charts(rec, scalars) -> None:
     chart_grid(train_specs + sys_specs, "live_chart")
     if sys_note:
         st.caption(sys_note)
+    for label, specs in nodes.node_charts(sysd):  # a Slurm run: each node's own sampler
+        st.markdown(f"**Devices of {label}**")
+        chart_grid(specs, f"live_{label.replace(' ', '')}")
 
 
 def _traces(rec) -> None:
@@ -172,7 +180,9 @@ def live_view(run_id: str, started_active: bool) -> None:
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
-    if st.button("Stop", type="secondary", key="live_stop", help="SIGTERM to the run's processes, SIGKILL after 5 s"):
+    stop_help = "scancel of the Slurm job" if record.backend == "slurm" else \
+        "SIGTERM to the run's processes, SIGKILL after 5 s"
+    if st.button("Stop", type="secondary", key="live_stop", help=stop_help):
         from lab.engine.launcher import stop
 
         try:

@@ -4,7 +4,9 @@
 # nothing installed by hand on the machine can make it pass. Chromium
 # (Debian's package) is needed by the e2e tests; it is installed with apt-get
 # when we are root and it is missing. Elsewhere the e2e tests are skipped
-# with a reason, except under CI where a missing browser is an error.
+# with a reason, except under CI where a missing browser is an error. The
+# same holds for Slurm (Debian's slurm-wlm and munge), which the slurm tests
+# bring up as a private one-node cluster in a temp folder.
 # Run without arguments, it then runs a second pass in the fake-GPU mode
 # (tests/conftest.py): NVML fakes 4 GPUs in every process, torch keeps no
 # CUDA, as a CPU test meets a GPU box; the tests that once broke there, and
@@ -17,6 +19,14 @@ if [ ! -x /usr/bin/chromium ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   elif [ "${CI:-}" = "true" ]; then
     echo "CI needs /usr/bin/chromium for the e2e tests: run as root or install Debian's chromium" >&2
+    exit 1
+  fi
+fi
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+  elif [ "${CI:-}" = "true" ]; then
+    echo "CI needs Slurm for the slurm tests: run as root or install Debian's slurm-wlm and munge" >&2
     exit 1
   fi
 fi

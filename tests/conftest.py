@@ -1,4 +1,4 @@
-"""Shared fixtures, the rules for the ``gpu`` and ``e2e`` markers, and the fake-GPU test mode.
+"""Shared fixtures, the rules for the ``gpu``, ``e2e`` and ``slurm`` markers, and the fake-GPU test mode.
 
 Fake-GPU mode (``LAB_TEST_FAKE_GPUS=4 pytest ...``, scripts/test.sh's second
 pass): every process of the run, this one and the supervisors and CLIs the
@@ -57,11 +57,18 @@ def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason=why or "")
     chromium = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
     skip_e2e = pytest.mark.skip(reason=f"needs Debian's chromium at {chromium}; run scripts/test.sh as root to install it")
+    # Slurm: skipped with the reason where it is missing, except under CI, where the tests then fail on it
+    no_slurm = next((f"needs {exe}: run scripts/test.sh as root to install slurm-wlm and munge" for exe in
+                     ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(exe)), None) or (
+        "needs root: the private test cluster's slurmd starts jobs as their user" if os.geteuid() != 0 else None)
+    skip_slurm = pytest.mark.skip(reason=no_slurm or "")
     for item in items:
         if "gpu" in item.keywords and why:
             item.add_marker(skip_gpu)
         if "e2e" in item.keywords and not shutil.which(chromium):
             item.add_marker(skip_e2e)
+        if "slurm" in item.keywords and no_slurm and os.environ.get("CI") != "true":
+            item.add_marker(skip_slurm)
 
 
 def _worktree_state() -> str | None:

@@ -5,7 +5,8 @@
    ``lab/engine/devices.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
    (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``; event files are
+   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``, and Slurm's
+   commands only by its gateway ``lab/engine/slurm_cmd.py``; event files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    supervisor's sampler writing them aside.
 3. No module over 300 lines and no function over 60 in ``lab/``,
@@ -80,7 +81,8 @@ def test_psutil_only_in_the_process_module_and_the_trainers_metrics():
 
 def test_processes_started_only_by_launcher_and_supervisor():
     starters = {rel(f) for f in py_files(*CODE) if process_starters(f)}
-    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py"}
+    # slurm_cmd.py: the gateway to Slurm, one module per outside system (sbatch, squeue, sacct, scancel only)
+    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py", "lab/engine/slurm_cmd.py"}
 
 
 def test_event_files_parsed_only_under_lab_events():

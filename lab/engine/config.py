@@ -4,11 +4,14 @@ This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
 starts (the model's name and image size through ``lab.engine.models``).
 ``problems`` returns all ``ConfigError(field, message)`` at once, each
-message naming the fix; ``validate`` raises the first. It also builds the
-the configs of a "Compare modes" sweep are made in ``lab.engine.sweeps``.
-Nothing here starts a process or touches NVML: the GPUs are an argument,
-either a count or the physical indices NVML could read
-(``devices.usable_indices``), which need not be contiguous where a GPU
+message naming the fix; ``validate`` raises the first. The trainer's own
+options (numbers, data set, profile window) are checked in
+``lab.engine.trainer_options``; the configs of a "Compare modes" sweep are
+made in ``lab.engine.sweeps``. Where a run goes (``backend``: this machine,
+or a Slurm cluster with the options of ``lab.engine.slurm``, which checks
+them) is part of the config. Nothing here starts a process or touches NVML:
+the GPUs are an argument, either a count or the physical indices NVML could
+read (``devices.usable_indices``), which need not be contiguous where a GPU
 refuses to be opened.
 Tested by tests/test_engine_config.py.
 """
@@ -20,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
 
-from lab.engine import models
-from lab.runfolder import DIGITS
+from lab.engine import models, trainer_options
+from lab.engine.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER  # noqa: F401  (re-exported)
 
 MODES = ("single", "dp", "ddp")
-CHECKPOINTS = ("last", "none")
-DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
-IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
+LOCAL, SLURM = "local", "slurm"
+BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
+JOB_FIELDS = ("partition", "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args")  # a Slurm job's
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -81,11 +84,19 @@ class RunConfig:
     checkpoint: str = "last"
     grad_norm_warn: float = 0.0
     profile_steps: str = ""  # "A:B": the trainer's --profile-steps (steps A..B-1); empty = off
+    backend: str = LOCAL  # slurm: the fields below are the job's (lab.engine.slurm), nnodes its node count
+    partition: str = ""
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0  # 0: Slurm's default
+    time: str = ""  # the job's time limit as sbatch reads it (e.g. 30, 2:00:00); empty: the partition's
+    account: str = ""
+    sbatch_args: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["gpus"] = list(self.gpus)
         d["tags"] = list(self.tags)
+        d["sbatch_args"] = list(self.sbatch_args)
         return d
 
     @classmethod
@@ -93,10 +104,9 @@ class RunConfig:
         """The inverse of ``to_dict``; unknown keys are ignored (older/newer run.json)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        if "gpus" in kw:
-            kw["gpus"] = tuple(kw["gpus"])
-        if "tags" in kw:
-            kw["tags"] = tuple(kw["tags"])
+        for name in ("gpus", "tags", "sbatch_args"):
+            if name in kw:
+                kw[name] = tuple(kw[name])
         if "extra_env" in kw:
             kw["extra_env"] = dict(kw["extra_env"] or {})
         return cls(**kw)
@@ -111,9 +121,8 @@ class RunConfig:
         """How many ways the global batch is split."""
         if self.mode == "ddp":
             return self.nproc * self.nnodes
-        if self.mode == "dp" and len(self.gpus) >= 2:
-            return len(self.gpus)
-        return 1
+        node_gpus = self.gpus_per_node if self.backend == SLURM else len(self.gpus)
+        return node_gpus if self.mode == "dp" and node_gpus >= 2 else 1
 
 
 def _split_unit(config: RunConfig) -> str:
@@ -133,22 +142,6 @@ def _batch_problem(config: RunConfig) -> ConfigError | None:
     return ConfigError("batch_size", f"batch {b} does not split over {world} {_split_unit(config)}: {fix}")
 
 
-def _dataset_problem(spec: str) -> ConfigError | None:
-    if spec in DATASETS:
-        if spec == "digits" and not DIGITS.is_dir():
-            return ConfigError("dataset", f"the digits sample set is missing at {DIGITS}: restore sample_data/ or use 'synthetic'")
-        return None
-    if spec.startswith(f"{IMAGEFOLDER}:"):
-        raw = spec.split(":", 1)[1].strip()
-        if not raw:  # Path("") is ".", which would quietly mean the current folder
-            return ConfigError("dataset", "no image folder given: give an existing folder as imagefolder:PATH")
-        path = Path(raw).expanduser()
-        if not path.is_dir():
-            return ConfigError("dataset", f"image folder {str(path)!r} does not exist: give an existing folder as imagefolder:PATH")
-        return None
-    return ConfigError("dataset", f"unknown dataset {spec!r}: use digits, synthetic or imagefolder:PATH")
-
-
 def _no_such_gpu(g: int, have: tuple[int, ...]) -> ConfigError:
     if not have:
         return ConfigError("gpus", f"GPU {g} does not exist: this machine has no GPUs: leave gpus empty to run on the CPU")
@@ -163,7 +156,7 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
     have = usable(gpus)
     if len(set(c.gpus)) != len(c.gpus):
         out.append(ConfigError("gpus", f"GPU list {list(c.gpus)} repeats a GPU: name each GPU once"))
-    for g in c.gpus:
+    for g in c.gpus if c.backend != SLURM else ():  # a Slurm job's GPUs are not this machine's (slurm checks)
         if not isinstance(g, int) or isinstance(g, bool) or g < 0:
             out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
         elif g not in have:
@@ -189,49 +182,15 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
         if c.mode != "ddp":
             out.append(ConfigError("mode", f"several nodes need mode ddp, not {c.mode}: use ddp or nnodes 1"))
         m = _ENDPOINT.match(c.rdzv_endpoint or "")
-        if not c.rdzv_endpoint:
+        if c.backend == SLURM:
+            pass  # the job finds its first node itself (lab.engine.slurm checks the endpoint is left empty)
+        elif not c.rdzv_endpoint:
             out.append(ConfigError("rdzv_endpoint", f"nnodes {c.nnodes} needs a rendezvous endpoint: give host:port of node 0, e.g. 10.0.0.1:29400"))
         elif not m or not 0 < int(m.group(2)) < 65536:
             out.append(ConfigError("rdzv_endpoint", f"{c.rdzv_endpoint!r} is not host:port: use e.g. 10.0.0.1:29400"))
     if not isinstance(c.node_rank, int) or not 0 <= c.node_rank < c.nnodes:
         out.append(ConfigError("node_rank", f"node_rank {c.node_rank} is outside 0..{c.nnodes - 1}: use a rank below nnodes"))
     return out
-
-
-def _number_problems(c: RunConfig) -> list[ConfigError]:
-    out: list[ConfigError] = []
-    def need(ok: bool, fld: str, msg: str) -> None:
-        if not ok:
-            out.append(ConfigError(fld, msg))
-    need(isinstance(c.batch_size, int) and c.batch_size >= 1, "batch_size", f"batch size {c.batch_size} is not a positive whole number: use e.g. 64")
-    need(isinstance(c.epochs, int) and c.epochs >= 1, "epochs", f"epochs {c.epochs} must be 1 or more")
-    need(isinstance(c.max_steps, int) and c.max_steps >= 0, "max_steps", f"max_steps {c.max_steps} must be 0 (no limit) or more")
-    need(isinstance(c.lr, (int, float)) and c.lr > 0, "lr", f"learning rate {c.lr} must be above 0: use e.g. 0.05")
-    need(isinstance(c.workers, int) and c.workers >= 0, "workers", f"workers {c.workers} must be 0 or more")
-    need(isinstance(c.seed, int) and c.seed >= 0, "seed", f"seed {c.seed} must be 0 or more")
-    need(isinstance(c.log_every, int) and c.log_every >= 1, "log_every", f"log_every {c.log_every} must be 1 or more")
-    need(isinstance(c.val_every, int) and c.val_every >= 0, "val_every", f"val_every {c.val_every} must be 0 (each epoch end) or more")
-    need(isinstance(c.image_size, int) and 4 <= c.image_size <= 1024, "image_size", f"image size {c.image_size} is outside 4..1024: use e.g. 32")
-    need(isinstance(c.grad_norm_warn, (int, float)) and c.grad_norm_warn >= 0, "grad_norm_warn", f"grad_norm_warn {c.grad_norm_warn} must be 0 (off) or more")
-    need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
-    window = _profile_problem(c.profile_steps, c.max_steps)
-    need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
-    return out
-
-
-def _profile_problem(text: object, max_steps: object) -> str | None:
-    """What is wrong with a ``--profile-steps`` window, as far as it can be told without the data set."""
-    m = re.fullmatch(r"(\d+):(\d+)", text) if isinstance(text, str) else None
-    if text == "" or not m:
-        return None if text == "" else "not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24; leave it empty for none"
-    a, b = int(m.group(1)), int(m.group(2))
-    if a < 1:
-        return f"steps count from 1: start at 1 or later, e.g. 1:{max(b, 2)}"
-    if b <= a:
-        return f"B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}"
-    if isinstance(max_steps, int) and 0 < max_steps < b - 1:
-        return f"the run stops after max_steps {max_steps}: end the window by {max_steps + 1} or raise max_steps"
-    return None
 
 
 def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]:
@@ -251,7 +210,10 @@ def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
         return [ConfigError("mode", f"unknown mode {c.mode!r}: use single, dp or ddp")]
     out += _device_problems(c, gpus)
     out += _node_problems(c)
-    out += _number_problems(c)
+    out += [ConfigError(f, msg) for f, msg in trainer_options.number_problems(c)]
+    from lab.engine import slurm  # it imports this module: the backend and the Slurm job's options
+
+    out += slurm.config_problems(c)
     if not out:
         bp = _batch_problem(c)
         if bp:
@@ -260,9 +222,9 @@ def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
     if not isinstance(c.dataset, str):
         out.append(ConfigError("dataset", "dataset must be text: digits, synthetic or imagefolder:PATH"))
     else:
-        dp = _dataset_problem(c.dataset)
+        dp = trainer_options.dataset_problem(c.dataset)
         if dp:
-            out.append(dp)
+            out.append(ConfigError("dataset", dp))
     if c.name and not _NAME.match(c.name):
         out.append(ConfigError("name", f"name {c.name!r} has characters we cannot use in a folder name: use letters, digits, '.', '_' or '-' (40 at most)"))
     for t in c.tags:

@@ -3,7 +3,9 @@
 GPUs are named by UUID in ``CUDA_VISIBLE_DEVICES`` (NVML's index "may not
 correlate with the CUDA device index"), ``OMP_NUM_THREADS`` shares out the
 cores, ``TORCHELASTIC_ERROR_FILE`` catches a failing rank's traceback, and
-``PYTHONPATH`` reaches this repository. Pure but for reading GPU UUIDs from
+``PYTHONPATH`` reaches this repository. A Slurm job's GPUs are Slurm's to
+set (no ``CUDA_VISIBLE_DEVICES``), its threads its CPUs per task shared out.
+Pure but for reading GPU UUIDs from
 ``lab.engine.devices`` when none are given. Used by ``lab.engine.launcher``
 (trainer runs), ``lab.engine.script`` (a user's script) and pre-flight.
 Tested by tests/test_engine_runs.py and tests/test_devices_limits.py.
@@ -14,7 +16,7 @@ import os
 from pathlib import Path
 
 from lab.engine import devices
-from lab.engine.config import RunConfig
+from lab.engine.config import SLURM, RunConfig
 from lab.runfolder import ERROR_JSON, REPO_ROOT
 
 
@@ -29,8 +31,8 @@ def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
             base_pythonpath: str | None = None, uuids: dict[int, str] | None = None) -> dict[str, str]:
     """Only the variables the launcher sets (what run.json records); GPUs by UUID (``visible_devices``)."""
     pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
-    env = {
-        "CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids),
+    env = {  # a Slurm job gets its GPUs (CUDA_VISIBLE_DEVICES) from Slurm
+        **({} if config.backend == SLURM else {"CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids)}),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": str(omp_threads(config, cores)),
         "PYTHONUNBUFFERED": "1",
@@ -42,7 +44,8 @@ def run_env(config: RunConfig, run_dir: Path, cores: int | None = None,
 
 
 def omp_threads(config: RunConfig, cores: int | None = None) -> int:
-    """OMP_NUM_THREADS for each process: the cores shared out, never 0."""
+    """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never 0."""
+    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
     return max(1, (cores or os.cpu_count() or 1) // config.processes)
 
 

@@ -1,17 +1,18 @@
 """Turning a ``RunConfig`` into a running job, and stopping it.
 
-``build_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
-read from NVML unless given) -> (argv, env), tested exactly; argv is a list
-(never a shell string) so user text stays one item. GPUs are named by UUID
-(``visible_devices``); other nodes' commands carry ``env VAR=value`` first.
-``launch``/``launch_sweep`` validate first (a refused config creates no
-folder), write run.json, start the detached supervisor
-(``python -m lab.engine.supervisor``, ``start_supervisor``) and return as soon
-as it is up. ``stop`` asks the supervisor to stop (a ``stop.request`` file it
-polls) and falls back to ending the recorded process tree itself when it is
-gone. status.json is the supervisor's; the launcher writes it only where no
-supervisor exists to (``_record_without_supervisor``). Tested by
-tests/test_engine_runs.py (real runs) and tests/test_engine_config.py (commands).
+The commands themselves (``build_command``, ``other_node_commands``,
+``trainer_args``, ``PORT_FLAG``) are ``lab.engine.commands``', re-exported
+here. ``launch``/``launch_sweep`` validate first (a refused config creates no
+folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.slurm``),
+start the detached supervisor (``python -m lab.engine.supervisor``; for a
+Slurm run ``lab.engine.slurm_watch``, which submits the job;
+``start_supervisor``) and return as soon as it is up. ``stop`` asks the
+supervisor to stop (a ``stop.request`` file it polls) and falls back to
+ending the recorded process tree itself when it is gone (and a Slurm run's
+job through ``scancel``). status.json is the supervisor's; the launcher
+writes it only where no supervisor exists to (``_record_without_supervisor``).
+Tested by tests/test_engine_runs.py (real runs), tests/test_engine_config.py
+(commands) and tests/test_slurm_cluster.py (Slurm runs).
 """
 from __future__ import annotations
 
@@ -23,16 +24,17 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import device_notes, devices, environment, ports, procs, registry
-from lab.engine.config import RunConfig, normalized, problems, validate
+from lab.engine import device_notes, devices, environment, ports, procs, registry, slurm, slurm_cmd
+from lab.engine.commands import PORT_FLAG, build_command, other_node_commands, trainer_args  # noqa: F401  (re-exported)
+from lab.engine.config import LOCAL, SLURM, ConfigError, RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
-from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
+from lab.runfolder import (ENDED_STATES, FAILED, JOB_SBATCH, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
 
-PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken
 _UP_TIMEOUT_S = 30.0
+_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervisor", "lab.engine.slurm_watch"  # a run's supervisor, by backend
 _children: list[subprocess.Popen] = []  # supervisors we started: polled so they never linger as zombies
 
 
@@ -42,53 +44,6 @@ class LaunchError(RuntimeError):
 
 def _new_run_id(config: RunConfig) -> str:
     return check_run_id(f"{stamp()}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}")
-
-
-def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
-    args = ["-m", "training.train", "--mode", c.mode, "--model", c.model, "--dataset", c.dataset,
-            "--epochs", str(c.epochs), "--max-steps", str(c.max_steps), "--batch-size", str(c.batch_size),
-            "--lr", str(float(c.lr)), "--workers", str(c.workers), "--seed", str(c.seed),
-            "--log-dir", str(run_dir), "--log-every", str(c.log_every), "--val-every", str(c.val_every),
-            "--image-size", str(c.image_size), "--checkpoint", c.checkpoint,
-            "--grad-norm-warn", str(float(c.grad_norm_warn)), "--device", "cuda" if c.gpus else "cpu"]
-    if c.amp:
-        args.append("--amp")
-    if c.profile_steps:
-        args += ["--profile-steps", c.profile_steps]
-    return args
-
-
-def _torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> list[str]:
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(c.nproc), "--nnodes", str(c.nnodes)]
-    if c.nnodes > 1:
-        argv += ["--node-rank", str(node_rank), "--rdzv-backend", "c10d", "--rdzv-endpoint", c.rdzv_endpoint,
-                 "--rdzv-id", Path(run_dir).name]
-    else:
-        argv += ["--master-addr", "127.0.0.1", PORT_FLAG, str(port)]
-    return argv + ["--log-dir", str(Path(run_dir) / LOGS_DIR), "--tee", "3"]
-
-
-def build_command(config: RunConfig, run_dir: Path, port: int | str, *, base_env: dict[str, str] | None = None,
-                  cores: int | None = None, uuids: dict[int, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus ``environment.run_env``.
-
-    ``port`` is the single-node DDP master port (a placeholder text where the command is only shown: the real
-    one is chosen free at the start). ``uuids`` (physical index -> UUID) is read from NVML when not given.
-    """
-    run_dir = Path(run_dir)
-    base = dict(os.environ if base_env is None else base_env)
-    env = base | environment.run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
-    argv = _torchrun(config, run_dir, port, config.node_rank) if config.mode == "ddp" else [sys.executable]
-    return argv + _trainer_args(config, run_dir), env
-
-
-def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
-    """The exact command for each other node, run from the repository, with ``env`` + ``other_node_env`` first."""
-    if config.mode != "ddp" or config.nnodes <= 1:
-        return []
-    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
-    return [env + _torchrun(config, run_dir, 0, r) + _trainer_args(config, run_dir)
-            for r in range(config.nnodes) if r != config.node_rank]
 
 
 # ---- starting -------------------------------------------------------------
@@ -104,7 +59,7 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
             break
         except FileExistsError:
             continue
-    port = ports.free_port() if config.mode == "ddp" and config.nnodes == 1 else 0
+    port = ports.free_port() if config.mode == "ddp" and config.nnodes == 1 and config.backend == LOCAL else 0
     uuids = devices.uuids(config.gpus)
     argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
     write_json_atomic(run_dir / RUN_JSON, {
@@ -114,6 +69,8 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
         "scaling": scaling,
     })
+    if config.backend == SLURM:
+        (run_dir / JOB_SBATCH).write_text(slurm.build_sbatch(config, run_dir))
     return run_id
 
 
@@ -128,14 +85,14 @@ def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields
                                                   updated_at=now_iso(), **fields))
 
 
-def _spawn_supervisor(args: list[str], log_path: Path) -> subprocess.Popen:
+def _spawn_supervisor(args: list[str], log_path: Path, module: str = _SUPERVISOR) -> subprocess.Popen:
     for p in list(_children):
         if p.poll() is not None:
             _children.remove(p)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(log_path, "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "lab.engine.supervisor", *args], cwd=REPO_ROOT, env=env,
+        p = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO_ROOT, env=env,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
     _children.append(p)
@@ -165,12 +122,18 @@ def start_supervisor(run_dir: Path | str) -> None:
     """Start the background supervisor of a run folder whose run.json is written; return once it is up.
 
     ``launch`` calls it for the folder it made; a folder written by other
-    means (a test's, a script's) runs the same way. Raises ``LaunchError``
-    when the supervisor does not come up (the run is then recorded failed).
+    means (a test's, a script's) runs the same way; a Slurm run's (run.json's
+    config says backend slurm) is watched by ``lab.engine.slurm_watch``.
+    Raises ``LaunchError`` when the supervisor does not come up, or Slurm did
+    not take the job (the run is then recorded failed, with why).
     """
     run_dir = Path(run_dir)
     log_path = run_dir / SUPERVISOR_LOG
-    _wait_up(_spawn_supervisor([str(run_dir)], log_path), run_dir, log_path)
+    slurm_run = ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("backend") == SLURM
+    _wait_up(_spawn_supervisor([str(run_dir)], log_path, _SLURM_WATCH if slurm_run else _SUPERVISOR), run_dir, log_path)
+    d = (registry.status(run_dir).get("diagnosis") or {}) if slurm_run else {}
+    if d.get("key") in slurm.NOT_SUBMITTED:  # sbatch refused the job, or could not be asked
+        raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
 
 
 def _machine() -> tuple[tuple[int, ...], str]:
@@ -184,7 +147,7 @@ def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     usable, recorded_on = _machine()
     validate(config, usable)
     root = root_or_default(runs_dir)
-    run_id = _new_run(normalized(config), root, None, recorded_on)
+    run_id = _new_run(normalized(config), root, None, recorded_on if config.backend == LOCAL else slurm.describe(config))
     start_supervisor(root / run_id)
     return run_id
 
@@ -206,6 +169,8 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
     scalings = list(scaling) if isinstance(scaling, (list, tuple)) else [scaling] * len(configs)
     if len(scalings) != len(configs) or not set(scalings) <= set(SCALINGS) | {None}:
         raise ValueError(f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config")
+    if any(c.backend != LOCAL for c in configs):  # one supervisor runs them here, one after another
+        raise ConfigError("backend", "a sweep runs on this machine: launch each mode as its own Slurm run")
     usable, recorded_on = _machine()
     for i, c in enumerate(configs):
         found = problems(c, usable)
@@ -251,6 +216,8 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
     st = read_json(run_dir / STATUS_JSON) or {}
     procs.end_recorded(st, grace_s)
+    if (st.get("slurm") or {}).get("job_id"):  # the job runs on the cluster: only Slurm can end it
+        slurm_cmd.cancel_quietly(str(st["slurm"]["job_id"]))
     _record_without_supervisor(run_dir, st, STOPPED)
     return STOPPED
 

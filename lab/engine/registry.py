@@ -6,7 +6,9 @@ never hangs or raises on a folder being written). A run that says it is
 queued/starting/running but whose supervisor is gone (dead, a zombie, or its
 pid reused by another process: the create time differs) is reported ``lost``:
 computed on every read, never written (a listing writes nothing; whoever ends
-such a run records its end, e.g. ``launcher.stop``). ``delete_run`` refuses a
+such a run records its end, e.g. ``launcher.stop``). A record also says where
+the run went (``backend``) and, for a Slurm run, its job as its watcher last
+saw it (``slurm``: job_id, state, reason, nodes). ``delete_run`` refuses a
 live run and checks the id first. ``process_owner`` tells which run a process
 belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
 ``devices.snapshot``). A record says its ``kind`` (the trainer's or a user's
@@ -57,6 +59,8 @@ class RunRecord:
     summary: dict | None
     kind: str = TRAINER  # "trainer" or "script" (a user's own script)
     events_dirs: list[str] = field(default_factory=list)  # absolute folders of the run's curves
+    backend: str = "local"
+    slurm: dict | None = None  # a Slurm run's job: {"job_id", "state", "reason", "nodes"}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +123,8 @@ def _record(run_dir: Path) -> RunRecord | None:
         summary=summary,
         kind=str(st.get("kind") or run.get("kind") or TRAINER),
         events_dirs=_events_dirs(run_dir, st, run),
+        backend=str(cfg.get("backend") or "local"),
+        slurm=st.get("slurm"),
     )
 
 
@@ -168,8 +174,11 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
+    from lab.engine.slurm_states import STATE_MAP  # it imports diagnose, which imports this module through logs
+
     st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
-    if rec.state == LOST and procs.alive(st.get("pid"), st.get("pid_ct")):
+    job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES  # a Slurm job, last seen
+    if rec.state == LOST and (procs.alive(st.get("pid"), st.get("pid_ct")) or job_live):
         raise RunIsLive(f"run {run_id} is lost but its training processes still run: stop it first (python -m lab stop {run_id})")
     shutil.rmtree(rec.run_dir)
 

@@ -13,8 +13,9 @@ physical indices NVML could read), DDP's processes per node (default: one per GP
 shows every problem at once. ``form_values`` is its inverse, the widgets'
 starting values. ``preview`` is what is shown before a launch: the pre-flight
 lines, the command with a placeholder for the port chosen at the start, the
-environment it changes, and the other nodes' commands. Tested by
-tests/test_engine_request.py.
+environment it changes, and the other nodes' commands; for a Slurm run
+(``backend`` slurm) the Slurm pre-flight lines, the job script and the
+sbatch command instead. Tested by tests/test_engine_request.py.
 """
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from lab.engine import models
-from lab.engine.config import (CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, MODES, ConfigError, Gpus,
-                               RunConfig, usable)
+from lab.engine.commands import build_command, other_node_commands
+from lab.engine.config import (BACKENDS, CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, LOCAL, MODES, SLURM,
+                               ConfigError, Gpus, RunConfig, usable)
 from lab.engine.devices import DeviceSnapshot
-from lab.engine.launcher import build_command, other_node_commands
 from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT, root_or_default
 
@@ -67,11 +68,24 @@ class FormField:
         return self.only_if is None or values.get(self.only_if[0]) == self.only_if[1]
 
 
-FIELDS: tuple[FormField, ...] = (
+FIELDS: tuple[FormField, ...] = (  # in the order a page reads them: a field's only_if names one above it
+    FormField("backend", "Where to run", "radio", "launch_backend", options=BACKENDS, option_labels=(
+        "local — this machine", "slurm — a job on a Slurm cluster (nodes under 'Several machines')")),
+    FormField("partition", "Partition (empty: the cluster's default)", "text", "launch_partition",
+              only_if=("backend", SLURM)),
+    FormField("gpus_per_node", "GPUs per node", "int", "launch_gpus_per_node", only_if=("backend", SLURM),
+              help="DDP runs one process per GPU; 0: the nodes' CPUs with gloo."),
+    FormField("cpus_per_task", "CPUs per node (0: Slurm's default)", "int", "launch_cpus_per_task",
+              only_if=("backend", SLURM)),
+    FormField("time", "Time limit (e.g. 30 or 2:00:00; empty: the partition's)", "text", "launch_time",
+              only_if=("backend", SLURM)),
+    FormField("account", "Account (optional)", "text", "launch_account", only_if=("backend", SLURM)),
+    FormField("sbatch_args", "More #SBATCH options (one per line, e.g. --qos=high)", "lines", "launch_sbatch_args",
+              only_if=("backend", SLURM)),
     FormField("mode", "Mode", "radio", "launch_mode", options=MODES, option_labels=(
         "single — one device", "dp — nn.DataParallel, one process, batch split over GPUs",
         "ddp — DistributedDataParallel under torchrun, one process per GPU (or CPU process)")),
-    FormField("gpus", "GPUs", "gpus", "launch_gpu"),
+    FormField("gpus", "GPUs", "gpus", "launch_gpu", only_if=("backend", LOCAL)),
     FormField("nproc", "Processes per node (ddp)", "int", "launch_nproc", only_if=("mode", "ddp"),
               help="DDP runs one process per GPU; on the CPU each process is one gloo rank."),
     FormField("model", "Model", "select", "launch_model", options_of=models.names,
@@ -103,8 +117,8 @@ FIELDS: tuple[FormField, ...] = (
                    "Keep it short and after the first steps: profiled steps are slower and count in throughput."),
     FormField("extra_env", "Extra environment (KEY=VALUE per line)", "lines", "launch_env"),
     FormField("nnodes", "Nodes", "int", "launch_nnodes"),
-    FormField("node_rank", "This node's rank", "int", "launch_node_rank"),
-    FormField("rdzv_endpoint", "Rendezvous host:port (node 0)", "text", "launch_endpoint"),
+    FormField("node_rank", "This node's rank", "int", "launch_node_rank", only_if=("backend", LOCAL)),
+    FormField("rdzv_endpoint", "Rendezvous host:port (node 0)", "text", "launch_endpoint", only_if=("backend", LOCAL)),
 )
 BY_NAME = {f.name: f for f in FIELDS}
 
@@ -131,6 +145,12 @@ def _gpus(value: str | Iterable[int] | None, mode: str, gpus: Gpus) -> tuple[int
         return tuple(int(x) for x in value.split(",") if x.strip())
     except ValueError:
         raise ConfigError("gpus", f"{value!r} is not a list of GPU numbers: use e.g. 0,1, or cpu for none") from None
+
+
+def _lines(value: str | Iterable[str]) -> tuple[str, ...]:
+    """Text (one item per line) or a list as a tuple; blank lines left out."""
+    items = value.splitlines() if isinstance(value, str) else list(value)
+    return tuple(s.strip() if isinstance(s, str) else s for s in items if not isinstance(s, str) or s.strip())
 
 
 def _tags(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -167,20 +187,24 @@ def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[C
     errors: list[ConfigError] = []
     kw = {f.name: given[f.name] for f in dataclasses.fields(RunConfig) if f.name in given}
     mode = kw.get("mode", RunConfig.mode)
+    local_gpus = gpus if kw.get("backend", LOCAL) == LOCAL else 0  # a Slurm job's GPUs are its nodes'
     try:
-        kw["gpus"] = _gpus(given.get("gpus"), mode, gpus)
+        kw["gpus"] = _gpus(given.get("gpus"), mode, local_gpus)
     except ConfigError as e:
         errors.append(e)
-        kw["gpus"] = default_gpus(mode, gpus)
-    kw.setdefault("nproc", default_nproc(mode, kw["gpus"]))
+        kw["gpus"] = default_gpus(mode, local_gpus)
+    g = kw.get("gpus_per_node", 0)
+    node_gpus = kw["gpus"] or (tuple(range(g)) if isinstance(g, int) and g > 0 else ())  # ddp: one process each
+    kw.setdefault("nproc", default_nproc(mode, node_gpus))
     kw["dataset"] = _dataset(kw.get("dataset", RunConfig.dataset), given.get(FOLDER))
     kw["tags"] = _tags(kw.get("tags", ()))
+    kw["sbatch_args"] = _lines(kw.get("sbatch_args", ()))
     try:
         kw["extra_env"] = _env(kw.get("extra_env", {}))
     except ConfigError as e:
         errors.append(e)
         kw["extra_env"] = {}
-    for name in ("name", "rdzv_endpoint", "profile_steps"):
+    for name in ("name", "rdzv_endpoint", "profile_steps", "partition", "time", "account"):
         if isinstance(kw.get(name), str):
             kw[name] = kw[name].strip()
     return RunConfig(**kw), errors
@@ -193,7 +217,8 @@ def form_values(config: RunConfig) -> dict[str, Any]:
     kind, _, folder = config.dataset.partition(":") if config.dataset.startswith(f"{IMAGEFOLDER}:") else (
         config.dataset, "", "")
     out.update(dataset=kind, dataset_folder=folder, tags=", ".join(config.tags),
-               extra_env="\n".join(f"{k}={v}" for k, v in config.extra_env.items()))
+               extra_env="\n".join(f"{k}={v}" for k, v in config.extra_env.items()),
+               sbatch_args="\n".join(config.sbatch_args))
     if config.mode != "ddp":  # disabled then; it takes input for ddp on the CPU only (one per GPU otherwise)
         out["nproc"] = default_nproc("ddp", ())
     return out
@@ -208,6 +233,7 @@ class Preview:
     env: dict[str, str]
     other_nodes: list[list[str]]
     cwd: str
+    sbatch: str = ""  # a Slurm run: the job script argv submits
 
 
 def preview(config: RunConfig, snapshot: DeviceSnapshot, runs_root: Path | str | None = None) -> Preview:
@@ -215,4 +241,9 @@ def preview(config: RunConfig, snapshot: DeviceSnapshot, runs_root: Path | str |
     run_dir = root_or_default(runs_root) / RUN_ID_PLACEHOLDER
     argv, env = build_command(config, run_dir, PORT_PLACEHOLDER)
     changed = {k: v for k, v in sorted(env.items()) if os.environ.get(k) != v}
+    if config.backend == SLURM:
+        from lab.engine import slurm
+
+        return Preview(slurm.preflight_lines(config, run_dir.parent), argv, changed, [], str(REPO_ROOT),
+                       slurm.build_sbatch(config, run_dir))
     return Preview(preflight(config, snapshot), argv, changed, other_node_commands(config, run_dir), str(REPO_ROOT))

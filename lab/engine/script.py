@@ -13,10 +13,16 @@ plus ``LAB_RUN_DIR`` and ``TENSORBOARD_LOGDIR=<run>/tb`` for scripts that read
 them, with the user's own ``PYTHONPATH`` (the lab's would shadow their
 modules). ``problems`` refuses, before anything starts, a missing script, a
 file that is not Python, a missing working directory, and every device,
-node, name and environment problem a trainer run would have (checked by
-``config.problems`` itself). ``launch`` writes run.json and starts the same
-supervisor as the trainer's. Tested by tests/test_script_runs.py (real runs)
-and tests/test_script_config.py.
+node, name, environment and Slurm problem a trainer run would have (checked
+by ``config.problems`` itself). ``launch`` writes run.json and starts the same
+supervisor as the trainer's. With ``backend`` slurm the script runs as a
+Slurm job instead (``job_script``: ``lab.engine.slurm.script_sbatch`` in the
+working directory, with this environment less the GPUs, which are Slurm's),
+written to the run folder as job.sbatch and submitted and followed by
+``lab.engine.slurm_watch``, which links the event folders as the local
+supervisor does. Tested by tests/test_script_runs.py (real runs),
+tests/test_script_config.py, tests/test_slurm.py and
+tests/test_slurm_cluster.py (on a one-node cluster).
 """
 from __future__ import annotations
 
@@ -30,17 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.engine import environment, launcher, ports, procs
-from lab.engine.config import ConfigError, RunConfig
+from lab.engine import commands, environment, launcher, ports, slurm
+from lab.engine.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
 from lab.engine.config import problems as run_problems
-from lab.runfolder import (RUN_JSON, SCRIPT, TB_DIR, check_run_id, now_iso, root_or_default, stamp,
+from lab.engine.slurm_states import submit_argv
+from lab.runfolder import (JOB_SBATCH, RUN_JSON, SCRIPT, TB_DIR, check_run_id, now_iso, root_or_default, stamp,
                            write_json_atomic)
 
 MODULE_PREFIX = "-m "  # "-m package.module": run a module, as python -m does
 RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # What a trainer run shares with a script run; config.problems checks them for both.
-_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env")
+_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
+           "backend", *JOB_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -65,12 +73,20 @@ class ScriptConfig:
     name: str = ""
     tags: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    backend: str = LOCAL  # slurm: the job's options below, as RunConfig's (lab.engine.slurm)
+    partition: str = ""
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0
+    time: str = ""
+    account: str = ""
+    sbatch_args: tuple[str, ...] = ()
 
     kind = SCRIPT
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d.update(kind=SCRIPT, gpus=list(self.gpus), tags=list(self.tags), args=list(self.args))
+        d.update(kind=SCRIPT, gpus=list(self.gpus), tags=list(self.tags), args=list(self.args),
+                 sbatch_args=list(self.sbatch_args))
         return d
 
     @classmethod
@@ -78,7 +94,7 @@ class ScriptConfig:
         """The inverse of ``to_dict``; unknown keys are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        for k in ("gpus", "tags", "args"):
+        for k in ("gpus", "tags", "args", "sbatch_args"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
@@ -96,7 +112,7 @@ class ScriptConfig:
     def world_size(self) -> int:
         if self.mode == "ddp":
             return self.nproc * self.nnodes
-        return max(1, len(self.gpus)) if self.mode == "dp" else 1
+        return max(1, self.gpus_per_node if self.backend == SLURM else len(self.gpus)) if self.mode == "dp" else 1
 
     def work_dir(self) -> Path:
         """Where the script runs: ``cwd``, else the script's folder (a module: the current folder)."""
@@ -177,9 +193,18 @@ def build_command(config: ScriptConfig, run_dir: Path, port: int | str, *, base_
     run_dir = Path(run_dir)
     base = dict(os.environ if base_env is None else base_env)
     env = base | script_env(config, run_dir, cores, base.get("PYTHONPATH"))
+    if config.backend == SLURM:  # what runs here is the submission; job.sbatch sets the job's environment
+        return submit_argv(run_dir / JOB_SBATCH), base
     if config.mode == "ddp":
-        return launcher._torchrun(config, run_dir, port, config.node_rank) + _target(config), env  # type: ignore[arg-type]
+        return commands.torchrun(config, run_dir, port, config.node_rank) + _target(config), env  # type: ignore[arg-type]
     return [sys.executable, *_target(config)], env
+
+
+def job_script(config: ScriptConfig, run_dir: Path) -> str:
+    """A Slurm script run's job.sbatch: the script and its arguments on every node of the job, in the config's
+    working directory, with the environment a local script run gets (``script_env``, GPUs left to Slurm)."""
+    env = script_env(config, run_dir, None, os.environ.get("PYTHONPATH"))
+    return slurm.script_sbatch(config, run_dir, _target(config), config.work_dir(), env=env)  # type: ignore[arg-type]
 
 
 def script_env(config: ScriptConfig, run_dir: Path, cores: int | None = None,
@@ -195,10 +220,10 @@ def script_env(config: ScriptConfig, run_dir: Path, cores: int | None = None,
 
 def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
     """The exact command to start on each other node, with the same GPU environment first (as the trainer's)."""
-    if config.mode != "ddp" or config.nnodes <= 1:
+    if config.mode != "ddp" or config.nnodes <= 1 or config.backend == SLURM:  # Slurm starts every node itself
         return []
     env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]  # type: ignore[arg-type]
-    return [env + launcher._torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
+    return [env + commands.torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
             for r in range(config.nnodes) if r != config.node_rank]
 
 
@@ -216,7 +241,7 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
             break
         except FileExistsError:
             continue
-    port = ports.free_port() if c.mode == "ddp" and c.nnodes == 1 else 0
+    port = ports.free_port() if c.mode == "ddp" and c.nnodes == 1 and c.backend == LOCAL else 0
     argv, _ = build_command(c, run_dir, port, base_env={})
     write_json_atomic(run_dir / RUN_JSON, {
         "run_id": run_dir.name, "kind": SCRIPT, "name": c.name, "tags": list(c.tags), "config": c.to_dict(),
@@ -224,13 +249,16 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": None, "recorded_on": recorded_on,
         "other_nodes": other_node_commands(c, run_dir), "port": port or None,
     })
+    if c.backend == SLURM:
+        (run_dir / JOB_SBATCH).write_text(job_script(c, run_dir))
     return run_dir
 
 
 def launch(config: ScriptConfig, runs_dir: Path | None = None) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up."""
-    gpu_count, recorded_on = launcher._machine()
-    validate(config, gpu_count)
-    run_dir = _new_run(normalized(config), root_or_default(runs_dir), recorded_on)
-    launcher.start_supervisor(run_dir)
+    usable, recorded_on = launcher._machine()
+    validate(config, usable)
+    where = recorded_on if config.backend == LOCAL else slurm.describe(config)  # type: ignore[arg-type]
+    run_dir = _new_run(normalized(config), root_or_default(runs_dir), where)
+    launcher.start_supervisor(run_dir)  # a Slurm run: lab.engine.slurm_watch submits job.sbatch
     return run_dir.name

@@ -5,15 +5,17 @@ Launch page like ``request.FIELDS``: the script (a ``.py`` path or ``-m
 package.module``), its arguments (one line, split with shell quoting rules),
 the working directory, an optional folder of event files and an optional
 total of steps, then the fields a script run shares with a trainer run
-(mode, GPUs, processes, name, tags, environment, nodes), under keys of their
-own. ``script_config(values, gpu_count)`` reads form or command-line values
+(where to run and the Slurm job's options, mode, GPUs, processes, name, tags,
+environment, nodes), under keys of their own. ``script_config(values, gpu_count)`` reads form or command-line values
 into a ``ScriptConfig`` (``form_values`` is its inverse): the shared fields through ``request.run_config`` (the
 same defaults: GPUs by mode, one DDP process per GPU or two on the CPU), a
 value that cannot be read coming back as a ``ConfigError`` beside it.
 ``preview`` is what is shown before a launch: plain-words lines about what
 will run and where its curves will be found, the command (port and run id as
-placeholders) and the environment it changes. Tested by
-tests/test_script_config.py.
+placeholders) and the environment it changes; with "Where to run: slurm"
+(the form's first fields, as the trainer's) Slurm's lines, the job script
+and the sbatch command. Tested by tests/test_script_config.py and
+tests/test_slurm.py.
 """
 from __future__ import annotations
 
@@ -23,15 +25,15 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping
 
-from lab.engine import request
-from lab.engine.config import MODES, ConfigError, RunConfig
+from lab.engine import request, slurm
+from lab.engine.config import JOB_FIELDS, MODES, SLURM, ConfigError, RunConfig
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.linked import MAX_DEPTH
 from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, FormField, Preview
-from lab.engine.script import TB_ENV, ScriptConfig, build_command, normalized, other_node_commands
+from lab.engine.script import TB_ENV, ScriptConfig, build_command, job_script, normalized, other_node_commands
 from lab.runfolder import root_or_default
 
-_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint")
+_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "backend", *JOB_FIELDS)
 
 
 def _shared(name: str) -> FormField:
@@ -40,7 +42,8 @@ def _shared(name: str) -> FormField:
     return dataclasses.replace(f, key=f.key.replace("launch_", "launch_script_", 1))
 
 
-SCRIPT_FIELDS: tuple[FormField, ...] = (
+SCRIPT_FIELDS: tuple[FormField, ...] = (  # as request.FIELDS: a field's only_if names one above it
+    *(_shared(n) for n in ("backend", *JOB_FIELDS)),  # where to run: this machine, or a Slurm job
     FormField("script", "Script: a .py file, or -m package.module", "text", "launch_script_path",
               help="Your own training script, unchanged: e.g. examples/ddp_digits.py, or -m mypkg.train"),
     FormField("args", "Its arguments", "text", "launch_script_args",
@@ -135,4 +138,9 @@ def preview(config: ScriptConfig, snapshot: DeviceSnapshot, runs_root: Path | st
     argv, env = build_command(c, run_dir, PORT_PLACEHOLDER)
     changed = {k: v for k, v in sorted(env.items()) if os.environ.get(k) != v
                and not (k == "PYTHONPATH" and v == "" and k not in os.environ)}  # "" = none, as before
+    if c.backend == SLURM:  # Slurm's lines, then the job script that argv submits
+        lines = slurm.preflight_lines(c, run_dir.parent)  # type: ignore[arg-type]
+        warn = slurm.workdir_local(c.cwd)
+        return Preview(lines + _curves(c) + ([f"Warning: {warn}."] if warn else []), argv, changed, [], c.cwd,
+                       job_script(c, run_dir))
     return Preview(_what_runs(c, snapshot) + _curves(c), argv, changed, other_node_commands(c, run_dir), c.cwd)

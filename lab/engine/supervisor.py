@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lab.engine import ports, procs
 from lab.engine.diagnose import Diagnosis, diagnose, supervisor_failure
-from lab.engine.launcher import PORT_FLAG
+from lab.engine.commands import PORT_FLAG
 from lab.engine.linked import EventLinker
 from lab.runfolder import (ERROR_JSON, FAILED, LOGS_DIR, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING, STATUS_JSON,
                            STDOUT_LOG, STOP_REQUEST, STOPPED, SUCCEEDED, SUPERVISOR_LOG, now_iso, read_json,
