@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
-from lab.engine import launcher  # noqa: E402
+from lab.engine import commands, launcher  # noqa: E402
 from lab.engine.config import RunConfig  # noqa: E402
 from lab.runfolder import read_json  # noqa: E402
 
 
 def plain(cfg: RunConfig, run_dir: Path) -> float:
     run_dir.mkdir(parents=True)
-    argv, env = launcher.build_command(cfg, run_dir, 0)
+    argv, env = commands.build_command(cfg, run_dir, 0)
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return float(read_json(run_dir / "summary.json")["steady_throughput_samples_per_sec"])
 

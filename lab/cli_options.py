@@ -11,7 +11,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from lab.engine.config import BACKENDS, CHECKPOINTS, MODES, RunConfig
+from lab.engine.config import BACKENDS, MODES, RunConfig
+from lab.engine.trainer_options import CHECKPOINTS
 
 
 # How the command line differs from RunConfig's field names and defaults; the

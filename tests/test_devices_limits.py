@@ -26,7 +26,7 @@ from streamlit.testing.v1 import AppTest
 from lab import cli
 from lab.engine import device_notes, devices, registry
 from lab.engine.config import RunConfig
-from lab.engine.launcher import build_command
+from lab.engine.commands import build_command
 from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT, write_json_atomic
 from lab.views.device_strip import device_rows

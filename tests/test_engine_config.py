@@ -10,7 +10,7 @@ import pytest
 
 from lab.engine.config import ConfigError, RunConfig, problems, validate
 from lab.engine.sweeps import compare_modes_configs, scaled
-from lab.engine.launcher import build_command, other_node_commands
+from lab.engine.commands import build_command, other_node_commands
 from lab.engine.preflight import preflight
 from lab.runfolder import REPO_ROOT
 

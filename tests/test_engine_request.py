@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine import models, request
-from lab.engine.config import CHECKPOINTS, MODES, RunConfig, problems
+from lab.engine.config import MODES, RunConfig, problems
+from lab.engine.trainer_options import CHECKPOINTS
 from lab.runfolder import REPO_ROOT
 
 

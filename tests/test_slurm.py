@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from lab.engine import environment, launcher, request, slurm, slurm_states as ss
+from lab.engine import commands, environment, launcher, request, slurm, slurm_states as ss
 from lab.engine.config import ConfigError, RunConfig, problems
 from lab.engine.node_sampler import NodeSampler, job_gpus, node_index
 from lab.runfolder import REPO_ROOT
@@ -193,10 +193,10 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
     for f in request.FIELDS:  # as the page reads its widgets: a disabled one gives None
         shown[f.name] = values[f.name] if f.enabled(shown) else None
     assert shown["gpus"] is None and shown["node_rank"] is None and request.run_config(shown, 8) == (cfg, [])
-    argv, env = launcher.build_command(cfg, tmp_path / "r", 0, base_env={"A": "1"})
+    argv, env = commands.build_command(cfg, tmp_path / "r", 0, base_env={"A": "1"})
     assert argv == ["sbatch", "--parsable", str(tmp_path / "r" / "job.sbatch")] and env == {"A": "1"}
     assert "CUDA_VISIBLE_DEVICES" not in environment.run_env(cfg, tmp_path)
-    assert launcher.other_node_commands(dataclasses.replace(cfg, nnodes=2), tmp_path) == []
+    assert commands.other_node_commands(dataclasses.replace(cfg, nnodes=2), tmp_path) == []
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     p = request.preview(cfg, None, tmp_path)
     assert p.sbatch.startswith("#!/bin/bash") and p.argv[-1] == str(tmp_path / "<run-id>" / "job.sbatch")

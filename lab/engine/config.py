@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Iterable, Union
 
 from lab.engine import models, trainer_options
-from lab.engine.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER  # noqa: F401  (re-exported)
 
 MODES = ("single", "dp", "ddp")
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
@@ -249,7 +248,7 @@ def validate(config: RunConfig, gpus: Gpus) -> None:
 
 def normalized(config: RunConfig) -> RunConfig:
     """The same config with an ``imagefolder:`` path made absolute (the run starts elsewhere)."""
-    if config.dataset.startswith(f"{IMAGEFOLDER}:"):
+    if config.dataset.startswith(f"{trainer_options.IMAGEFOLDER}:"):
         p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
-        return dataclasses.replace(config, dataset=f"{IMAGEFOLDER}:{p}")
+        return dataclasses.replace(config, dataset=f"{trainer_options.IMAGEFOLDER}:{p}")
     return config

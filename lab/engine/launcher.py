@@ -1,8 +1,7 @@
 """Turning a ``RunConfig`` into a running job, and stopping it.
 
-The commands themselves (``build_command``, ``other_node_commands``,
-``trainer_args``, ``PORT_FLAG``) are ``lab.engine.commands``', re-exported
-here. ``launch``/``launch_sweep`` validate first (a refused config creates no
+The commands themselves are ``lab.engine.commands``' (``build_command``,
+``other_node_commands``). ``launch``/``launch_sweep`` validate first (a refused config creates no
 folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.slurm``),
 start the detached supervisor (``python -m lab.engine.supervisor``; for a
 Slurm run ``lab.engine.slurm_watch``, which submits the job;
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 from lab.engine import device_notes, devices, environment, ports, procs, registry, slurm, slurm_cmd
-from lab.engine.commands import PORT_FLAG, build_command, other_node_commands, trainer_args  # noqa: F401  (re-exported)
+from lab.engine.commands import build_command, other_node_commands
 from lab.engine.config import LOCAL, SLURM, ConfigError, RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure

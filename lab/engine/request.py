@@ -28,10 +28,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from lab.engine import models
 from lab.engine.commands import build_command, other_node_commands
-from lab.engine.config import (BACKENDS, CHECKPOINTS, CPU_DDP_PROCESSES, DATASETS, IMAGEFOLDER, LOCAL, MODES, SLURM,
-                               ConfigError, Gpus, RunConfig, usable)
+from lab.engine.config import BACKENDS, CPU_DDP_PROCESSES, LOCAL, MODES, SLURM, ConfigError, Gpus, RunConfig, usable
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.preflight import preflight
+from lab.engine.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER
 from lab.runfolder import REPO_ROOT, root_or_default
 
 PORT_PLACEHOLDER = "<port>"      # where a shown command has the port the supervisor picks free at the start
