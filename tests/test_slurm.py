@@ -147,7 +147,7 @@ def test_state_map_and_what_squeue_and_sacct_say():
     with pytest.raises(ValueError):
         ss.parse_job_id("sbatch: error: x")
     assert ss.squeue_argv("4") == ["squeue", "--noheader", "--states=all", "--jobs=4", "--format=%i|%T|%r|%N"]
-    assert slurm.submit_argv("/r/job.sbatch") == ["sbatch", "--parsable", "/r/job.sbatch"]
+    assert ss.submit_argv("/r/job.sbatch") == ["sbatch", "--parsable", "/r/job.sbatch"]
 
 
 def test_pending_reasons_and_ends_in_words():

@@ -23,7 +23,7 @@ import pytest
 from lab.engine import launcher, logs, registry, slurm
 from lab.engine.config import RunConfig
 from lab.engine.slurm_watch import SlurmWatch
-from lab.runfolder import REPO_ROOT, RUN_JSON, read_json, write_json_atomic
+from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning
 
@@ -84,9 +84,9 @@ def test_ddp_trainer_run_succeeds_with_events_and_per_rank_logs(runs):
     assert rec.backend == "slurm" and rec.slurm["job_id"].isdigit() and rec.slurm["state"] == "COMPLETED"
     assert rec.slurm["nodes"] == slurm_cluster.socket.gethostname().split(".")[0]
     run_dir = Path(rec.run_dir)
-    assert (run_dir / slurm.JOB_SBATCH).read_text() == slurm.build_sbatch(slurm_cfg(mode="ddp", nproc=2, cpus_per_task=2),
+    assert (run_dir / JOB_SBATCH).read_text() == slurm.build_sbatch(slurm_cfg(mode="ddp", nproc=2, cpus_per_task=2),
                                                                          run_dir)
-    assert read_json(run_dir / slurm.JOB_EXIT)["exit_code"] == 0
+    assert read_json(run_dir / JOB_EXIT)["exit_code"] == 0
     assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"  # where Compare says it ran
     got = scalars(rec.run_dir)
     assert list(got["train/loss"].step) == [1, 2, 3]  # the trainer's events, read back
@@ -118,7 +118,7 @@ def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs,
     rec = wait_state(launched["run_id"], runs, ("succeeded", "failed", "stopped", "lost"))
     assert rec.state == "succeeded", (rec.diagnosis, logs.tail(rec.run_dir, 30))
     run_dir = Path(rec.run_dir)
-    job = (run_dir / slurm.JOB_SBATCH).read_text().splitlines()
+    job = (run_dir / JOB_SBATCH).read_text().splitlines()
     assert f"cd {work}" in job  # the script's own folder, not the repository
     assert f"export LAB_RUN_DIR={run_dir}" in job  # the environment of a local script run
     assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"
@@ -201,7 +201,7 @@ def test_a_job_killed_at_its_time_limit_fails_with_the_timeout_diagnosis(runs, c
     run_dir = runs / "sleeps"
     run_dir.mkdir()
     write_json_atomic(run_dir / RUN_JSON, {"run_id": run_dir.name, "config": cfg.to_dict(), "created_at": None})
-    (run_dir / slurm.JOB_SBATCH).write_text(slurm.script_sbatch(cfg, run_dir, ["-c", "import time; time.sleep(600)"]))
+    (run_dir / JOB_SBATCH).write_text(slurm.script_sbatch(cfg, run_dir, ["-c", "import time; time.sleep(600)"]))
     launcher.start_supervisor(run_dir)
     rec = wait_state(run_dir.name, runs, ("running",))
     # Slurm counts limits in minutes and checks them every 30 s: moving the job's end to now has it killed
@@ -211,7 +211,7 @@ def test_a_job_killed_at_its_time_limit_fails_with_the_timeout_diagnosis(runs, c
     rec = wait_state(run_dir.name, runs, ("failed", "succeeded", "stopped", "lost"), timeout_s=60)
     assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT", (rec.state, rec.slurm, rec.diagnosis)
     assert rec.diagnosis["key"] == "slurm_timeout" and "time limit (time 1)" in rec.diagnosis["cause"]
-    assert not (run_dir / slurm.JOB_EXIT).exists()  # killed: the script never reached its end
+    assert not (run_dir / JOB_EXIT).exists()  # killed: the script never reached its end
 
 
 def test_a_job_slurm_forgot_is_lost_unless_it_recorded_its_end(runs):
@@ -222,5 +222,5 @@ def test_a_job_slurm_forgot_is_lost_unless_it_recorded_its_end(runs):
     rec = registry.get_run(run_dir.name, runs)
     assert rec.state == "lost" and "no longer knows job 999999" in registry.status(run_dir)["lost_reason"]
     assert rec.diagnosis["key"] == "slurm_gone" and "stdout.log" in rec.diagnosis["fix"]  # the Live page's box
-    write_json_atomic(run_dir / slurm.JOB_EXIT, {"exit_code": 0})
+    write_json_atomic(run_dir / JOB_EXIT, {"exit_code": 0})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "succeeded"

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.engine import device_notes, devices, environment, ports, procs, registry, slurm, slurm_cmd
+from lab.engine import device_notes, devices, environment, ports, procs, registry, slurm, slurm_cmd, slurm_states
 from lab.engine.commands import build_command, other_node_commands
 from lab.engine.config import LOCAL, SLURM, ConfigError, RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
@@ -131,7 +131,7 @@ def start_supervisor(run_dir: Path | str) -> None:
     slurm_run = ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("backend") == SLURM
     _wait_up(_spawn_supervisor([str(run_dir)], log_path, _SLURM_WATCH if slurm_run else _SUPERVISOR), run_dir, log_path)
     d = (registry.status(run_dir).get("diagnosis") or {}) if slurm_run else {}
-    if d.get("key") in slurm.NOT_SUBMITTED:  # sbatch refused the job, or could not be asked
+    if d.get("key") in slurm_states.NOT_SUBMITTED:  # sbatch refused the job, or could not be asked
         raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
 
 

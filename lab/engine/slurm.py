@@ -30,8 +30,7 @@ from pathlib import Path
 
 from lab.engine import commands, environment
 from lab.engine.config import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
-from lab.engine.slurm_states import NOT_SUBMITTED, submit_argv  # noqa: F401  (the launcher's: one import of Slurm)
-from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG  # noqa: F401  (the names, for callers)
+from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG
 
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm")  # paths a node keeps to itself: other nodes never see them
 _WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
