@@ -94,7 +94,9 @@ def test_identical_runs_on_a_quiet_machine_compare_within_noise_three_times(runs
         _, (a, b) = launcher.launch_sweep(interleaved([cfg], 2), runs_dir)  # two identical runs, back to back
         _wait_all([a, b], runs_dir)
         busy = [registry.status(runs_dir / r)["interference"] for r in (a, b)]
-        if any(i["busy"] for i in busy):  # not a quiet machine: the claim is not about this pair
+        # The claim is about a quiet machine: no sample over the busy line, and others below a fifth of a
+        # core on average (the "busy machine" warning itself allows more than that).
+        if any(i["busy"] or i["busy_fraction"] > 0 or i["other_cpu_cores_mean"] >= 0.2 for i in busy):
             shared.append("/".join(f"{i['other_cpu_cores_mean']:.1f}" for i in busy))
             continue
         doc = _compare(runs_dir, b, "--baseline", a)
