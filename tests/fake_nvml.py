@@ -1,7 +1,8 @@
 """A fake ``pynvml`` module for the GPU path of lab/engine/devices.py (this machine has no GPU).
 
-FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus)`` exposes
-the handful of NVML functions devices.py calls, with the same error classes
+FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus, cuda_driver=13000)``
+exposes the handful of NVML functions devices.py calls (the driver's CUDA
+version in NVML's encoding among them), with the same error classes
 (``NVMLError``, ``NVMLError_NotSupported``). A GPU can declare metrics as
 unsupported, and processes, including pids that do not exist (a process that
 vanished between NVML's list and our psutil walk).
@@ -48,9 +49,10 @@ class FakeNvml:
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
 
-    def __init__(self, gpus: list[FakeGpu], no_driver: bool = False) -> None:
+    def __init__(self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000) -> None:
         self.gpus = gpus
         self.no_driver = no_driver
+        self.cuda_driver = cuda_driver  # NVML's encoding: 1000 * major + 10 * minor (12040 is CUDA 12.4)
         self.init_calls = 0
 
     def nvmlInit(self) -> None:
@@ -60,6 +62,9 @@ class FakeNvml:
 
     def nvmlShutdown(self) -> None:
         pass
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda_driver
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)

@@ -3,10 +3,13 @@
 This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
 starts. ``problems`` returns all ``ConfigError(field, message)`` at once, each
-message naming the fix; ``validate`` raises the first. It also builds the
-three configs of the "Compare modes" button (``compare_modes_configs``).
-Nothing here starts a process or touches NVML: the GPU count is an argument.
-Tested by tests/test_engine_config.py.
+message naming the fix; ``validate`` raises the first. Given the machine's
+facts (``lab.engine.preflight.machine_facts``) both also hold the pre-flight's
+refusals (``lab.engine.preflight.refusals``), so a refused run starts nothing.
+It also builds the three configs of the "Compare modes" button
+(``compare_modes_configs``). Nothing here starts a process or touches NVML:
+the GPU count and the machine facts are arguments. Tested by
+tests/test_engine_config.py and tests/test_preflight_seeds.py (refusals).
 """
 from __future__ import annotations
 
@@ -14,9 +17,12 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.runfolder import DIGITS
+
+if TYPE_CHECKING:
+    from lab.engine.preflight import MachineFacts
 
 MODES = ("single", "dp", "ddp")
 MODELS = ("tinycnn", "resnet18")
@@ -149,6 +155,10 @@ def _device_problems(c: RunConfig, gpu_count: int) -> list[ConfigError]:
             have = "no GPUs: leave gpus empty to run on the CPU" if gpu_count == 0 else (
                 f"{gpu_count} GPU{'s' if gpu_count > 1 else ''} (0-{gpu_count - 1}): pick among them")
             out.append(ConfigError("gpus", f"GPU {g} does not exist: this machine has {have}"))
+    if c.mode == "dp" and len(set(c.gpus)) > gpu_count:  # a seed's trap: DP quietly runs on the GPUs it sees
+        fix = f"pick at most {gpu_count}" if gpu_count else "leave gpus empty to run on the CPU"
+        out.append(ConfigError("gpus", f"dp asks for {len(set(c.gpus))} GPUs but {gpu_count} are visible: "
+                                       f"DataParallel would quietly use fewer; {fix}"))
     if c.mode == "single" and len(c.gpus) > 1:
         out.append(ConfigError("gpus", f"single mode uses one device, {len(c.gpus)} GPUs given: pick one GPU or use dp/ddp"))
     if c.mode == "ddp":
@@ -198,8 +208,8 @@ def _number_problems(c: RunConfig) -> list[ConfigError]:
     return out
 
 
-def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
-    """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
+def problems(config: RunConfig, gpu_count: int, machine: MachineFacts | None = None) -> list[ConfigError]:
+    """Every problem with ``config`` on a machine with ``gpu_count`` GPUs (and ``machine``'s facts); empty = fine."""
     c = config
     out: list[ConfigError] = []
     if c.mode not in MODES:
@@ -231,12 +241,16 @@ def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
             out.append(ConfigError("extra_env", f"{k} is set by the launcher: choose GPUs with gpus instead of setting it"))
         elif not isinstance(v, str) or "\0" in v:
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
+    if machine is not None and not out:
+        from lab.engine.preflight import refusals  # here: preflight builds on this module
+
+        out += refusals(c, machine)
     return out
 
 
-def validate(config: RunConfig, gpu_count: int) -> None:
+def validate(config: RunConfig, gpu_count: int, machine: MachineFacts | None = None) -> None:
     """Raise the first ``ConfigError`` of ``problems``; return None when the config is fine."""
-    found = problems(config, gpu_count)
+    found = problems(config, gpu_count, machine)
     if found:
         raise found[0]
 

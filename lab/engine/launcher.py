@@ -24,6 +24,7 @@ from pathlib import Path
 from lab.engine import devices, procs, registry
 from lab.engine.config import RunConfig, normalized, problems, validate
 from lab.engine.diagnose import supervisor_failure
+from lab.engine.preflight import machine_facts
 from lab.runfolder import (ENDED_STATES, ERROR_JSON, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
@@ -200,7 +201,7 @@ def _machine() -> tuple[int, str]:
 def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up."""
     gpu_count, recorded_on = _machine()
-    validate(config, gpu_count)
+    validate(config, gpu_count, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
     run_id = _new_run(normalized(config), root, None, recorded_on)
     start_supervisor(root / run_id)
@@ -217,7 +218,7 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None) -> tupl
         raise ValueError("a sweep needs at least one config")
     gpu_count, recorded_on = _machine()
     for i, c in enumerate(configs):
-        found = problems(c, gpu_count)
+        found = problems(c, gpu_count, machine_facts(c))
         if found:
             e = found[0]
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
