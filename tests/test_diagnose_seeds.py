@@ -260,3 +260,17 @@ def test_the_trainer_refuses_a_dist_timeout_that_is_not_a_positive_number(value)
     assert "--dist-timeout" in str(err.value) and "\n" not in str(err.value)
     assert parse_args(["--log-dir", "/tmp/x", "--dist-timeout", "2.5"]).dist_timeout == 2.5
     assert parse_args(["--log-dir", "/tmp/x"]).dist_timeout is None  # PyTorch's own default
+
+
+def test_the_trainers_misfit_message_names_the_prefix_only_when_it_is_the_difference():
+    from training.checkpoint import misfit, prefix_only
+
+    plain = models.build("tinycnn", 3, 10).state_dict()
+    wrapped = nn.DataParallel(models.build("tinycnn", 3, 10)).state_dict()
+    assert prefix_only(plain, wrapped) and prefix_only(wrapped, plain) and not prefix_only(plain, plain)
+    err = RuntimeError("Error(s) in loading state_dict for TinyCNN:\n\tMissing key(s) ...")
+    carry = misfit(err, plain, wrapped, "tinycnn")
+    assert "carry a 'module.' prefix" in carry and "only by the 'module.' prefix" in carry and "\n" not in carry
+    assert "lack the 'module.' prefix" in misfit(err, wrapped, plain, "tinycnn")
+    other = misfit(err, plain, models.build("resnet18", 3, 10).state_dict(), "tinycnn")
+    assert other == "--resume: checkpoint does not fit --model tinycnn on this data (Error(s) in loading state_dict for TinyCNN:)"

@@ -140,3 +140,30 @@ def test_refusals_need_facts_to_refuse():
     with pytest.raises(ConfigError):
         validate(cfg, 1, facts)
     validate(cfg, 1)  # without the facts nothing of the machine is refused
+
+
+def test_launch_page_shows_the_refusal_and_the_button_starts_nothing(fake, runs_dir):
+    """The Launch page as a user meets it (AppTest), with one faked GPU nearly full."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from lab.runfolder import REPO_ROOT
+
+    fake([FakeGpu(mem_used_mib=81559 - 1000)])  # 1000 MiB free
+    st.cache_data.clear()  # the page caches the device snapshot for a few seconds
+    try:
+        at = AppTest.from_file(str(REPO_ROOT / "pages" / "1_Launch.py"), default_timeout=60)
+        at.run()
+        at.selectbox(key="launch_model").set_value("resnet18")
+        at.number_input(key="launch_image_size").set_value(224)
+        at.run()
+        assert not at.exception, at.exception
+        shown = "\n".join(m.value for m in at.markdown).replace("\\:", ":")  # the page escapes Markdown
+        assert "Refused: GPU 0 has 1000 MiB free but this run needs at least" in shown, shown
+        at.button(key="launch_go").click()
+        at.run()
+        errors = [e.value for e in at.error]
+        assert any(e.startswith("Not launched: GPU 0 has 1000 MiB free") for e in errors), errors
+        assert not list(runs_dir.iterdir())
+    finally:
+        st.cache_data.clear()
