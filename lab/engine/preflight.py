@@ -104,7 +104,7 @@ def _is_loopback(endpoint: str) -> bool:
         return False
 
 
-def warnings(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFacts) -> list[str]:
+def warning_lines(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFacts) -> list[str]:
     """The seeds' warnings: lines that start "Warning:"; the run may still start."""
     c, out = config, []
     d, t = facts.driver_cuda, facts.torch_cuda
@@ -140,7 +140,7 @@ def preflight(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFacts |
     out += [f"Memory: at least {n} on GPU {', '.join(gs)} ({what}), before the CUDA context."
             for (n, what), gs in same.items()]
     out += [f"Refused: {e.message}." for e in refusals(config, facts)]
-    return out + warnings(config, snapshot, facts)
+    return out + warning_lines(config, snapshot, facts)
 
 
 def _describe(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
