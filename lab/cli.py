@@ -49,10 +49,12 @@ def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int
     """``launch --dry-run``: the pre-flight lines and the command, as the Launch page shows them."""
     from lab.engine import request
     from lab.engine.config import validate
+    from lab.engine.preflight import machine_facts
     from lab.views.text import shell_line
 
-    validate(cfg, usable)
-    p = request.preview(cfg, _snapshot(), _root())
+    snap = _snapshot()
+    validate(cfg, usable, machine_facts(cfg, snap.gpus))  # what launch refuses, refused here too
+    p = request.preview(cfg, snap, _root())
     if as_json:
         _print(dataclasses.asdict(p))
         return 0

@@ -21,6 +21,7 @@ from lab import runfolder as paths
 from lab.engine import request, script, script_form
 from lab.engine.access import launch_access
 from lab.engine.config import ConfigError, problems
+from lab.engine.preflight import machine_facts
 from lab.views import text as ui_text
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
@@ -137,6 +138,8 @@ if kind == paths.SCRIPT:
 else:
     cfg, found = request.run_config(values, usable)
     found = found + problems(cfg, usable)
+    if not found:  # then what the pre-flight refuses on this machine, as launch does
+        found = problems(cfg, usable, machine_facts(cfg, snap.gpus))
 by_field: dict[str, list[str]] = {}
 for err in found:
     by_field.setdefault(err.field if err.field in slots else "", []).append(err.message)

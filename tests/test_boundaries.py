@@ -1,6 +1,9 @@
 """The house rules of DESIGN.md, checked with ``ast`` so they stay true.
 
 1. ``training/`` never imports ``lab``; ``lab/`` never imports ``streamlit``.
+   ``lab/`` imports ``training`` in one place only: ``lab/engine/estimate.py``
+   builds the trainer's own model (inside a function) to measure its memory
+   before a launch; the trainer still knows nothing of the lab.
 2. One gateway per outside system: NVML (``pynvml``) only in
    ``lab/engine/devices.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
@@ -64,6 +67,19 @@ def process_starters(path: Path) -> bool:
 
 def test_training_never_imports_lab():
     assert importers("lab", py_files("training")) == set()
+
+
+# The one allowance: the pre-flight's memory estimate measures the trainer's own
+# model (training.models), imported inside the function that measures it.
+LAB_IMPORTS_TRAINING = {"lab/engine/estimate.py"}
+
+
+def test_lab_imports_training_only_for_the_memory_estimate():
+    assert importers("training", py_files("lab")) == LAB_IMPORTS_TRAINING
+    tree = ast.parse((REPO_ROOT / "lab/engine/estimate.py").read_text())
+    top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(m == "training" or m.startswith("training.") for m in top), "import training inside the function"
 
 
 def test_lab_never_imports_streamlit():

@@ -14,6 +14,7 @@ used on CPU. Tested by tests/test_train_units.py and tests/test_train_ddp.py.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import sys
@@ -144,14 +145,19 @@ def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> N
             )
 
 
-def init_distributed_mode(placement: Placement) -> None:
-    """Bind the rank's GPU, then join the process group (DDP only)."""
+def init_distributed_mode(placement: Placement, timeout_s: float | None = None) -> None:
+    """Bind the rank's GPU, then join the process group (DDP only).
+
+    ``timeout_s`` (``--dist-timeout``) is how long a collective may wait for
+    the other ranks before it fails; None keeps PyTorch's default.
+    """
     if placement.effective_mode != "ddp":
         return
     global _ran_distributed
     if placement.device.type == "cuda":
         torch.cuda.set_device(placement.local_rank)  # before init_process_group: NCCL binds to it
-    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size)
+    extra = {"timeout": dt.timedelta(seconds=timeout_s)} if timeout_s else {}
+    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra)
     _ran_distributed = True
 
 

@@ -99,8 +99,8 @@ class Loop:
             self.model_without_ddp.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise BadInput(f"--resume: checkpoint does not fit --model {self.args.model} on this data ({first})") from None
+            saved = state["model"] if isinstance(state.get("model"), dict) else {}
+            raise BadInput(checkpoint.misfit(e, self.model_without_ddp.state_dict(), saved, self.args.model)) from None
         if state.get("scaler") and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.start_epoch = int(state["step"]), int(state["epoch"])

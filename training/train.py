@@ -146,7 +146,7 @@ def _set_up(argv: Sequence[str] | None):
     from training.loop import Loop
     from training.metrics import Recorder
 
-    init_distributed_mode(placement)
+    init_distributed_mode(placement, args.dist_timeout)
     torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
     model = models.build(args.model, bundle.channels, bundle.num_classes)
     recorder = Recorder(log_dir, enabled=placement.is_main)

@@ -2,15 +2,18 @@
 
 This module owns the launch configuration (mode, devices, processes, nodes,
 model, data and the trainer's options) and every check made before anything
-starts (the model's name and image size through ``lab.engine.models``).
+starts (the model's name and image size through ``lab.engine.models``, the
+numeric options through ``lab.engine.config_numbers``).
 ``problems`` returns all ``ConfigError(field, message)`` at once, each
-message naming the fix; ``validate`` raises the first. It also builds the
-the configs of a "Compare modes" sweep are made in ``lab.engine.sweeps``.
+message naming the fix; ``validate`` raises the first. Given the machine's
+facts (``lab.engine.preflight.machine_facts``) both also hold the pre-flight's
+refusals (``lab.engine.preflight.refusals``), so a refused run starts nothing.
+The configs of a "Compare modes" sweep are made in ``lab.engine.sweeps``.
 Nothing here starts a process or touches NVML: the GPUs are an argument,
 either a count or the physical indices NVML could read
 (``devices.usable_indices``), which need not be contiguous where a GPU
-refuses to be opened.
-Tested by tests/test_engine_config.py.
+refuses to be opened; the machine facts are an argument too.
+Tested by tests/test_engine_config.py and tests/test_preflight_seeds.py (refusals).
 """
 from __future__ import annotations
 
@@ -18,13 +21,16 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from lab.engine import models
+from lab.engine.config_numbers import CHECKPOINTS, number_problems  # CHECKPOINTS: re-exported, its home for the form and CLI
 from lab.runfolder import DIGITS
 
+if TYPE_CHECKING:
+    from lab.engine.preflight import MachineFacts
+
 MODES = ("single", "dp", "ddp")
-CHECKPOINTS = ("last", "none")
 DATASETS = ("digits", "synthetic")  # the named sets; a folder of images is given as imagefolder:PATH
 IMAGEFOLDER = "imagefolder"
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
@@ -168,6 +174,10 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
             out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
         elif g not in have:
             out.append(_no_such_gpu(g, have))
+    if c.mode == "dp" and len(set(c.gpus)) > len(have):  # a seed's trap: DP quietly runs on the GPUs it sees
+        fix = f"pick at most {len(have)}" if have else "leave gpus empty to run on the CPU"
+        out.append(ConfigError("gpus", f"dp asks for {len(set(c.gpus))} GPUs but {len(have)} are visible: "
+                                       f"DataParallel would quietly use fewer; {fix}"))
     if c.mode == "single" and len(c.gpus) > 1:
         out.append(ConfigError("gpus", f"single mode uses one device, {len(c.gpus)} GPUs given: pick one GPU or use dp/ddp"))
     if c.mode == "ddp":
@@ -198,42 +208,6 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
     return out
 
 
-def _number_problems(c: RunConfig) -> list[ConfigError]:
-    out: list[ConfigError] = []
-    def need(ok: bool, fld: str, msg: str) -> None:
-        if not ok:
-            out.append(ConfigError(fld, msg))
-    need(isinstance(c.batch_size, int) and c.batch_size >= 1, "batch_size", f"batch size {c.batch_size} is not a positive whole number: use e.g. 64")
-    need(isinstance(c.epochs, int) and c.epochs >= 1, "epochs", f"epochs {c.epochs} must be 1 or more")
-    need(isinstance(c.max_steps, int) and c.max_steps >= 0, "max_steps", f"max_steps {c.max_steps} must be 0 (no limit) or more")
-    need(isinstance(c.lr, (int, float)) and c.lr > 0, "lr", f"learning rate {c.lr} must be above 0: use e.g. 0.05")
-    need(isinstance(c.workers, int) and c.workers >= 0, "workers", f"workers {c.workers} must be 0 or more")
-    need(isinstance(c.seed, int) and c.seed >= 0, "seed", f"seed {c.seed} must be 0 or more")
-    need(isinstance(c.log_every, int) and c.log_every >= 1, "log_every", f"log_every {c.log_every} must be 1 or more")
-    need(isinstance(c.val_every, int) and c.val_every >= 0, "val_every", f"val_every {c.val_every} must be 0 (each epoch end) or more")
-    need(isinstance(c.image_size, int) and 4 <= c.image_size <= 1024, "image_size", f"image size {c.image_size} is outside 4..1024: use e.g. 32")
-    need(isinstance(c.grad_norm_warn, (int, float)) and c.grad_norm_warn >= 0, "grad_norm_warn", f"grad_norm_warn {c.grad_norm_warn} must be 0 (off) or more")
-    need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
-    window = _profile_problem(c.profile_steps, c.max_steps)
-    need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
-    return out
-
-
-def _profile_problem(text: object, max_steps: object) -> str | None:
-    """What is wrong with a ``--profile-steps`` window, as far as it can be told without the data set."""
-    m = re.fullmatch(r"(\d+):(\d+)", text) if isinstance(text, str) else None
-    if text == "" or not m:
-        return None if text == "" else "not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24; leave it empty for none"
-    a, b = int(m.group(1)), int(m.group(2))
-    if a < 1:
-        return f"steps count from 1: start at 1 or later, e.g. 1:{max(b, 2)}"
-    if b <= a:
-        return f"B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}"
-    if isinstance(max_steps, int) and 0 < max_steps < b - 1:
-        return f"the run stops after max_steps {max_steps}: end the window by {max_steps + 1} or raise max_steps"
-    return None
-
-
 def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]:
     """The model's name (``lab.engine.models``), then whether it takes the image size (when that is valid)."""
     unknown = models.model_problem(c.model)
@@ -243,15 +217,15 @@ def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]
     return [ConfigError("image_size", size)] if size else []
 
 
-def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
-    """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``); empty = fine."""
+def problems(config: RunConfig, gpus: Gpus, machine: MachineFacts | None = None) -> list[ConfigError]:
+    """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``) and ``machine``'s facts; empty = fine."""
     c = config
     out: list[ConfigError] = []
     if c.mode not in MODES:
         return [ConfigError("mode", f"unknown mode {c.mode!r}: use single, dp or ddp")]
     out += _device_problems(c, gpus)
     out += _node_problems(c)
-    out += _number_problems(c)
+    out += [ConfigError(f, m) for f, m in number_problems(c)]
     if not out:
         bp = _batch_problem(c)
         if bp:
@@ -275,12 +249,16 @@ def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
             out.append(ConfigError("extra_env", f"{k} is set by the launcher (GPUs by UUID): choose GPUs with gpus instead of setting it"))
         elif not isinstance(v, str) or "\0" in v:
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
+    if machine is not None and not out:
+        from lab.engine.preflight import refusals  # here: preflight builds on this module
+
+        out += refusals(c, machine)
     return out
 
 
-def validate(config: RunConfig, gpus: Gpus) -> None:
+def validate(config: RunConfig, gpus: Gpus, machine: MachineFacts | None = None) -> None:
     """Raise the first ``ConfigError`` of ``problems``; return None when the config is fine."""
-    found = problems(config, gpus)
+    found = problems(config, gpus, machine)
     if found:
         raise found[0]
 

@@ -27,6 +27,7 @@ from lab.engine import device_notes, devices, environment, ports, procs, registr
 from lab.engine.config import RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
+from lab.engine.preflight import machine_facts
 from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
                            STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
@@ -182,7 +183,7 @@ def _machine() -> tuple[tuple[int, ...], str]:
 def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up."""
     usable, recorded_on = _machine()
-    validate(config, usable)
+    validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
     run_id = _new_run(normalized(config), root, None, recorded_on)
     start_supervisor(root / run_id)
@@ -208,7 +209,7 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
         raise ValueError(f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config")
     usable, recorded_on = _machine()
     for i, c in enumerate(configs):
-        found = problems(c, usable)
+        found = problems(c, usable, machine_facts(c))
         if found:
             e = found[0]
             raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")

@@ -1,0 +1,54 @@
+"""The numeric and enumerated options of a run's config, checked: one ``(field, message)`` per problem.
+
+``lab.engine.config`` owns ``RunConfig`` and turns these pairs into its
+``ConfigError``; this module holds the checks of the trainer's plain options
+(batch, epochs, steps, learning rate, workers, seed, logging, image size,
+checkpoints, the profiled window and the health options) so that config.py
+stays about devices, nodes, data and models. It reads the config by
+attribute only (no import of config.py, which imports it). Tested by
+tests/test_engine_config.py.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+CHECKPOINTS = ("last", "none")
+
+
+def number_problems(c: Any) -> list[tuple[str, str]]:
+    """Every problem with the plain options of ``c`` (a ``RunConfig``), as (field, message naming the fix)."""
+    out: list[tuple[str, str]] = []
+
+    def need(ok: bool, fld: str, msg: str) -> None:
+        if not ok:
+            out.append((fld, msg))
+    need(isinstance(c.batch_size, int) and c.batch_size >= 1, "batch_size", f"batch size {c.batch_size} is not a positive whole number: use e.g. 64")
+    need(isinstance(c.epochs, int) and c.epochs >= 1, "epochs", f"epochs {c.epochs} must be 1 or more")
+    need(isinstance(c.max_steps, int) and c.max_steps >= 0, "max_steps", f"max_steps {c.max_steps} must be 0 (no limit) or more")
+    need(isinstance(c.lr, (int, float)) and c.lr > 0, "lr", f"learning rate {c.lr} must be above 0: use e.g. 0.05")
+    need(isinstance(c.workers, int) and c.workers >= 0, "workers", f"workers {c.workers} must be 0 or more")
+    need(isinstance(c.seed, int) and c.seed >= 0, "seed", f"seed {c.seed} must be 0 or more")
+    need(isinstance(c.log_every, int) and c.log_every >= 1, "log_every", f"log_every {c.log_every} must be 1 or more")
+    need(isinstance(c.val_every, int) and c.val_every >= 0, "val_every", f"val_every {c.val_every} must be 0 (each epoch end) or more")
+    need(isinstance(c.image_size, int) and 4 <= c.image_size <= 1024, "image_size", f"image size {c.image_size} is outside 4..1024: use e.g. 32")
+    need(isinstance(c.grad_norm_warn, (int, float)) and c.grad_norm_warn >= 0, "grad_norm_warn", f"grad_norm_warn {c.grad_norm_warn} must be 0 (off) or more")
+    need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
+    window = profile_problem(c.profile_steps, c.max_steps)
+    need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
+    return out
+
+
+def profile_problem(text: object, max_steps: object) -> str | None:
+    """What is wrong with a ``--profile-steps`` window, as far as it can be told without the data set."""
+    m = re.fullmatch(r"(\d+):(\d+)", text) if isinstance(text, str) else None
+    if text == "" or not m:
+        return None if text == "" else "not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24; leave it empty for none"
+    a, b = int(m.group(1)), int(m.group(2))
+    if a < 1:
+        return f"steps count from 1: start at 1 or later, e.g. 1:{max(b, 2)}"
+    if b <= a:
+        return f"B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}"
+    if isinstance(max_steps, int) and 0 < max_steps < b - 1:
+        return f"the run stops after max_steps {max_steps}: end the window by {max_steps + 1} or raise max_steps"
+    return None
