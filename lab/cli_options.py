@@ -29,6 +29,12 @@ HELP = {
     "tags": "a tag (repeatable)",
     "extra_env": "extra environment, KEY=VALUE (repeatable)",
     "profile_steps": "A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. 20:25); off by default",
+    "stall_after": "seconds without a new step before the run is flagged stalled and its stacks saved "
+                   "(0: the larger of 60 s and 20 median steps)",
+    "stop_on_nan": "end the run (failed, nan_loss) as soon as train/loss is NaN or infinite",
+    "data_delay_ms": "each training batch waits MS: a slow input pipeline, simulated",
+    "max_restarts": "ddp: torchrun restarts the workers up to N times; the trainer resumes from its last checkpoint",
+    "resume": "a checkpoint file to start from (a run's checkpoints/last.pt); `python -m lab resume RUN` fills it in",
 }
 
 

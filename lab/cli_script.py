@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from lab.engine.config import RunConfig
 
 # RunConfig's fields a script run shares; the others are the trainer's own options.
-SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env")
+SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env", "stall_after")
 EPILOG = """a script of your own (instead of the lab's trainer):
   python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR] [--json] -- ARGS...
   everything after -- is handed to the script as it is; single runs `python train.py ARGS` with one device

@@ -29,6 +29,7 @@ STATUS_JSON = "status.json"      # supervisor: the state machine
 SUMMARY_JSON = "summary.json"    # trainer, at the end
 PROGRESS_JSON = "progress.json"  # trainer, every log window
 STOP_REQUEST = "stop.request"    # launcher -> supervisor: please stop
+STACKS_REQUEST = "stacks.request"  # a page or the CLI -> supervisor: dump every rank's stack now
 STDOUT_LOG = "stdout.log"        # supervisor: the training command's combined output
 SUPERVISOR_LOG = "supervisor.log"
 ERROR_JSON = "error.json"        # TORCHELASTIC_ERROR_FILE
@@ -36,8 +37,11 @@ TB_DIR = "tb"                    # trainer's event files (rank 0)
 SYS_DIR = "sys"                  # supervisor's device samples as event files
 LOGS_DIR = "logs"                # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.log
 CHECKPOINTS_DIR = "checkpoints"
+LAST_CHECKPOINT = f"{CHECKPOINTS_DIR}/last.pt"  # trainer: the newest checkpoint, what a resume starts from
 PROFILE_DIR = "profile"          # trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
 BREAKDOWN_JSON = f"{PROFILE_DIR}/breakdown.json"
+STACKS_DIR = "stacks"            # supervisor: rank<i>-<YYYYmmdd-HHMMSS>.txt, every rank's stack when stalled or asked
+HEALTH_DIR = "health"            # supervisor: health/<key> = 1 events at the optimizer step a finding was made
 SWEEPS_DIR = ".sweeps"           # in the runs root: <sweep_id>.json and .log
 
 # ---- run states ------------------------------------------------------------

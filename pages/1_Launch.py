@@ -34,12 +34,13 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags", "profile_steps"]]),
     ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
                       ["extra_env"]]),
+    ("When it goes wrong", [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     (None, [["script"], ["args"], ["cwd"], ["mode"], ["gpus"], ["nproc"], ["events_dir", "total_steps"],
             ["name", "tags"]]),
-    ("More options", [["extra_env"]]),
+    ("More options", [["stall_after"], ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}

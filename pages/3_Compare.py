@@ -7,7 +7,8 @@ colours and the noise notes, ``lab.views.compare_repeats`` for the repeats of a
 sweep, ``lab.views.anatomy_text`` for the anatomy of a step (bars and their
 reading), ``lab.views.anatomy`` for each rank's trace, ``lab.views.scaling``
 for what strong and weak scaling mean, ``lab.views.compare_curves`` for the
-figures and ``lab.views.report`` for the HTML export, and draws them. Event
+figures (a resumed run joined to the runs it continues: ``lab.views.chain``)
+and ``lab.views.report`` for the HTML export, and draws them. Event
 files are read through the shared cached readers (``ui.shared``). Session
 keys carry the ``cmp_`` prefix.
 """
@@ -16,8 +17,8 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import (anatomy, anatomy_text, compare, compare_columns, compare_curves, compare_repeats, compare_runs,
-                       fairness, noise, report, scaling)
+from lab.views import (anatomy, anatomy_text, chain, compare, compare_columns, compare_curves, compare_repeats,
+                       compare_runs, fairness, noise, report, scaling)
 from lab.views.runscalars import run_scalars
 from ui.shared import event_reader
 
@@ -101,6 +102,18 @@ def _repeats(chosen, scalars, baseline) -> None:
         st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
 
 
+def _joined(chosen, runs, scalars) -> dict:
+    """Each chosen run's curves, joined to the runs it resumed from when the toggle asks (``lab.views.chain``)."""
+    by_id = {r.run_id: r.record for r in runs if not r.sample}
+    back = {r.key: chain.ancestors(r.record, by_id) for r in chosen}
+    if not any(back.values()) or not st.toggle("Draw a resumed run with the runs it continues, as one curve",
+                                               key="cmp_join", help="A run resumed from another's checkpoint "
+                                               "continues its curve; the older points after the resume are left out."):
+        return scalars
+    return {k: chain.joined([run_scalars(event_reader(str(a.run_dir))) for a in back[k]] + [scalars[k]])
+            for k in scalars}
+
+
 def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.CURVE_TAGS, key="cmp_tag")
@@ -161,7 +174,7 @@ def main() -> None:
     downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
     notes = noise.noise_notes(chosen, baseline, scalars)
     _reading(chosen, notes)
-    figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
+    figures = _anatomy(chosen, names) + _figures(chosen, table, _joined(chosen, runs, scalars))
     _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)
 
 

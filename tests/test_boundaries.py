@@ -8,7 +8,9 @@
    ``lab/engine/devices.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
    (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``; event files are
+   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``, and by
+   ``lab/engine/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
+   documented allowance); event files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    supervisor's sampler writing them aside.
 3. No module over 300 lines and no function over 60 in ``lab/``,
@@ -94,9 +96,18 @@ def test_psutil_only_in_the_process_module_and_the_trainers_metrics():
     assert importers("psutil", py_files(*CODE)) <= {"lab/engine/procs.py", "training/metrics.py"}
 
 
+# The allowance: the supervisor's stack taker runs ``py-spy dump`` (and signals ranks) on its behalf.
+STACK_TAKER = "lab/engine/stacks.py"
+
+
 def test_processes_started_only_by_launcher_and_supervisor():
     starters = {rel(f) for f in py_files(*CODE) if process_starters(f)}
-    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py"}
+    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py", STACK_TAKER}
+
+
+def test_the_stack_taker_is_used_only_by_the_supervisor():
+    users = importers("lab.engine.stacks", py_files(*CODE))  # "from lab.engine import stacks" counts too
+    assert users == {"lab/engine/health_watch.py"}  # the supervisor's health watch, in the supervisor process
 
 
 def test_event_files_parsed_only_under_lab_events():

@@ -26,17 +26,20 @@ LAST = "last.pt"
 WRAPPER_PREFIX = "module."  # what DataParallel and DDP put before every key of the model they wrap
 
 
-def resolve(resume: str | None, log_dir: Path) -> Path | None:
+def resolve(resume: str | None, log_dir: Path, restarted: bool = False) -> Path | None:
     """The checkpoint file ``--resume`` names; ``None`` for a fresh start.
 
     ``auto`` means ``LOG_DIR/checkpoints/last.pt`` when it exists (a fresh
-    start otherwise); any other value must be an existing file.
+    start otherwise); any other value must be an existing file. A
+    ``restarted`` attempt (torchrun's ``--max-restarts``) continues from its
+    own ``last.pt`` when it wrote one, whatever ``--resume`` names: the file
+    it was started from is older.
     """
+    own = log_dir / "checkpoints" / LAST
     if not resume:
         return None
-    if resume == "auto":
-        path = log_dir / "checkpoints" / LAST
-        return path if path.is_file() else None
+    if resume == "auto" or (restarted and own.is_file()):
+        return own if own.is_file() else None
     path = Path(resume).expanduser()
     if not path.is_file():
         raise BadInput(f"--resume {resume}: no such checkpoint file; give a .pt file or 'auto'")

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ddp: how long a collective waits for the other ranks before it fails (default: PyTorch's)")
     p.add_argument("--profile-steps", default=None, metavar="A:B",
                    help="torch.profiler over optimizer steps A to B-1 on every rank; traces and breakdown.json under LOG_DIR/profile/")
+    p.add_argument("--stop-on-nan", action="store_true",
+                   help="end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training on")
+    p.add_argument("--data-delay-ms", type=float, default=0.0, metavar="MS",
+                   help="wait MS per training batch fetched: a slow input pipeline, simulated (workers overlap it)")
     p.add_argument("--memory-snapshot", type=int, default=0, metavar="N",
                    help="CUDA only: record the allocator's history over the first N steps into LOG_DIR/profile/")
     return p
@@ -104,6 +108,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parse_window(args.profile_steps)
     if args.dist_timeout is not None and not 0 < args.dist_timeout < math.inf:
         raise BadInput(f"--dist-timeout must be a positive number of seconds, got {args.dist_timeout}: e.g. 600")
+    if not 0 <= args.data_delay_ms <= 60_000:
+        raise BadInput(f"--data-delay-ms must be 0 (off) to 60000, got {args.data_delay_ms}")
     if args.memory_snapshot < 0:
         raise BadInput(f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}")
     if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):

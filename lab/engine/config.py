@@ -87,6 +87,11 @@ class RunConfig:
     checkpoint: str = "last"
     grad_norm_warn: float = 0.0
     profile_steps: str = ""  # "A:B": the trainer's --profile-steps (steps A..B-1); empty = off
+    stall_after: float = 0.0  # seconds without a new step before "stalled"; 0 = max(60 s, 20 median steps)
+    stop_on_nan: bool = False  # the trainer's --stop-on-nan
+    data_delay_ms: float = 0.0  # the trainer's --data-delay-ms: a slow input pipeline, simulated
+    max_restarts: int = 0  # torchrun's --max-restarts (ddp); the trainer then resumes from its last checkpoint
+    resume: str = ""  # a checkpoint file to start from (the trainer's --resume); empty = fresh
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -264,7 +269,9 @@ def validate(config: RunConfig, gpus: Gpus, machine: MachineFacts | None = None)
 
 
 def normalized(config: RunConfig) -> RunConfig:
-    """The same config with an ``imagefolder:`` path made absolute (the run starts elsewhere)."""
+    """The same config with an ``imagefolder:`` and a ``resume`` path made absolute (the run starts elsewhere)."""
+    if config.resume.strip():
+        config = dataclasses.replace(config, resume=str(Path(config.resume.strip()).expanduser().resolve()))
     if config.dataset.startswith(f"{IMAGEFOLDER}:"):
         p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
         return dataclasses.replace(config, dataset=f"{IMAGEFOLDER}:{p}")

@@ -3,7 +3,8 @@
 ``lab.engine.config`` owns ``RunConfig`` and turns these pairs into its
 ``ConfigError``; this module holds the checks of the trainer's plain options
 (batch, epochs, steps, learning rate, workers, seed, logging, image size,
-checkpoints, the profiled window and the health options) so that config.py
+checkpoints, the profiled window, and the options of a run that goes wrong:
+the stall threshold, the simulated input delay, restarts and a resume) so that config.py
 stays about devices, nodes, data and models. It reads the config by
 attribute only (no import of config.py, which imports it). Tested by
 tests/test_engine_config.py.
@@ -11,6 +12,7 @@ tests/test_engine_config.py.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 CHECKPOINTS = ("last", "none")
@@ -36,6 +38,28 @@ def number_problems(c: Any) -> list[tuple[str, str]]:
     need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
     window = profile_problem(c.profile_steps, c.max_steps)
     need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
+    return out + health_problems(c)
+
+
+def health_problems(c: Any) -> list[tuple[str, str]]:
+    """The options of section 1 and 3 of the health issue: stall threshold, data delay, restarts, resume."""
+    out: list[tuple[str, str]] = []
+    ok = isinstance(c.stall_after, (int, float)) and not isinstance(c.stall_after, bool) and 0 <= c.stall_after < 1e7
+    if not ok:
+        out.append(("stall_after", f"stall_after {c.stall_after} must be 0 (automatic: the larger of 60 s and 20 "
+                                   "median steps) or a number of seconds, e.g. 300"))
+    if not (isinstance(c.data_delay_ms, (int, float)) and 0 <= c.data_delay_ms <= 60_000):
+        out.append(("data_delay_ms", f"data_delay_ms {c.data_delay_ms} must be 0 (off) to 60000 ms per batch"))
+    if not isinstance(c.max_restarts, int) or isinstance(c.max_restarts, bool) or not 0 <= c.max_restarts <= 100:
+        out.append(("max_restarts", f"max_restarts {c.max_restarts} must be a whole number from 0 to 100"))
+    elif c.max_restarts and c.mode != "ddp":
+        out.append(("max_restarts", f"restarts are torchrun's, and {c.mode} does not run under torchrun: "
+                                    "use mode ddp, or max_restarts 0"))
+    if not isinstance(c.resume, str):
+        out.append(("resume", "resume must be the path of a checkpoint file"))
+    elif c.resume.strip() and not Path(c.resume.strip()).expanduser().is_file():
+        out.append(("resume", f"no checkpoint file at {c.resume.strip()!r}: give a last.pt the trainer wrote "
+                              "(a run's checkpoints/last.pt), or leave it empty to start fresh"))
     return out
 
 

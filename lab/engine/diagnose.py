@@ -146,12 +146,17 @@ KNOWN: list[tuple[str, re.Pattern[str] | _PrefixOnly, str, str]] = [
      re.compile(r"does not split|not divisible|must be divisible", re.I),
      "The global batch does not split evenly over the devices/processes.",
      "Use a batch size that is a multiple of the number of GPUs/processes."),
+    ("nan_loss",  # the trainer's --stop-on-nan line
+     re.compile(r"train/loss is (?:nan|inf|-inf) at step \d+"),
+     "train/loss turned NaN or infinite (--stop-on-nan ended the run): the training diverged.",
+     "Lower the learning rate (e.g. by 10x), add warm-up or gradient clipping; with --amp check the GradScaler."),
     ("killed",
      re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)|killed by signal 9|SIGKILL|exit code -9|^Killed$", re.I | re.M),
      "A process was killed with signal 9 (SIGKILL): usually the host ran out of memory and the kernel's OOM killer ended it, or someone ran kill -9.",
      "Lower the batch size, image size or DataLoader workers; check `dmesg` for 'Out of memory'."),
 ]
-_AROUND = ("port_in_use", "batch_split", "state_dict_prefix")  # excerpt: the lines around the match, not a traceback
+_AROUND = ("port_in_use", "batch_split", "state_dict_prefix", "nan_loss")
+GENERIC = ("crashed", "rank_crashed", "unknown")  # nothing specific found: a health finding may say more  # excerpt: the lines around the match, not a traceback
 
 _BAD_INPUT = re.compile(r"^error: (.+)$", re.M)
 # argparse's refusal: "usage: ..." then "<prog>: error: <what>", exit code 2 (torchrun's prefix allowed)

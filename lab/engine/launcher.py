@@ -29,7 +29,7 @@ from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
 from lab.engine.preflight import machine_facts
 from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
-                           STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
+                           STACKS_REQUEST, STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
 
 PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken
@@ -56,6 +56,12 @@ def _trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
         args.append("--amp")
     if c.profile_steps:
         args += ["--profile-steps", c.profile_steps]
+    if c.stop_on_nan:
+        args.append("--stop-on-nan")
+    if c.data_delay_ms:
+        args += ["--data-delay-ms", str(float(c.data_delay_ms))]
+    if c.resume or c.max_restarts:  # a restarted attempt continues from its own last checkpoint
+        args += ["--resume", c.resume or "auto"]
     return args
 
 
@@ -66,6 +72,8 @@ def _torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> l
                  "--rdzv-id", Path(run_dir).name]
     else:
         argv += ["--master-addr", "127.0.0.1", PORT_FLAG, str(port)]
+    if getattr(c, "max_restarts", 0):  # a script's config has none
+        argv += ["--max-restarts", str(c.max_restarts)]
     return argv + ["--log-dir", str(Path(run_dir) / LOGS_DIR), "--tee", "3"]
 
 
@@ -94,7 +102,8 @@ def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
 
 # ---- starting -------------------------------------------------------------
 
-def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str, scaling: str | None = None) -> str:
+def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str, scaling: str | None = None,
+             resumed_from: str | None = None) -> str:
     """Create the run folder and its run.json; the run is queued until its supervisor writes status.json."""
     root.mkdir(parents=True, exist_ok=True)
     for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
@@ -113,7 +122,7 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         "argv": argv, "env": environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
-        "scaling": scaling,
+        "scaling": scaling, "resumed_from": resumed_from,
     })
     return run_id
 
@@ -180,12 +189,15 @@ def _machine() -> tuple[tuple[int, ...], str]:
     return tuple(g.index for g in gpus), device_notes.describe_machine(gpus, os.cpu_count() or 1)
 
 
-def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
-    """Validate, create the run folder, start the supervisor; return the run id once it is up."""
+def launch(config: RunConfig, runs_dir: Path | None = None, *, resumed_from: str | None = None) -> str:
+    """Validate, create the run folder, start the supervisor; return the run id once it is up.
+
+    ``resumed_from``: the run whose checkpoint ``config.resume`` names (``lab.engine.resume``), kept in run.json.
+    """
     usable, recorded_on = _machine()
     validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
-    run_id = _new_run(normalized(config), root, None, recorded_on)
+    run_id = _new_run(normalized(config), root, None, recorded_on, resumed_from=resumed_from)
     start_supervisor(root / run_id)
     return run_id
 
@@ -254,6 +266,14 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     procs.end_recorded(st, grace_s)
     _record_without_supervisor(run_dir, st, STOPPED)
     return STOPPED
+
+
+def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
+    """Ask a running run's supervisor for every rank's stack now (a ``stacks.request`` file it polls, as it
+    polls ``stop.request``); return the run folder. Its answer is status.json's ``stacks``."""
+    run_dir = Path(registry.get_run(run_id, root_or_default(runs_dir)).run_dir)
+    write_json_atomic(run_dir / STACKS_REQUEST, {"at": now_iso()})
+    return run_dir
 
 
 def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:

@@ -40,7 +40,7 @@ MODULE_PREFIX = "-m "  # "-m package.module": run a module, as python -m does
 RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # What a trainer run shares with a script run; config.problems checks them for both.
-_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env")
+_SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env", "stall_after")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class ScriptConfig:
     name: str = ""
     tags: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    stall_after: float = 0.0  # as RunConfig's: seconds without a new step (events) before "stalled"
 
     kind = SCRIPT
 

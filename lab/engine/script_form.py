@@ -31,7 +31,7 @@ from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, FormField, 
 from lab.engine.script import TB_ENV, ScriptConfig, build_command, normalized, other_node_commands
 from lab.runfolder import root_or_default
 
-_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint")
+_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "stall_after")
 
 
 def _shared(name: str) -> FormField:
@@ -56,7 +56,7 @@ SCRIPT_FIELDS: tuple[FormField, ...] = (
               help="Where the script writes TensorBoard event files, when not below the working directory"),
     FormField("total_steps", "Total steps (optional, 0 = unknown)", "int", "launch_script_total",
               help="Only for the ETA: the step the script's last logged event will have"),
-    *(_shared(n) for n in ("name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint")),
+    *(_shared(n) for n in ("name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "stall_after")),
 )
 SCRIPT_BY_NAME = {f.name: f for f in SCRIPT_FIELDS}
 
