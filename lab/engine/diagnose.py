@@ -9,7 +9,7 @@ The table holds the failures the seeds quote (a port or address that cannot
 be had, a driver too old, out of memory, two ranks on one GPU, a collective
 timeout, unused parameters under DDP, a checkpoint's ``module.`` prefix, bad
 device_ids, DP's scatter/gather sizes, tensors on different devices, NCCL, a
-batch that does not split, SIGKILL). Every diagnosis in status.json is a
+batch that does not split, a NaN loss under ``--stop-on-nan``, SIGKILL). Every diagnosis in status.json is a
 ``Diagnosis`` (``to_dict``), including the supervisor's own failures
 (``supervisor_failure``). A program that exits 2 after argparse's ``usage:``
 and ``prog: error: ...`` lines (a user's script given bad arguments) is

@@ -28,7 +28,7 @@ from lab.engine.config import RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
 from lab.engine.preflight import machine_facts
-from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON,
+from lab.runfolder import (ENDED_STATES, FAILED, LOGS_DIR, LOST, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING,
                            STACKS_REQUEST, STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
                            now_iso, read_json, root_or_default, stamp, write_json_atomic)
 
@@ -223,8 +223,7 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
     for i, c in enumerate(configs):
         found = problems(c, usable, machine_facts(c))
         if found:
-            e = found[0]
-            raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
+            raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
     sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
     run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)]
@@ -271,9 +270,11 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
 def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
     """Ask a running run's supervisor for every rank's stack now (a ``stacks.request`` file it polls, as it
     polls ``stop.request``); return the run folder. Its answer is status.json's ``stacks``."""
-    run_dir = Path(registry.get_run(run_id, root_or_default(runs_dir)).run_dir)
-    write_json_atomic(run_dir / STACKS_REQUEST, {"at": now_iso()})
-    return run_dir
+    rec = registry.get_run(run_id, root_or_default(runs_dir))
+    if rec.state not in (STARTING, RUNNING):
+        raise LaunchError(f"run {run_id} is {rec.state}: only a running run has stacks to take")
+    write_json_atomic(Path(rec.run_dir) / STACKS_REQUEST, {"at": now_iso()})
+    return Path(rec.run_dir)
 
 
 def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:

@@ -2,11 +2,13 @@
 
 One run: ``progress`` (step, ETA, throughput), ``run_charts`` (its training
 curves and device timelines), ``runscalars`` (a run folder's ``tb/`` and
-``sys/`` as one run), ``live`` (which runs, the failure box, the notes) and
-``device_strip`` (the home page's devices). Runs side by side:
+``sys/`` as one run), ``live`` (which runs, the failure box, the notes),
+``health`` (the findings' banner and badge, stacks, restarts, resume links)
+and ``device_strip`` (the home page's devices). Runs side by side:
 ``compare_runs`` (which runs, their names), ``compare`` (the table),
 ``fairness`` (the warnings), ``spread`` (medians, intervals, "within
-noise"), ``compare_curves`` (the charts) and ``report`` (the HTML export).
+noise"), ``compare_curves`` (the charts), ``chain`` (a resumed run joined to
+the runs it continues) and ``report`` (the HTML export).
 Any folder of event files: ``logfolder`` (its runs), ``run_select`` (filter,
 experiments, selection), ``hparams_table``, ``browse`` (tags, x axes,
 smoothing) and ``scalar_chart`` (the Logs charts). Helpers:

@@ -84,7 +84,9 @@ def stack_files(run_dir: Path | str) -> tuple[str | None, list[tuple[str, Path]]
     if not groups:
         return None, []
     at = max(groups)
-    order = lambda item: (item[0] == "torchrun", int(item[0][4:]) if item[0].startswith("rank") else 0)  # noqa: E731
+    def order(item: tuple[str, Path]) -> tuple:
+        who, path = item
+        return who == "torchrun", int(who[4:]) if who.startswith("rank") else 0, len(path.name), path.name
     return at, sorted(groups[at], key=order)
 
 
