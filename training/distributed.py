@@ -156,9 +156,29 @@ def init_distributed_mode(placement: Placement, timeout_s: float | None = None) 
     global _ran_distributed
     if placement.device.type == "cuda":
         torch.cuda.set_device(placement.local_rank)  # before init_process_group: NCCL binds to it
-    extra = {"timeout": dt.timedelta(seconds=timeout_s)} if timeout_s else {}
+    extra: dict[str, Any] = {"timeout": dt.timedelta(seconds=timeout_s)} if timeout_s else {}
+    restart = restart_store(timeout_s)
+    if restart is not None:
+        extra["store"] = restart
     dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra)
     _ran_distributed = True
+
+
+def restart_store(timeout_s: float | None = None) -> Any:
+    """A restarted torchrun attempt's store: the agent's, under a prefix of its own (None on a first attempt).
+
+    torchrun (torch 2.14, gloo) gives every attempt the same store keys, so the ranks of a restart can read
+    the dead attempt's addresses and hang or be refused connecting (seen here about one restart in two);
+    a prefix per attempt keeps them apart.
+    """
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+    if attempt <= 0 or not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
+        return None
+    # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does, as env:// would
+    host = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and os.environ.get("RANK") == "0"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
+                          timeout=dt.timedelta(seconds=timeout_s or 300))
+    return dist.PrefixStore(f"training/attempt_{attempt}", store)
 
 
 def is_dist() -> bool:
