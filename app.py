@@ -1,5 +1,6 @@
 """Home of the Parallel Training Lab: what it is, the devices right now (live),
-where runs live, the runs at a glance, the one-click "Compare modes" sweep,
+where runs live, the runs at a glance (a badge where the supervisor flagged a
+run's health: ``lab.views.health``), the one-click "Compare modes" sweep,
 and shortcuts to the pages. Start it with ``streamlit run app.py``. When the
 server listens beyond this machine it says that launching from the pages is
 off (or, with LAB_ALLOW_REMOTE_LAUNCH=1, that anyone reaching it may launch):
@@ -12,7 +13,7 @@ import streamlit as st
 from lab import runfolder as paths
 from lab.engine.access import launch_access
 from lab.engine.sweeps import MAX_REPEATS
-from lab.views import device_strip as strip, live, progress, scaling as scaling_view, text as ui_text
+from lab.views import device_strip as strip, health, live, progress, scaling as scaling_view, text as ui_text
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 st.title("Parallel Training Lab")
@@ -74,7 +75,8 @@ def runs_at_a_glance() -> None:
     for r in active:
         p = progress.progress_of(r)
         c1, c2 = st.columns([5, 1])
-        c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}")
+        sick = health.badge(r)  # the supervisor's findings, e.g. "Stalled"
+        c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}" + (f" · ⚠️ {sick}" if sick else ""))
         c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
     if finished:
         st.dataframe(
@@ -86,6 +88,7 @@ def runs_at_a_glance() -> None:
                     "created": ui_text.fmt_ago(r.created_at),
                     "throughput": ui_text.fmt_rate(progress.progress_of(r).samples_per_sec),
                     "took": ui_text.fmt_duration(progress.progress_of(r).elapsed_s),
+                    "health": health.badge(r) or "ok",
                 }
                 for r in finished
             ],

@@ -1,11 +1,12 @@
-"""The command line: ``python -m lab launch|sweep|status|stop|logs|gpus|rm|compare|scalars``.
+"""The command line: ``python -m lab launch|sweep|status|stop|resume|stacks|logs|gpus|rm|compare|scalars``.
 
 Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``,
 ``lab.engine.logs`` and ``lab.engine.devices``; the run options are made from
 ``RunConfig``'s fields and defaults (``lab.engine.config``) and read into a
 config by ``lab.engine.request.run_config``, as the Launch page's form is;
 ``compare`` prints ``lab.views.compare_json``'s document, the ``scalars`` subcommand is ``lab.events.export``'s,
-``launch --script`` (a user's own script) ``lab.cli_script``'s. Runs live in ./runs
+``launch --script`` (a user's own script) ``lab.cli_script``'s, ``resume`` and
+``stacks`` ``lab.cli_health``'s. Runs live in ./runs
 unless ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and
 exit code 2, never a traceback. The JSON keys are documented in the README.
 Tested by tests/test_engine_cli.py.
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab import cli_options, cli_script
+from lab import cli_health, cli_options, cli_script
 from lab.engine.config import MODES, RunConfig
 from lab.engine.sweeps import STRONG, compare_modes_configs, interleaved, scaled
 from lab.events import export as scalars_cli
@@ -49,10 +50,12 @@ def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int
     """``launch --dry-run``: the pre-flight lines and the command, as the Launch page shows them."""
     from lab.engine import request
     from lab.engine.config import validate
+    from lab.engine.preflight import machine_facts
     from lab.views.text import shell_line
 
-    validate(cfg, usable)
-    p = request.preview(cfg, _snapshot(), _root())
+    snap = _snapshot()
+    validate(cfg, usable, machine_facts(cfg, snap.gpus))  # what launch refuses, refused here too
+    p = request.preview(cfg, snap, _root())
     if as_json:
         _print(dataclasses.asdict(p))
         return 0
@@ -120,7 +123,8 @@ def _status_line(r) -> str:
         why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (f" ({s['reason']})" if s.get("reason") else "")
     prog = r.progress or {}
     step = f" step {prog.get('step')}/{prog.get('total_steps')}" if prog.get("step") is not None else ""
-    return f"{r.run_id:48} {r.state:10} {r.mode or '-':6}{step}{why}"
+    health = "".join(f" [{f.get('key')}]" for f in r.health)  # the findings' keys, e.g. [stalled]
+    return f"{r.run_id:48} {r.state:10} {r.mode or '-':6}{step}{health}{why}"
 
 
 def cmd_status(a: argparse.Namespace) -> int:
@@ -266,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rm", help="delete a finished run")
     p.add_argument("run")
     p.set_defaults(func=cmd_rm)
+    cli_health.add_parsers(sub)
     scalars_cli.add_parser(sub)
     return ap
 
@@ -275,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     from lab.engine.launcher import LaunchError
     from lab.runfolder import BadRunId
     from lab.engine.registry import RunIsLive, RunNotFound
+    from lab.engine.resume import ResumeError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     ours, script_args = cli_script.split_script_args(sys.argv[1:] if argv is None else argv)  # after --
@@ -285,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:  # named as the flag the user typed
         print(f"error: {cli_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
     except (UserError, cli_script.ScriptUsageError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError,
-            OSError) as e:
+            OSError, ResumeError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
     except KeyboardInterrupt:

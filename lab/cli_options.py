@@ -37,6 +37,12 @@ HELP = {
     "time": "slurm: the time limit, e.g. 30 or 2:00:00 (default: the partition's)",
     "account": "slurm: the account to charge",
     "sbatch_args": "slurm: one more #SBATCH option, written --sbatch-arg=--qos=high (repeatable)",
+    "stall_after": "seconds without a new step before the run is flagged stalled and its stacks saved "
+                   "(0: the larger of 60 s and 20 median steps)",
+    "stop_on_nan": "end the run (failed, nan_loss) as soon as train/loss is NaN or infinite",
+    "data_delay_ms": "each training batch waits MS: a slow input pipeline, simulated",
+    "max_restarts": "ddp: torchrun restarts the workers up to N times; the trainer resumes from its last checkpoint",
+    "resume": "a checkpoint file to start from (a run's checkpoints/last.pt); `python -m lab resume RUN` fills it in",
 }
 
 

@@ -25,7 +25,7 @@ from lab.engine.config import JOB_FIELDS, RunConfig
 
 # RunConfig's fields a script run shares (where it runs too); the others are the trainer's own options.
 SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
-          "backend", *JOB_FIELDS)
+          "backend", *JOB_FIELDS, "stall_after")
 EPILOG = """a script of your own (instead of the lab's trainer):
   python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR] [--json] -- ARGS...
   everything after -- is handed to the script as it is; single runs `python train.py ARGS` with one device

@@ -23,6 +23,7 @@ from lab import runfolder as paths
 from lab.engine import request, script, script_form
 from lab.engine.access import launch_access
 from lab.engine.config import ConfigError, problems
+from lab.engine.preflight import machine_facts
 from lab.views import text as ui_text
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
@@ -38,13 +39,14 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags", "profile_steps"]]),
     ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
                       ["extra_env"]]),
+    ("When it goes wrong", [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     *LAYOUT[:2],  # where to run, and the Slurm job's options
     (None, [["script"], ["args"], ["cwd"], ["mode"], ["gpus"], ["nproc"], ["events_dir", "total_steps"],
             ["name", "tags"]]),
-    ("More options", [["extra_env"]]),
+    ("More options", [["stall_after"], ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}
@@ -149,6 +151,8 @@ if kind == paths.SCRIPT:
 else:
     cfg, found = request.run_config(values, usable)
     found = found + problems(cfg, usable)
+    if not found:  # then what the pre-flight refuses on this machine, as launch does
+        found = problems(cfg, usable, machine_facts(cfg, snap.gpus))
 by_field: dict[str, list[str]] = {}
 for err in found:
     by_field.setdefault(err.field if err.field in slots else "", []).append(err.message)

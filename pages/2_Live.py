@@ -2,14 +2,17 @@
 per-device utilisation and memory over time, loss and accuracy curves, the
 log tail (per rank for DDP), each rank's profiler trace once written (a run
 launched with Profile steps), a Stop button, on failure the diagnosis, and a
-"busy machine" warning when other processes shared the machine (``lab.views.noise``);
-for a Slurm run also its job (state, nodes, why it waits) and each node's
-device samples.
+"busy machine" warning when other processes shared the machine (``lab.views.noise``),
+the run's health findings as a banner at the top with the stacks of a
+stalled run and a "Dump stacks now" button, torchrun's restarts with their
+causes, the resume links and, for a failed, stopped or lost run, "Resume"
+(``lab.views.health``, ``lab.engine.resume``); for a Slurm run also its job
+(state, nodes, why it waits) and each node's device samples.
 The live part refreshes every 2 s inside a fragment, reading the run's event
 files incrementally through the shared cached reader (``ui.shared``). A
 user's script run reads the folders of event files linked to it too, draws
 every tag it logs, and takes its progress from those events. Layout only:
-see ``lab.views.live``, ``lab.views.progress``, ``lab.views.run_charts``,
+see ``lab.views.live``, ``lab.views.health``, ``lab.views.progress``, ``lab.views.run_charts``,
 ``lab.views.script_run``, ``lab.views.anatomy`` (the traces) and
 ``lab.views.nodes`` (a Slurm job's nodes).
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import anatomy, live, nodes, noise, progress, run_charts, runscalars, script_run, text as ui_text
+from lab.views import anatomy, health, live, nodes, noise, progress, run_charts, runscalars, script_run, text as ui_text
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -100,6 +103,23 @@ def _header(rec, scalars) -> None:
         st.code("\n".join(lines) or "(no run.json)", language=None)
 
 
+def _health(rec) -> None:
+    """The findings as a banner, then the newest stacks, the restarts and the resume links."""
+    for box in health.banner(rec):
+        body = f"**{box['title']}** (since {box['since']}): {ui_text.md_escape(box['message'])}\n\n" \
+               f"**Fix:** {ui_text.md_escape(box['fix'])}"
+        lines = "".join(f"\n- {ui_text.md_escape(line)}" for line in box["lines"])
+        (st.error if box["key"] in ("stalled", "nan_loss") else st.warning)(body + lines, icon="🩺")
+    at, files = health.stack_files(rec.run_dir)
+    if files:
+        with st.expander(f"Stacks of every rank ({at})", expanded=any(b["key"] == "stalled" for b in health.banner(rec))):
+            for who, path in files:
+                st.markdown(f"**{who}** · `{path.name}`")
+                st.code(path.read_text(errors="replace"), language=None, height=240, wrap_lines=False)
+    for line in health.restart_lines(rec) + health.link_lines(rec):
+        st.caption(line)
+
+
 def _failure(rec) -> None:
     box = live.failure_box(rec)
     if not box:
@@ -172,6 +192,7 @@ def live_view(run_id: str, started_active: bool) -> None:
     if started_active and not live.is_active(rec.state):
         st.rerun()  # the run just ended: redraw the page once, without the timer
     scalars = _scalars(rec)
+    _health(rec)
     _header(rec, scalars)
     _failure(rec)
     _charts(rec, scalars)
@@ -191,5 +212,28 @@ if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
         except Exception as e:
             st.error(f"Could not stop {run_id}: {e}")
         st.rerun()
+
+if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
+    if st.button("Dump stacks now", key="live_stacks", help="Every rank's Python stack, saved under stacks/ and shown "
+                 "here (the trainer's own handler, py-spy for other programs)"):
+        from lab.engine.launcher import request_stacks
+
+        try:
+            request_stacks(run_id, root)
+            st.toast("Asked the supervisor for every rank's stack: they appear below in a few seconds.")
+        except Exception as e:
+            st.error(f"Could not ask for the stacks of {run_id}: {e}")
+if root != paths.SAMPLE_RUNS:
+    from lab.engine.resume import resumable
+
+    if resumable(record) is None and st.button("Resume", key="live_resume", help="A new run with the same config, "
+                                               "continuing from this run's checkpoints/last.pt"):
+        from lab.engine.resume import resume
+
+        try:
+            st.query_params["run"] = resume(run_id, root)  # the next run of the page opens it, as a link would
+            st.rerun()
+        except Exception as e:  # the engine names the fix; never a traceback
+            st.error(f"Could not resume {run_id}: {e}")
 
 live_view(run_id, live.is_active(record.state))

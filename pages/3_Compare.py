@@ -9,7 +9,8 @@ reading), ``lab.views.anatomy`` for each rank's trace, ``lab.views.scaling``
 for what strong and weak scaling mean, ``lab.views.derived`` for the choice of
 throughput and loss tag of runs without summary.json (a user's script,
 foreign logs) and ``lab.views.derived_text`` for how to read them,
-``lab.views.compare_curves`` for the figures and ``lab.views.report`` for the
+``lab.views.compare_curves`` for the figures (a resumed run joined to the
+runs it continues: ``lab.views.chain``) and ``lab.views.report`` for the
 HTML export, and draws them. Event files are read through the shared cached
 readers (``ui.shared``), a script's linked folders too. Session keys carry the
 ``cmp_`` prefix.
@@ -19,9 +20,9 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import (anatomy, anatomy_text, compare, compare_columns, compare_curves, compare_repeats, compare_runs,
-                       derived, derived_text, fairness, noise, report, scaling)
-from lab.views.runscalars import folder_scalars
+from lab.views import (anatomy, anatomy_text, chain, compare, compare_columns, compare_curves, compare_repeats,
+                       compare_runs, derived, derived_text, fairness, noise, report, scaling)
+from lab.views.runscalars import folder_scalars, run_scalars
 from ui.shared import event_reader
 
 
@@ -120,6 +121,18 @@ def _repeats(chosen, scalars, baseline) -> None:
         st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
 
 
+def _joined(chosen, runs, scalars) -> dict:
+    """Each chosen run's curves, joined to the runs it resumed from when the toggle asks (``lab.views.chain``)."""
+    by_id = {r.run_id: r.record for r in runs if not r.sample}
+    back = {r.key: chain.ancestors(r.record, by_id) for r in chosen}
+    if not any(back.values()) or not st.toggle("Draw a resumed run with the runs it continues, as one curve",
+                                               key="cmp_join", help="A run resumed from another's checkpoint "
+                                               "continues its curve; the older points after the resume are left out."):
+        return scalars
+    return {k: chain.joined([run_scalars(event_reader(str(a.run_dir))) for a in back[k]] + [scalars[k]])
+            for k in scalars}
+
+
 def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.curve_tags(scalars), key="cmp_tag")
@@ -184,7 +197,7 @@ def main() -> None:
     derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
     notes = derived_note + noise.noise_notes(chosen, baseline, scalars)
     _reading(chosen, notes)
-    figures = _anatomy(chosen, names) + _figures(chosen, table, scalars)
+    figures = _anatomy(chosen, names) + _figures(chosen, table, _joined(chosen, runs, scalars))
     _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)
 
 

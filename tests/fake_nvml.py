@@ -1,7 +1,8 @@
 """A fake ``pynvml`` module for the GPU path of lab/engine/devices.py (this machine has no GPU).
 
-FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus)`` exposes
-the NVML functions devices.py calls, with the same error classes as
+FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus, cuda_driver=13000)``
+exposes the NVML functions devices.py calls (the driver's CUDA version in
+NVML's encoding among them), with the same error classes as
 nvidia-ml-py 13.x (``NVMLError``, ``NVMLError_NotSupported``,
 ``NVMLError_NoPermission``, ``NVMLError_FunctionNotFound``, and
 ``NVMLLibraryMismatchError``, which is *not* an ``NVMLError``). A ``FakeGpu``
@@ -96,9 +97,10 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
 
-    def __init__(self, gpus: list[FakeGpu], no_driver: bool = False) -> None:
+    def __init__(self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000) -> None:
         self.gpus = gpus
         self.no_driver = no_driver
+        self.cuda_driver = cuda_driver  # NVML's encoding: 1000 * major + 10 * minor (12040 is CUDA 12.4)
         self.init_calls = 0
         self.calls: list[str] = []
 
@@ -112,6 +114,9 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda_driver
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.gpus)

@@ -163,7 +163,7 @@ def test_live_falls_back_to_sample_runs(runs_dir):
     at = _app("pages/2_Live.py")
     assert any("sample runs" in t for t in _texts(at, "info"))
     assert at.selectbox(key="live_run").value
-    assert len(at.get("plotly_chart")) == 5  # loss, accuracy, throughput; CPU and RSS of its processes
+    assert len(at.get("plotly_chart")) == 6  # loss, accuracy, throughput, gradient norm; CPU and RSS of its processes
     assert not [b for b in at.button if b.label == "Stop"]  # sample runs are finished
     dp = [o for o in at.selectbox(key="live_run").options if "-dp-" in o]
     assert dp, at.selectbox(key="live_run").options  # the shipped DP samples (one per repeat)

@@ -1,12 +1,17 @@
 """The house rules of DESIGN.md, checked with ``ast`` so they stay true.
 
 1. ``training/`` never imports ``lab``; ``lab/`` never imports ``streamlit``.
+   ``lab/`` imports ``training`` in one place only: ``lab/engine/estimate.py``
+   builds the trainer's own model (inside a function) to measure its memory
+   before a launch; the trainer still knows nothing of the lab.
 2. One gateway per outside system: NVML (``pynvml``) only in
    ``lab/engine/devices.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
    (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``, and Slurm's
-   commands only by its gateway ``lab/engine/slurm_cmd.py``; event files are
+   ``lab/engine/launcher.py`` and ``lab/engine/supervisor.py``, Slurm's
+   commands only by its gateway ``lab/engine/slurm_cmd.py``, and py-spy by
+   ``lab/engine/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
+   documented allowance); event files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    supervisor's sampler writing them aside.
 3. No module over 300 lines and no function over 60 in ``lab/``,
@@ -67,6 +72,19 @@ def test_training_never_imports_lab():
     assert importers("lab", py_files("training")) == set()
 
 
+# The one allowance: the pre-flight's memory estimate measures the trainer's own
+# model (training.models), imported inside the function that measures it.
+LAB_IMPORTS_TRAINING = {"lab/engine/estimate.py"}
+
+
+def test_lab_imports_training_only_for_the_memory_estimate():
+    assert importers("training", py_files("lab")) == LAB_IMPORTS_TRAINING
+    tree = ast.parse((REPO_ROOT / "lab/engine/estimate.py").read_text())
+    top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(m == "training" or m.startswith("training.") for m in top), "import training inside the function"
+
+
 def test_lab_never_imports_streamlit():
     assert importers("streamlit", py_files("lab")) == set()
 
@@ -79,10 +97,19 @@ def test_psutil_only_in_the_process_module_and_the_trainers_metrics():
     assert importers("psutil", py_files(*CODE)) <= {"lab/engine/procs.py", "training/metrics.py"}
 
 
+# The allowance: the supervisor's stack taker runs ``py-spy dump`` (and signals ranks) on its behalf.
+STACK_TAKER = "lab/engine/stacks.py"
+
+
 def test_processes_started_only_by_launcher_and_supervisor():
     starters = {rel(f) for f in py_files(*CODE) if process_starters(f)}
     # slurm_cmd.py: the gateway to Slurm, one module per outside system (sbatch, squeue, sacct, scancel only)
-    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py", "lab/engine/slurm_cmd.py"}
+    assert starters <= {"lab/engine/launcher.py", "lab/engine/supervisor.py", "lab/engine/slurm_cmd.py", STACK_TAKER}
+
+
+def test_the_stack_taker_is_used_only_by_the_supervisor():
+    users = importers("lab.engine.stacks", py_files(*CODE))  # "from lab.engine import stacks" counts too
+    assert users == {"lab/engine/health_watch.py"}  # the supervisor's health watch, in the supervisor process
 
 
 def test_event_files_parsed_only_under_lab_events():

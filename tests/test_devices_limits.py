@@ -156,9 +156,10 @@ def test_host_pids_in_a_container_go_to_the_run_that_chose_the_gpu(fake, runs_di
         f"process {HIDDEN_PID + 1} (not visible here: another container's or the host's, or it ended) holds 0.3 GiB on GPU 0",
         f"run run-gpu1 (by the GPU it chose: pid {HIDDEN_PID} is not visible here) holds 2.0 GiB on GPU 1"]
     assert registry.gpu_users(runs_dir)(1) == ("run-gpu1",) and registry.gpu_users(runs_dir)(0) == ()
-    busy = [line for line in preflight(RunConfig(mode="single", gpus=(1,)), snap) if line.startswith("Busy")]
-    assert busy == [f"Busy: run run-gpu1 (by the GPU it chose: pid {HIDDEN_PID} is not visible here) holds 2.0 GiB "
-                    "on GPU 1."]
+    busy = [line for line in preflight(RunConfig(mode="single", gpus=(1,)), snap) if "already in use" in line]
+    assert busy == [f"Warning: GPU 1 is already in use (run run-gpu1 (by the GPU it chose: pid {HIDDEN_PID} is not "
+                    "visible here) holds 2.0 GiB on GPU 1): the run will share its memory and compute (slower, and "
+                    "out of memory if both grow); pick a free GPU or stop that process first."]
     code, out, _ = _cli(capsys, runs_dir, "gpus")
     assert code == 0 and "run run-gpu1 (by the GPU it chose" in out
     assert device_rows(snap)[1]["extra"].endswith("runs: run-gpu1")

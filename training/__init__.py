@@ -3,7 +3,8 @@
 ``cli`` (options and one-line refusals), ``data`` (digits, synthetic, image
 folders), ``models`` (tinycnn, resnet18), ``distributed`` (devices and the
 process group), ``loop`` (the steps), ``metrics`` (run-folder outputs),
-``checkpoint`` (last.pt), ``profiling`` and ``breakdown`` (``--profile-steps``:
+``checkpoint`` (last.pt), ``debug`` (stacks on SIGUSR1, ``--stop-on-nan``,
+``--data-delay-ms``, a test seam), ``profiling`` and ``breakdown`` (``--profile-steps``:
 traces and where the step time went). Never imports ``lab``: the two sides meet only in
 the run folder (docs/contracts.md).
 """

@@ -5,34 +5,41 @@ state dict, so DP/DDP/single checkpoints are interchangeable), ``optimizer``,
 ``scaler``, ``step``, ``epoch``, ``batch_in_epoch`` (optimizer steps already
 taken inside ``epoch``) and ``config``. Files are written to a temp name and
 renamed so a crash never leaves half a checkpoint. Reading happens before the
-first step, and any problem is a ``BadInput``. Tested by
-tests/test_train_run.py (resume, a file that is not a checkpoint) and
-tests/test_train_cli.py (a missing file).
+first step, and any problem is a ``BadInput``; ``misfit`` words a state dict
+that does not fit the model, naming the ``module.`` prefix of a model saved
+inside its DataParallel/DDP wrapper when that is the only difference. Tested
+by tests/test_train_run.py (resume, a file that is not a checkpoint),
+tests/test_train_cli.py (a missing file) and tests/test_diagnose_seeds.py
+(a wrapped model's checkpoint).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
 from training.cli import BadInput
 
 LAST = "last.pt"
+WRAPPER_PREFIX = "module."  # what DataParallel and DDP put before every key of the model they wrap
 
 
-def resolve(resume: str | None, log_dir: Path) -> Path | None:
+def resolve(resume: str | None, log_dir: Path, restarted: bool = False) -> Path | None:
     """The checkpoint file ``--resume`` names; ``None`` for a fresh start.
 
     ``auto`` means ``LOG_DIR/checkpoints/last.pt`` when it exists (a fresh
-    start otherwise); any other value must be an existing file.
+    start otherwise); any other value must be an existing file. A
+    ``restarted`` attempt (torchrun's ``--max-restarts``) continues from its
+    own ``last.pt`` when it wrote one, whatever ``--resume`` names: the file
+    it was started from is older.
     """
+    own = log_dir / "checkpoints" / LAST
     if not resume:
         return None
-    if resume == "auto":
-        path = log_dir / "checkpoints" / LAST
-        return path if path.is_file() else None
+    if resume == "auto" or (restarted and own.is_file()):
+        return own if own.is_file() else None
     path = Path(resume).expanduser()
     if not path.is_file():
         raise BadInput(f"--resume {resume}: no such checkpoint file; give a .pt file or 'auto'")
@@ -61,3 +68,27 @@ def save(path: Path, state: dict[str, Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _unprefixed(keys: Iterable[str]) -> set[str]:
+    return {k[len(WRAPPER_PREFIX):] if k.startswith(WRAPPER_PREFIX) else k for k in keys}
+
+
+def prefix_only(expected: Iterable[str], saved: Iterable[str]) -> bool:
+    """Do ``saved`` keys differ from ``expected`` ones only by the wrapper's ``module.`` prefix?"""
+    exp, got = set(expected), set(saved)
+    return exp != got and _unprefixed(exp) == _unprefixed(got)
+
+
+def misfit(error: Exception, expected: Iterable[str], saved: Iterable[str], model: str) -> str:
+    """The one-line refusal of a checkpoint whose model state does not load into ``model``."""
+    saved = list(saved)
+    if prefix_only(expected, saved):
+        has = any(k.startswith(WRAPPER_PREFIX) for k in saved)
+        where = ("carry a 'module.' prefix: it was saved from the DataParallel/DDP wrapper, not the model inside"
+                 if has else "lack the 'module.' prefix this model's have")
+        return (f"--resume: the checkpoint's model keys {where}, so they differ from --model {model}'s only by the "
+                "'module.' prefix: save model.module.state_dict() instead of model.state_dict(), or strip the prefix "
+                "({k.removeprefix('module.'): v for k, v in state['model'].items()}) and save the checkpoint again")
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"--resume: checkpoint does not fit --model {model} on this data ({first})"

@@ -13,6 +13,7 @@ tests/test_train_units.py (batch splitting, the torchrun hint).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -53,8 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--checkpoint", choices=("last", "none"), default="last")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS",
+                   help="ddp: how long a collective waits for the other ranks before it fails (default: PyTorch's)")
     p.add_argument("--profile-steps", default=None, metavar="A:B",
                    help="torch.profiler over optimizer steps A to B-1 on every rank; traces and breakdown.json under LOG_DIR/profile/")
+    p.add_argument("--stop-on-nan", action="store_true",
+                   help="end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training on")
+    p.add_argument("--data-delay-ms", type=float, default=0.0, metavar="MS",
+                   help="wait MS per training batch fetched: a slow input pipeline, simulated (workers overlap it)")
     p.add_argument("--memory-snapshot", type=int, default=0, metavar="N",
                    help="CUDA only: record the allocator's history over the first N steps into LOG_DIR/profile/")
     return p
@@ -99,6 +106,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if not args.log_dir.strip():
         raise BadInput("--log-dir is empty: name the run folder")
     parse_window(args.profile_steps)
+    if args.dist_timeout is not None and not 0 < args.dist_timeout < math.inf:
+        raise BadInput(f"--dist-timeout must be a positive number of seconds, got {args.dist_timeout}: e.g. 600")
+    if not 0 <= args.data_delay_ms <= 60_000:
+        raise BadInput(f"--data-delay-ms must be 0 (off) to 60000, got {args.data_delay_ms}")
     if args.memory_snapshot < 0:
         raise BadInput(f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}")
     if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):

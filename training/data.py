@@ -211,8 +211,20 @@ def synthetic(size: int) -> DataBundle:
     return DataBundle(make(SYNTHETIC_TRAIN, 10**6), make(SYNTHETIC_VAL, 2 * 10**6), SYNTHETIC_CLASSES, 3, "synthetic")
 
 
-def load(spec: str, size: int) -> DataBundle:
-    """The ``--dataset`` spec as a ``DataBundle``; ``BadInput`` if it cannot be used."""
+def load(spec: str, size: int, delay_ms: float = 0.0) -> DataBundle:
+    """The ``--dataset`` spec as a ``DataBundle``; ``BadInput`` if it cannot be used.
+
+    ``delay_ms`` (``--data-delay-ms``) makes each training batch wait that long (``training.debug.Delayed``).
+    """
+    bundle = _load(spec, size)
+    if delay_ms > 0:
+        from training.debug import Delayed
+
+        bundle.train = Delayed(bundle.train, delay_ms)  # type: ignore[assignment]
+    return bundle
+
+
+def _load(spec: str, size: int) -> DataBundle:
     if spec == "digits":
         return image_folder(DIGITS_DIR, size, "run scripts/make_digits.py to recreate the sample digits")
     if spec == "synthetic":

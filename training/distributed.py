@@ -10,10 +10,13 @@ starts. Device names are unique over a whole job: ``node<n>:cuda<i>`` when
 several nodes each have their own ``cuda0``. The
 order of DDP set-up matters: ``torch.cuda.set_device(local_rank)`` comes
 before ``init_process_group`` so NCCL binds each rank to its own GPU; gloo is
-used on CPU. Tested by tests/test_train_units.py and tests/test_train_ddp.py.
+used on CPU. A restarted torchrun attempt joins through a store prefix of its
+own (``restart_store``). Tested by tests/test_train_units.py,
+tests/test_train_ddp.py and tests/test_health_runs.py (a restart).
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import sys
@@ -144,15 +147,40 @@ def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> N
             )
 
 
-def init_distributed_mode(placement: Placement) -> None:
-    """Bind the rank's GPU, then join the process group (DDP only)."""
+def init_distributed_mode(placement: Placement, timeout_s: float | None = None) -> None:
+    """Bind the rank's GPU, then join the process group (DDP only).
+
+    ``timeout_s`` (``--dist-timeout``) is how long a collective may wait for
+    the other ranks before it fails; None keeps PyTorch's default.
+    """
     if placement.effective_mode != "ddp":
         return
     global _ran_distributed
     if placement.device.type == "cuda":
         torch.cuda.set_device(placement.local_rank)  # before init_process_group: NCCL binds to it
-    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size)
+    extra: dict[str, Any] = {"timeout": dt.timedelta(seconds=timeout_s)} if timeout_s else {}
+    restart = restart_store(timeout_s)
+    if restart is not None:
+        extra["store"] = restart
+    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra)
     _ran_distributed = True
+
+
+def restart_store(timeout_s: float | None = None) -> Any:
+    """A restarted torchrun attempt's store: the agent's, under a prefix of its own (None on a first attempt).
+
+    torchrun (torch 2.14, gloo) gives every attempt the same store keys, so the ranks of a restart can read
+    the dead attempt's addresses and hang or be refused connecting (seen here about one restart in two);
+    a prefix per attempt keeps them apart.
+    """
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+    if attempt <= 0 or not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
+        return None
+    # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does, as env:// would
+    host = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and os.environ.get("RANK") == "0"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
+                          timeout=dt.timedelta(seconds=timeout_s or 300))
+    return dist.PrefixStore(f"training/attempt_{attempt}", store)
 
 
 def is_dist() -> bool:

@@ -9,10 +9,10 @@ end of a logging window (or every step when ``--grad-norm-warn`` is on), so
 the harness costs little over a bare loop. ``stop`` is polled after every step
 so SIGTERM ends the run within one step; DDP ranks agree on it every
 ``STOP_SYNC_EVERY`` steps, so all leave at the same step. With a GradScaler
-every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``). Shaped like torchvision's
-references: ``run`` is the epoch loop around ``train_one_epoch``, a logging
-window's sums live in ``metrics.Window``. Tested by tests/test_train_run.py,
-tests/test_train_ddp.py and tests/test_train_units.py.
+every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``).
+A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
+``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape).
+Tested by tests/test_train_run.py, tests/test_train_ddp.py and tests/test_train_units.py.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from training import checkpoint
 from training.cli import BadInput
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
+from training.debug import check_loss, hang_if_asked
 from training.distributed import Placement, any_across_processes, reduce_across_processes, wrap
 from training.metrics import GradWatch, Recorder, Span, Window, gathered_memory_mib
 from training.profiling import StepProfiler
@@ -99,8 +100,8 @@ class Loop:
             self.model_without_ddp.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise BadInput(f"--resume: checkpoint does not fit --model {self.args.model} on this data ({first})") from None
+            saved = state["model"] if isinstance(state.get("model"), dict) else {}
+            raise BadInput(checkpoint.misfit(e, self.model_without_ddp.state_dict(), saved, self.args.model)) from None
         if state.get("scaler") and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.start_epoch = int(state["step"]), int(state["epoch"])
@@ -115,6 +116,7 @@ class Loop:
         self.total = self.steady = Span(self.paused_s)  # steady restarts after the excluded first steps
         self.window = Window(self.device, self.paused_s)
         self.prof.begin()
+        hang_if_asked(self.p.rank)  # a test seam only: LAB_TEST_HANG_RANK
         for epoch in range(self.start_epoch, self.epochs):
             if self.step >= self.total_steps or out.stopped:
                 break
@@ -215,12 +217,8 @@ class Loop:
         return out
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """This epoch's batches: the DataLoader, or for in-memory data the same batches by slicing.
-
-        The slicing path yields exactly what the DataLoader would (same sampler, same
-        ``drop_last``) without its per-batch Python machinery, which for a small
-        model is a visible share of the step.
-        """
+        """This epoch's batches: the DataLoader, or for in-memory data the same batches by slicing
+        (what the DataLoader would yield, without its per-batch Python cost: visible for a small model)."""
         train = self.data.train
         if not isinstance(train, TensorImages) or self.args.workers > 0:
             yield from self.loader
@@ -258,9 +256,11 @@ class Loop:
         self.rec.memory(mem, self.step)
         self.peak_mem = {d: v["peak"] for d, v in mem.items()}
         self.rec.progress(step=self.step, total_steps=self.total_steps, epoch=epoch, epochs=self.epochs,
-                          samples_per_sec=sps, elapsed_s=time.perf_counter() - self.t_start)
+                          samples_per_sec=sps, elapsed_s=time.perf_counter() - self.t_start,
+                          steps_per_epoch=self.steps_per_epoch, num_classes=self.data.num_classes)
         if self.p.is_main:
             log.info("step %d/%d loss %.3f acc %.2f %.0f samples/s", self.step, self.total_steps, loss, acc, sps)
+        check_loss(loss, self.step, self.args.stop_on_nan)  # after the scalars: the NaN is on the chart too
 
     @torch.no_grad()
     def validate(self) -> None:

@@ -12,7 +12,9 @@ which in ``amp_dtype`` and counts the steps the scaler skipped in
 ``amp_skipped_steps``. SIGTERM during the loop stops it after the current
 step (DDP: after the step all ranks agree on; exit 143, no checkpoint,
 ``"completed": false``); during set-up, or a second SIGTERM over
-``REPEAT_GRACE_S`` after the first, exits at once with 143. Tested by tests/test_train_run.py,
+``REPEAT_GRACE_S`` after the first, exits at once with 143. SIGUSR1 prints
+every thread's stack to stderr (``training.debug``, installed before torch
+loads); ``--stop-on-nan`` ends a diverged run with exit 3. Tested by tests/test_train_run.py,
 tests/test_train_cli.py and tests/test_train_ddp.py (real processes).
 """
 from __future__ import annotations
@@ -28,9 +30,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from torch.distributed.elastic.multiprocessing.errors import record
+from training.debug import NAN_EXIT, NonFiniteLoss, enable_stack_dumps
 
-from training.cli import BadInput, parse_args
+enable_stack_dumps()  # first, before torch loads: the lab may ask a rank stuck at start-up for its stack
+
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
+
+from training.cli import BadInput, parse_args  # noqa: E402
 
 log = logging.getLogger("training")
 SIGTERM_EXIT = 143
@@ -92,13 +98,14 @@ def _prepare(argv: Sequence[str] | None):
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)
     check_memory_snapshot(args.memory_snapshot, placement)
-    bundle = data.load(args.dataset, args.image_size)
+    bundle = data.load(args.dataset, args.image_size, args.data_delay_ms)
     per_rank_images = len(bundle.train) // placement.world_size
     per_rank_batch = split_batch(args.batch_size, placement.world_size, "ranks")
     if per_rank_images < per_rank_batch:
         raise BadInput(f"{bundle.name} has {len(bundle.train)} training images, fewer than one batch of "
                        f"{args.batch_size}: use --batch-size {per_rank_images * placement.world_size} or less")
-    path = checkpoint.resolve(args.resume, log_dir)
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0  # torchrun --max-restarts
+    path = checkpoint.resolve(args.resume, log_dir, restarted)
     state = checkpoint.load(path) if path else None
     check_free_memory(placement)
     return args, log_dir, placement, bundle, state, path
@@ -146,7 +153,7 @@ def _set_up(argv: Sequence[str] | None):
     from training.loop import Loop
     from training.metrics import Recorder
 
-    init_distributed_mode(placement)
+    init_distributed_mode(placement, args.dist_timeout)
     torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
     model = models.build(args.model, bundle.channels, bundle.num_classes)
     recorder = Recorder(log_dir, enabled=placement.is_main)
@@ -170,7 +177,7 @@ def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, lo
 
 @record
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the trainer; return the process exit code (0, 2 or 143)."""
+    """Run the trainer; return the process exit code (0, 2, 3 on a NaN loss with --stop-on-nan, or 143)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args, log_dir, placement, bundle, ckpt_path, recorder, loop = _set_up(argv)
@@ -187,6 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _Stop.in_loop = True
     try:
         out = loop.run()
+    except NonFiniteLoss as e:  # every rank sees the same global loss: all leave here, no collective after
+        print(f"error: {e}", file=sys.stderr)
+        recorder.close()
+        return NAN_EXIT
     except Exception:
         if _Stop.requested:  # a peer that stopped first broke a collective: that is the stop, not a crash
             log.warning("stopped by SIGTERM during a collective")

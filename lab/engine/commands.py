@@ -39,6 +39,12 @@ def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
         args.append("--amp")
     if c.profile_steps:
         args += ["--profile-steps", c.profile_steps]
+    if c.stop_on_nan:
+        args.append("--stop-on-nan")
+    if c.data_delay_ms:
+        args += ["--data-delay-ms", str(float(c.data_delay_ms))]
+    if c.resume or c.max_restarts:  # a restarted attempt continues from its own last checkpoint
+        args += ["--resume", c.resume or "auto"]
     return args
 
 
@@ -50,6 +56,8 @@ def torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> li
                  "--rdzv-id", Path(run_dir).name]
     else:
         argv += ["--master-addr", "127.0.0.1", PORT_FLAG, str(port)]
+    if getattr(c, "max_restarts", 0):  # a script's config has none
+        argv += ["--max-restarts", str(c.max_restarts)]
     return argv + ["--log-dir", str(Path(run_dir) / LOGS_DIR), "--tee", "3"]
 
 

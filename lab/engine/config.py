@@ -12,8 +12,11 @@ or a Slurm cluster with the options of ``lab.engine.slurm``, which checks
 them) is part of the config. Nothing here starts a process or touches NVML:
 the GPUs are an argument, either a count or the physical indices NVML could
 read (``devices.usable_indices``), which need not be contiguous where a GPU
-refuses to be opened.
-Tested by tests/test_engine_config.py.
+refuses to be opened. Given the machine's facts
+(``lab.engine.preflight.machine_facts``) ``problems`` and ``validate`` also
+hold the pre-flight's refusals (``lab.engine.preflight.refusals``), so a
+refused run starts nothing; the machine facts are an argument too.
+Tested by tests/test_engine_config.py and tests/test_preflight_seeds.py (refusals).
 """
 from __future__ import annotations
 
@@ -21,9 +24,12 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from lab.engine import models, trainer_options
+
+if TYPE_CHECKING:
+    from lab.engine.preflight import MachineFacts
 
 MODES = ("single", "dp", "ddp")
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
@@ -90,6 +96,11 @@ class RunConfig:
     time: str = ""  # the job's time limit as sbatch reads it (e.g. 30, 2:00:00); empty: the partition's
     account: str = ""
     sbatch_args: tuple[str, ...] = ()
+    stall_after: float = 0.0  # seconds without a new step before "stalled"; 0 = max(60 s, 20 median steps)
+    stop_on_nan: bool = False  # the trainer's --stop-on-nan
+    data_delay_ms: float = 0.0  # the trainer's --data-delay-ms: a slow input pipeline, simulated
+    max_restarts: int = 0  # torchrun's --max-restarts (ddp); the trainer then resumes from its last checkpoint
+    resume: str = ""  # a checkpoint file to start from (the trainer's --resume); empty = fresh
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -160,6 +171,10 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
             out.append(ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1"))
         elif g not in have:
             out.append(_no_such_gpu(g, have))
+    if c.backend != SLURM and c.mode == "dp" and len(set(c.gpus)) > len(have):  # a seed's trap: DP quietly runs on the GPUs it sees
+        fix = f"pick at most {len(have)}" if have else "leave gpus empty to run on the CPU"
+        out.append(ConfigError("gpus", f"dp asks for {len(set(c.gpus))} GPUs but {len(have)} are visible: "
+                                       f"DataParallel would quietly use fewer; {fix}"))
     if c.mode == "single" and len(c.gpus) > 1:
         out.append(ConfigError("gpus", f"single mode uses one device, {len(c.gpus)} GPUs given: pick one GPU or use dp/ddp"))
     if c.mode == "ddp":
@@ -201,8 +216,8 @@ def _model_problems(c: RunConfig, found: list[ConfigError]) -> list[ConfigError]
     return [ConfigError("image_size", size)] if size else []
 
 
-def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
-    """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``); empty = fine."""
+def problems(config: RunConfig, gpus: Gpus, machine: MachineFacts | None = None) -> list[ConfigError]:
+    """Every problem with ``config`` on a machine whose usable GPUs are ``gpus`` (see ``usable``) and ``machine``'s facts; empty = fine."""
     c = config
     out: list[ConfigError] = []
     if c.mode not in MODES:
@@ -236,18 +251,24 @@ def problems(config: RunConfig, gpus: Gpus) -> list[ConfigError]:
             out.append(ConfigError("extra_env", f"{k} is set by the launcher (GPUs by UUID): choose GPUs with gpus instead of setting it"))
         elif not isinstance(v, str) or "\0" in v:
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
+    if machine is not None and not out and c.backend != SLURM:  # the facts are this machine's, not a job's
+        from lab.engine.preflight import refusals  # here: preflight builds on this module
+
+        out += refusals(c, machine)
     return out
 
 
-def validate(config: RunConfig, gpus: Gpus) -> None:
+def validate(config: RunConfig, gpus: Gpus, machine: MachineFacts | None = None) -> None:
     """Raise the first ``ConfigError`` of ``problems``; return None when the config is fine."""
-    found = problems(config, gpus)
+    found = problems(config, gpus, machine)
     if found:
         raise found[0]
 
 
 def normalized(config: RunConfig) -> RunConfig:
-    """The same config with an ``imagefolder:`` path made absolute (the run starts elsewhere)."""
+    """The same config with an ``imagefolder:`` and a ``resume`` path made absolute (the run starts elsewhere)."""
+    if config.resume.strip():
+        config = dataclasses.replace(config, resume=str(Path(config.resume.strip()).expanduser().resolve()))
     if config.dataset.startswith(f"{trainer_options.IMAGEFOLDER}:"):
         p = Path(config.dataset.split(":", 1)[1]).expanduser().resolve()
         return dataclasses.replace(config, dataset=f"{trainer_options.IMAGEFOLDER}:{p}")

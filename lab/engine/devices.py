@@ -160,6 +160,12 @@ def driver_version() -> str | None:
     return None if v is None else _text(v)
 
 
+def cuda_driver_version() -> tuple[int, int] | None:
+    """The newest CUDA version the driver supports, e.g. (12, 4) (None without a driver)."""
+    v = _query("nvmlSystemGetCudaDriverVersion")  # 12040 means 12.4
+    return None if v is None else (int(v) // 1000, int(v) % 1000 // 10)
+
+
 Owner = Callable[[int], str | None]  # pid -> the run it belongs to (None: not a run's)
 GpuUsers = Callable[[int], tuple[str, ...]]  # physical GPU index -> the live runs that chose it
 

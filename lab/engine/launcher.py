@@ -28,9 +28,10 @@ from lab.engine.commands import build_command, other_node_commands
 from lab.engine.config import LOCAL, SLURM, ConfigError, RunConfig, normalized, problems, validate
 from lab.engine.sweeps import SCALINGS
 from lab.engine.diagnose import supervisor_failure
-from lab.runfolder import (ENDED_STATES, FAILED, JOB_SBATCH, LOST, QUEUED, REPO_ROOT, RUN_JSON,
-                           STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id, is_final,
-                           now_iso, read_json, root_or_default, stamp, write_json_atomic)
+from lab.engine.preflight import machine_facts
+from lab.runfolder import (ENDED_STATES, FAILED, JOB_SBATCH, LOST, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING,
+                           STACKS_REQUEST, STATUS_JSON, STOP_REQUEST, STOPPED, SUPERVISOR_LOG, SWEEPS_DIR, check_run_id,
+                           is_final, now_iso, read_json, root_or_default, stamp, write_json_atomic)
 
 _UP_TIMEOUT_S = 30.0
 _SUPERVISOR, _SLURM_WATCH = "lab.engine.supervisor", "lab.engine.slurm_watch"  # a run's supervisor, by backend
@@ -47,7 +48,8 @@ def _new_run_id(config: RunConfig) -> str:
 
 # ---- starting -------------------------------------------------------------
 
-def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str, scaling: str | None = None) -> str:
+def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: str, scaling: str | None = None,
+             resumed_from: str | None = None) -> str:
     """Create the run folder and its run.json; the run is queued until its supervisor writes status.json."""
     root.mkdir(parents=True, exist_ok=True)
     for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
@@ -66,7 +68,7 @@ def _new_run(config: RunConfig, root: Path, sweep_id: str | None, recorded_on: s
         "argv": argv, "env": environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
         "created_at": now_iso(), "host": socket.gethostname(), "sweep_id": sweep_id,
         "recorded_on": recorded_on, "other_nodes": other_node_commands(config, run_dir), "port": port or None,
-        "scaling": scaling,
+        "scaling": scaling, "resumed_from": resumed_from,
     })
     if config.backend == SLURM:
         (run_dir / JOB_SBATCH).write_text(slurm.build_sbatch(config, run_dir))
@@ -141,12 +143,16 @@ def _machine() -> tuple[tuple[int, ...], str]:
     return tuple(g.index for g in gpus), device_notes.describe_machine(gpus, os.cpu_count() or 1)
 
 
-def launch(config: RunConfig, runs_dir: Path | None = None) -> str:
-    """Validate, create the run folder, start the supervisor; return the run id once it is up."""
+def launch(config: RunConfig, runs_dir: Path | None = None, *, resumed_from: str | None = None) -> str:
+    """Validate, create the run folder, start the supervisor; return the run id once it is up.
+
+    ``resumed_from``: the run whose checkpoint ``config.resume`` names (``lab.engine.resume``), kept in run.json.
+    """
     usable, recorded_on = _machine()
-    validate(config, usable)
+    validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
-    run_id = _new_run(normalized(config), root, None, recorded_on if config.backend == LOCAL else slurm.describe(config))
+    where = recorded_on if config.backend == LOCAL else slurm.describe(config)
+    run_id = _new_run(normalized(config), root, None, where, resumed_from=resumed_from)
     start_supervisor(root / run_id)
     return run_id
 
@@ -172,10 +178,9 @@ def launch_sweep(configs: list[RunConfig], runs_dir: Path | None = None, *,
         raise ConfigError("backend", "a sweep runs on this machine: launch each mode as its own Slurm run")
     usable, recorded_on = _machine()
     for i, c in enumerate(configs):
-        found = problems(c, usable)
+        found = problems(c, usable, machine_facts(c))
         if found:
-            e = found[0]
-            raise type(e)(e.field, f"run {i + 1} ({c.mode}): {e.message}")
+            raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
     sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
     run_ids = [_new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)]
@@ -219,6 +224,16 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
         slurm_cmd.cancel_quietly(str(st["slurm"]["job_id"]))
     _record_without_supervisor(run_dir, st, STOPPED)
     return STOPPED
+
+
+def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
+    """Ask a running run's supervisor for every rank's stack now (a ``stacks.request`` file it polls, as it
+    polls ``stop.request``); return the run folder. Its answer is status.json's ``stacks``."""
+    rec = registry.get_run(run_id, root_or_default(runs_dir))
+    if rec.state not in (STARTING, RUNNING):
+        raise LaunchError(f"run {run_id} is {rec.state}: only a running run has stacks to take")
+    write_json_atomic(Path(rec.run_dir) / STACKS_REQUEST, {"at": now_iso()})
+    return Path(rec.run_dir)
 
 
 def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:

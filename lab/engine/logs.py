@@ -40,6 +40,8 @@ def _tail_text(path: Path, lines: int) -> list[str]:
     return out[-lines:] if lines > 0 else []
 
 
+last_lines = _tail_text  # public: other engine modules read a log file's end the same way
+
 RANK_FILES = ("stdout.log", "stderr.log")  # torchrun's names inside each rank folder
 
 

@@ -2,25 +2,150 @@
 
 ``preflight(config, snapshot)`` names the devices (and how CUDA_VISIBLE_DEVICES,
 given their UUIDs, renumbers them), the batch each device or process gets, the
-backend, and the traps of DESIGN.md that apply (DP's heavier first GPU, DDP on
-the CPU, a free port per job, the rendezvous of several nodes, GPUs already
-busy, AMP), and what the lab cannot see of the chosen GPUs (a process list it
-may not read, MIG mode). It asks no device itself: the config and a device
-snapshot are its arguments.
-Tested by tests/test_engine_config.py.
+backend, the traps of DESIGN.md that apply (DP's heavier first GPU, DDP on the
+CPU, a free port per job, the rendezvous of several nodes, AMP), and what the
+lab cannot see of the chosen GPUs (a process list it may not read, MIG mode).
+It also holds the seeds' checks, each one line that says whether it refuses or warns:
+
+- refused (``refusals``, which ``config.problems`` includes when given the
+  facts, so the launch starts nothing): a driver whose CUDA major version is
+  older than the one PyTorch is built for; free memory on a chosen GPU below
+  the run's estimate (``lab.engine.estimate``: parameters, gradients,
+  momentum and a batch of activations of the chosen model). DP asking for
+  more GPUs than are visible is refused by ``config`` itself.
+- warned: a driver older only in the CUDA minor version (CUDA's minor-version
+  compatibility starts it); free memory within ``CONTEXT_MIB`` of the
+  estimate; ``nnodes > 1`` with a loopback rendezvous host; a chosen GPU
+  already busy with another process.
+
+``machine_facts`` reads what those need (NVML through ``devices``, the
+estimate, PyTorch's CUDA version), only when GPUs are chosen, so a CPU run
+imports no torch. Tested by tests/test_engine_config.py and
+tests/test_preflight_seeds.py (against tests/fake_nvml.py).
 """
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
-from lab.engine.config import RunConfig
+from lab.engine import devices, estimate
+from lab.engine.config import ConfigError, RunConfig
 from lab.engine.device_notes import holders, limits
 from lab.engine.devices import DeviceSnapshot
 from lab.engine.environment import omp_threads
 
+log = logging.getLogger(__name__)
+CONTEXT_MIB = 512  # the CUDA context and the allocator's slack come on top of the estimate: warn within this
 
-def preflight(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
-    """Plain-words lines: devices, per-device batch, backend, and the traps that apply."""
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What the seeds' checks need to know of this machine; empty = nothing known, nothing refused.
+
+    ``driver_cuda``: the newest CUDA the driver supports; ``torch_cuda``: the
+    CUDA PyTorch is built for; per chosen physical GPU, ``free_mib`` and the
+    run's estimate there, ``need_mib``, with ``need_text`` saying of what.
+    """
+
+    driver_cuda: tuple[int, int] | None = None
+    torch_cuda: tuple[int, int] | None = None
+    free_mib: Mapping[int, float] = field(default_factory=dict)
+    need_mib: Mapping[int, float] = field(default_factory=dict)
+    need_text: Mapping[int, str] = field(default_factory=dict)
+
+
+def machine_facts(config: RunConfig, gpus: Iterable[Any] | None = None) -> MachineFacts:
+    """The facts for ``config``'s GPUs (read now when ``gpus``, device records, are not given)."""
+    if not config.gpus:
+        return MachineFacts()
+    records = devices.read_gpus(tuple(config.gpus), with_processes=False) if gpus is None else tuple(gpus)
+    free: dict[int, float] = {}
+    for g in records:
+        total, used = getattr(g, "mem_total_mib", None), getattr(g, "mem_used_mib", None)
+        if g.index in config.gpus and total is not None and used is not None:
+            free[g.index] = total - used
+    driver = devices.cuda_driver_version()
+    torch_cuda = estimate.torch_cuda_version() if driver else None
+    need: dict[int, estimate.Estimate] = {}
+    if free:
+        try:
+            need = estimate.per_gpu(config)
+        except (ValueError, RuntimeError, TypeError) as e:  # a config the validation refuses anyway
+            log.info("no memory estimate for this config: %s", e)
+    return MachineFacts(driver, torch_cuda, free, {g: e.total_mib for g, e in need.items()},
+                        {g: e.describe() for g, e in need.items()})
+
+
+def refusals(config: RunConfig, facts: MachineFacts) -> list[ConfigError]:
+    """The seeds' refusals that need the machine: a driver too old for PyTorch's CUDA, a GPU too full."""
+    out: list[ConfigError] = []
+    d, t = facts.driver_cuda, facts.torch_cuda
+    if config.gpus and d and t and d[0] < t[0]:
+        out.append(ConfigError("gpus", f"the NVIDIA driver supports CUDA up to {d[0]}.{d[1]} but this PyTorch is "
+                                       f"built for CUDA {t[0]}.{t[1]}, so CUDA cannot start: update the driver, "
+                                       f"install a PyTorch built for CUDA {d[0]}.x, or leave gpus empty for the CPU"))
+    for g in config.gpus:
+        free, need = facts.free_mib.get(g), facts.need_mib.get(g)
+        if free is not None and need is not None and free < need:
+            what = f" ({facts.need_text[g]})" if facts.need_text.get(g) else ""
+            out.append(ConfigError("batch_size", f"GPU {g} has {estimate.mib_text(free)} free but this run needs at "
+                                                 f"least {estimate.mib_text(need)} there{what}: lower the batch size "
+                                                 "or image size, turn on amp, use more GPUs, or free that GPU"))
+    return out
+
+
+def _is_loopback(endpoint: str) -> bool:
+    host = endpoint.rpartition(":")[0].strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: not resolved here (a lookup could hang the page)
+        return False
+
+
+def warning_lines(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFacts) -> list[str]:
+    """The seeds' warnings: lines that start "Warning:"; the run may still start."""
+    c, out = config, []
+    d, t = facts.driver_cuda, facts.torch_cuda
+    if c.gpus and d and t and d[0] == t[0] and d < t:
+        out.append(f"Warning: the NVIDIA driver supports CUDA {d[0]}.{d[1]}, older than the {t[0]}.{t[1]} this "
+                   "PyTorch is built for: CUDA's minor-version compatibility starts it, but kernels compiled just in "
+                   "time may fail; update the driver.")
+    for g in c.gpus:
+        free, need = facts.free_mib.get(g), facts.need_mib.get(g)
+        if free is not None and need is not None and need <= free < need + CONTEXT_MIB:
+            out.append(f"Warning: GPU {g} has {estimate.mib_text(free)} free, within {CONTEXT_MIB} MiB of the "
+                       f"{estimate.mib_text(need)} this run needs: the CUDA context and the allocator's slack may "
+                       "not fit; lower the batch size or free that GPU.")
+    if c.nnodes > 1 and _is_loopback(c.rdzv_endpoint or ""):
+        out.append(f"Warning: the rendezvous host of {c.rdzv_endpoint} is this machine's loopback: only nodes started "
+                   "on this machine can join; other machines need an address of node 0 they can reach, e.g. "
+                   "10.0.0.1:29400.")
+    for g in c.gpus:
+        for h in holders(snapshot, (g,)):
+            out.append(f"Warning: GPU {g} is already in use ({h}): the run will share its memory and compute "
+                       "(slower, and out of memory if both grow); pick a free GPU or stop that process first.")
+    return out
+
+
+def preflight(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFacts | None = None) -> list[str]:
+    """Plain-words lines: devices, per-device batch, backend, the traps that apply, then what is refused or warned."""
+    facts = machine_facts(config, getattr(snapshot, "gpus", ())) if facts is None else facts
+    out = _describe(config, snapshot)
+    same: dict[tuple[str, str], list[str]] = {}  # DDP's GPUs all need the same: one line for them
+    for g, n in facts.need_mib.items():
+        same.setdefault((estimate.mib_text(n), facts.need_text.get(g, "")), []).append(str(g))
+    out += [f"Memory: at least {n} on GPU {', '.join(gs)} ({what}), before the CUDA context."
+            for (n, what), gs in same.items()]
+    out += [f"Refused: {e.message}." for e in refusals(config, facts)]
+    return out + warning_lines(config, snapshot, facts)
+
+
+def _describe(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
     c = config
     gpus = list(c.gpus)
     out: list[str] = []
@@ -63,7 +188,6 @@ def preflight(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
             out.append("A free port is chosen for this job when it starts (not the default 29500), "
                        "so jobs on one machine never collide.")
     if gpus:
-        out += [f"Busy: {h}." for h in holders(snapshot, tuple(gpus))]
         out += [f"Cannot see: {line}." for line in limits(snapshot, tuple(gpus))]
     if c.amp:
         out.append("AMP: fp16 autocast with a GradScaler on CUDA" if gpus else "AMP on the CPU: bf16 autocast")

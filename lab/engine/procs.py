@@ -5,10 +5,11 @@ the process we recorded (a pid can be reused, so the create time is compared;
 a zombie counts as dead), whether a pid exists in this pid namespace at all
 (``visible``: NVML reports host pids inside a container), which processes
 belong to a run's tree, a process's ancestry, how much CPU and memory a tree
-uses (``TreeMeter``), the machine's CPU record, and how to end a tree for sure
-(SIGTERM to the groups and every member, then SIGKILL after a grace period).
-It never starts a process and knows nothing of run folders. Tested by tests/test_engine_procs.py (and the real runs of
-tests/test_engine_runs.py; ``visible`` by tests/test_devices_limits.py).
+uses (``TreeMeter``), the machine's CPU record, how to end a tree for sure
+(SIGTERM, then SIGKILL after a grace period) and which are torchrun's ranks
+(``rank_pids``). It never starts a process and knows nothing of run folders.
+Tested by tests/test_engine_procs.py (and the real runs of tests/test_engine_runs.py
+and tests/test_health_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from typing import Iterable
 import psutil
 
 log = logging.getLogger(__name__)
-
 Process = psutil.Process  # the handle ``tree`` returns, for callers' type hints
 _MIB = 1024 * 1024
 
@@ -62,11 +62,8 @@ def alive(pid: int | None, ct: float | None = None) -> bool:
 
 
 def _kids(pid: int) -> list[int] | None:
-    """Children of ``pid`` from /proc/<pid>/task/*/children (Linux); None where that file is missing.
-
-    The supervisor walks its run's tree every second; psutil's ``children()``
-    reads every process on the machine to find them, this reads only the tree.
-    """
+    """Children of ``pid`` from /proc/<pid>/task/*/children (Linux); None where that file is missing
+    (psutil's ``children()`` reads every process on the machine; the supervisor walks its tree every second)."""
     out: list[int] = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -133,10 +130,8 @@ def _signal_group(pgid: int | None, sig: int) -> None:
 def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], grace_s: float = 5.0) -> list[int]:
     """End every recorded process (and any descendant) of a run; return pids still alive.
 
-    SIGTERM first to the groups and to each member, SIGKILL after ``grace_s``:
-    a rank stuck in a collective ignores SIGTERM. Descendants are collected
-    before the first signal, because once a parent dies its children are
-    re-parented and can no longer be found by walking from it.
+    SIGTERM to the groups and each member, SIGKILL after ``grace_s`` (a rank stuck in a collective ignores
+    SIGTERM). Descendants are collected first: once a parent dies its re-parented children are lost to us.
     """
     procs = {p.pid: p for p in _live(members)}
     for p in list(procs.values()):
@@ -168,11 +163,8 @@ def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], gr
 
 
 def _wait_gone(ps: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """Poll until every process is gone or a zombie; return those still running.
-
-    Not psutil.wait_procs: an orphaned zombie whose reaper is slow (or absent,
-    in some containers) would make it wait out the whole timeout.
-    """
+    """Poll until every process is gone or a zombie; return those still running (not psutil.wait_procs:
+    an orphaned zombie whose reaper is slow, or absent in some containers, would wait out the timeout)."""
     end = time.monotonic() + max(0.0, timeout_s)
     while True:
         ps = [p for p in ps if _is_running(p)]
@@ -191,12 +183,11 @@ def _is_running(p: psutil.Process) -> bool:
 def wait_until(pred, timeout_s: float, every_s: float = 0.05) -> bool:
     """Poll ``pred()`` until it is true or ``timeout_s`` passes; return its last value."""
     end = time.monotonic() + timeout_s
-    while True:
-        if pred():
-            return True
+    while not pred():
         if time.monotonic() >= end:
             return False
         time.sleep(every_s)
+    return True
 
 
 def end_recorded(status: dict, grace_s: float = 5.0) -> list[int]:
@@ -207,6 +198,18 @@ def end_recorded(status: dict, grace_s: float = 5.0) -> list[int]:
     # the group id is only signalled while its leader is provably ours: a pgid can be reused too
     groups = [status.get("pgid")] if alive(status.get("pid"), status.get("pid_ct")) else []
     return end_tree([m for m in members if m[0]], groups, grace_s)
+
+
+def rank_pids(procs: Iterable[psutil.Process]) -> dict[int, int]:
+    """local rank -> pid of each torchrun worker among ``procs`` (``LOCAL_RANK`` in its environment); the
+    oldest per rank, since its DataLoader workers inherit the variable. Empty where none can be read."""
+    found: dict[int, tuple[float, int]] = {}
+    for p in procs:
+        with contextlib.suppress(psutil.Error, ValueError, KeyError):
+            rank, ct = int(p.environ()["LOCAL_RANK"]), p.create_time()
+            if rank not in found or ct < found[rank][0]:
+                found[rank] = (ct, p.pid)
+    return {r: pid for r, (_, pid) in sorted(found.items())}
 
 
 def lineage(pid: int) -> list[int]:
@@ -223,11 +226,8 @@ def lineage(pid: int) -> list[int]:
 
 
 class TreeMeter:
-    """CPU percent and RSS summed over a process tree, one reading per ``read``.
-
-    psutil's ``cpu_percent`` measures since the previous call on the same
-    ``Process`` object, so the objects are kept from one reading to the next.
-    """
+    """CPU percent and RSS summed over a process tree, one reading per ``read`` (the ``Process`` objects are
+    kept between readings: psutil's ``cpu_percent`` measures since the previous call on the same object)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[int, float], psutil.Process] = {}

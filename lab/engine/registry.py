@@ -13,7 +13,9 @@ live run and checks the id first. ``process_owner`` tells which run a process
 belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
 ``devices.snapshot``). A record says its ``kind`` (the trainer's or a user's
 script) and ``events_dirs`` (the folders of its curves, as the supervisor
-linked them). Tested by tests/test_engine_registry.py (``gpu_users`` by
+linked them), its ``health`` findings and torchrun ``restarts`` (status.json),
+and the resume links: ``resumed_from`` (the supervisor's, from run.json) and
+``resumed_by`` (computed on read from the other runs' run.json). Tested by tests/test_engine_registry.py (``gpu_users`` by
 tests/test_devices_limits.py).
 """
 from __future__ import annotations
@@ -61,6 +63,10 @@ class RunRecord:
     events_dirs: list[str] = field(default_factory=list)  # absolute folders of the run's curves
     backend: str = "local"
     slurm: dict | None = None  # a Slurm run's job: {"job_id", "state", "reason", "nodes"}
+    health: list[dict] = field(default_factory=list)  # the supervisor's findings (lab.engine.health)
+    restarts: list[dict] = field(default_factory=list)  # torchrun's restarts (lab.engine.restarts)
+    resumed_from: str | None = None  # the run whose checkpoint this one started from
+    resumed_by: list[str] = field(default_factory=list)  # runs resumed from this one: found on read
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,11 +107,12 @@ def status(run_dir: Path | str) -> dict:
     return _reconcile(run_dir, st)
 
 
-def _record(run_dir: Path) -> RunRecord | None:
+def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | None:
     st = status(run_dir)
     if not st:
         return None
     run = read_json(run_dir / RUN_JSON) or {}
+    health = st.get("health")
     summary = read_json(run_dir / SUMMARY_JSON)
     cfg = run.get("config") if isinstance(run.get("config"), dict) else (summary or {}).get("config") or {}
     return RunRecord(
@@ -125,7 +132,18 @@ def _record(run_dir: Path) -> RunRecord | None:
         events_dirs=_events_dirs(run_dir, st, run),
         backend=str(cfg.get("backend") or "local"),
         slurm=st.get("slurm"),
+        health=list(health) if isinstance(health, list) else [],
+        restarts=list(st.get("restarts") or []),
+        resumed_from=st.get("resumed_from") or run.get("resumed_from"),
+        resumed_by=resumed_by if resumed_by is not None else _resumed_by(run_dir),
     )
+
+
+def _resumed_by(run_dir: Path) -> list[str]:
+    """The runs whose run.json says they resumed from ``run_dir``'s run: the link back, computed on read
+    (the new run records it; the old run's status.json keeps its one writer)."""
+    return sorted(d.name for d in _run_dirs(run_dir.parent)
+                  if (read_json(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name)
 
 
 def _events_dirs(run_dir: Path, st: dict, run: dict) -> list[str]:
@@ -154,7 +172,13 @@ def _run_dirs(root: Path) -> list[Path]:
 
 def list_runs(root: Path | None = None) -> list[RunRecord]:
     """Every run under ``root`` (default: the runs folder), newest first."""
-    out = [r for r in map(_record, _run_dirs(root_or_default(root))) if r is not None]
+    dirs = _run_dirs(root_or_default(root))
+    links: dict[str, list[str]] = {}
+    for d in dirs:  # the links back (resumed_by), from every run.json
+        src = (read_json(d / RUN_JSON) or {}).get("resumed_from")
+        if src:
+            links.setdefault(str(src), []).append(d.name)
+    out = [r for r in (_record(d, sorted(links.get(d.name, []))) for d in dirs) if r is not None]
     out.sort(key=lambda r: (r.created_at or "", r.run_id), reverse=True)
     return out
 

@@ -115,6 +115,19 @@ FIELDS: tuple[FormField, ...] = (  # in the order a page reads them: a field's o
               help="torch.profiler over optimizer steps A to B-1 on every rank, e.g. 20:25 (steps 20-24): the "
                    "Compare page then shows where each step's time goes, and each rank's trace opens in Perfetto. "
                    "Keep it short and after the first steps: profiled steps are slower and count in throughput."),
+    FormField("stop_on_nan", "Stop on a NaN loss", "check", "launch_stop_nan",
+              help="End the run (failed, diagnosed nan_loss) as soon as train/loss is NaN or infinite."),
+    FormField("stall_after", "Stalled after (s, 0 = auto)", "float", "launch_stall", step=30.0, fmt="%.0f",
+              help="Flag the run stalled (and save every rank's stack) when its processes live but no new step "
+                   "comes for this long; auto: the larger of 60 s and 20 median steps. Start-up counts."),
+    FormField("max_restarts", "Restarts (torchrun --max-restarts)", "int", "launch_restarts", only_if=("mode", "ddp"),
+              help="A failed rank restarts all workers up to this many times; the trainer resumes from its last "
+                   "checkpoint (--resume auto)."),
+    FormField("data_delay_ms", "Data delay per batch (ms)", "float", "launch_data_delay", step=5.0, fmt="%.0f",
+              help="Simulate a slow input pipeline: each training batch waits this long (DataLoader workers "
+                   "overlap it). 0 = off."),
+    FormField("resume", "Resume from checkpoint (path, empty = fresh)", "text", "launch_resume",
+              help="A checkpoints/last.pt of an earlier run; the Live page's Resume button fills this in for you."),
     FormField("extra_env", "Extra environment (KEY=VALUE per line)", "lines", "launch_env"),
     FormField("nnodes", "Nodes", "int", "launch_nnodes"),
     FormField("node_rank", "This node's rank", "int", "launch_node_rank", only_if=("backend", LOCAL)),
@@ -204,7 +217,7 @@ def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[C
     except ConfigError as e:
         errors.append(e)
         kw["extra_env"] = {}
-    for name in ("name", "rdzv_endpoint", "profile_steps", "partition", "time", "account"):
+    for name in ("name", "rdzv_endpoint", "profile_steps", "partition", "time", "account", "resume"):
         if isinstance(kw.get(name), str):
             kw[name] = kw[name].strip()
     return RunConfig(**kw), errors

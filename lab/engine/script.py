@@ -48,7 +48,7 @@ RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # What a trainer run shares with a script run; config.problems checks them for both.
 _SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
-           "backend", *JOB_FIELDS)
+           "backend", *JOB_FIELDS, "stall_after")
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ class ScriptConfig:
     time: str = ""
     account: str = ""
     sbatch_args: tuple[str, ...] = ()
+    stall_after: float = 0.0  # as RunConfig's: seconds without a new step (events) before "stalled"
 
     kind = SCRIPT
 

@@ -33,7 +33,8 @@ from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, FormField, 
 from lab.engine.script import TB_ENV, ScriptConfig, build_command, job_script, normalized, other_node_commands
 from lab.runfolder import root_or_default
 
-_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "backend", *JOB_FIELDS)
+_SHARED = ("gpus", "nproc", "name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "backend", *JOB_FIELDS,
+           "stall_after")
 
 
 def _shared(name: str) -> FormField:
@@ -59,7 +60,7 @@ SCRIPT_FIELDS: tuple[FormField, ...] = (  # as request.FIELDS: a field's only_if
               help="Where the script writes TensorBoard event files, when not below the working directory"),
     FormField("total_steps", "Total steps (optional, 0 = unknown)", "int", "launch_script_total",
               help="Only for the ETA: the step the script's last logged event will have"),
-    *(_shared(n) for n in ("name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint")),
+    *(_shared(n) for n in ("name", "tags", "extra_env", "nnodes", "node_rank", "rdzv_endpoint", "stall_after")),
 )
 SCRIPT_BY_NAME = {f.name: f for f in SCRIPT_FIELDS}
 

@@ -146,6 +146,7 @@ def _step(c: RunConfig, run_dir: Path, program: list[str], python: str) -> str:
         return shlex.join(srun + [python] + program)
     torchrun = [python, "-m", "torch.distributed.run", "--nnodes", str(c.nnodes), "--nproc-per-node", str(c.nproc),
                 "--rdzv-backend", "c10d"]
+    torchrun += ["--max-restarts", str(c.max_restarts)] if getattr(c, "max_restarts", 0) else []  # a script has none
     tail = ["--log-dir", str(run_dir / LOGS_DIR), "--tee", "3"] + program
     return (shlex.join(srun + torchrun) + ' --rdzv-endpoint "$head_node:$port" --rdzv-id "$SLURM_JOB_ID" '
             + shlex.join(tail))

@@ -4,15 +4,16 @@
 started detached by the launcher so a run outlives the dashboard. It starts
 the training command from run.json as its child in a new session (stdout and
 stderr to RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's
-script), keeps status.json up to date (atomically, at every change; ``kind``
-and ``events_dirs``, the folders of the run's curves, through
-``lab.engine.linked``), samples devices into RUN_DIR/sys every interval and
-records what else used the machine (status.json's ``interference``), stops the run
-on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after
-the grace period, stragglers found through the recorded process tree), and on
-a non-zero exit stores a diagnosis. It is status.json's writer (the launcher
-writes it only where no supervisor exists, see docs/contracts.md). It never
-imports torch. Tested by tests/test_engine_runs.py.
+script), keeps status.json up to date (atomically, at every change; ``kind``,
+``events_dirs`` through ``lab.engine.linked``, ``resumed_from``), samples
+devices into RUN_DIR/sys every interval, records what else used the machine
+(``interference``), watches its health (``lab.engine.health_watch``: ``health``,
+``restarts``, stacks), stops the run on a ``stop.request`` file or on SIGTERM
+(SIGTERM to the groups, SIGKILL after the grace period, stragglers found
+through the recorded process tree), and on a non-zero exit stores a diagnosis.
+It is status.json's writer (the launcher writes it only where no supervisor
+exists, see docs/contracts.md). It never imports torch. Tested by
+tests/test_engine_runs.py and tests/test_health_runs.py.
 """
 from __future__ import annotations
 
@@ -20,14 +21,16 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from lab.engine import ports, procs
-from lab.engine.diagnose import Diagnosis, diagnose, supervisor_failure
+from lab.engine.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
 from lab.engine.commands import PORT_FLAG
+from lab.engine.health_watch import HealthWatch
 from lab.engine.linked import EventLinker
 from lab.runfolder import (ERROR_JSON, FAILED, LOGS_DIR, QUEUED, REPO_ROOT, RUN_JSON, RUNNING, STARTING, STATUS_JSON,
                            STDOUT_LOG, STOP_REQUEST, STOPPED, SUCCEEDED, SUPERVISOR_LOG, now_iso, read_json,
@@ -75,8 +78,6 @@ def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | 
     try:
         if force:
             raise OSError("a new port was asked for")
-        import socket
-
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
     except OSError:
@@ -103,6 +104,7 @@ class RunSupervisor:
         self.status = Status(run_dir)
         self.me = [os.getpid(), procs.create_time(os.getpid())]
         self.linker = EventLinker(self.run, run_dir)  # events_dirs: where the run's curves are
+        self.health = HealthWatch(run_dir, self.run, self.status.update, self.status.data.get("health"))
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
         env = dict(os.environ)
@@ -138,13 +140,15 @@ class RunSupervisor:
                 self.linker.note(p for p, _ in known)
                 if self.linker.scan():
                     self.status.update(events_dirs=self.linker.dirs)
+                values: dict[str, float] = {}
                 if sampler is not None:
                     try:
-                        sampler.sample(tree)
+                        values = sampler.sample(tree)
                         if sampler.step % _INTERFERENCE_EVERY == 0:
                             self.status.update(interference=sampler.interference())
                     except Exception as e:  # a sampling hiccup must never fail the run
                         log.warning("sampling failed: %s", e)
+                self.health.tick(child.pid, tree, values, self.linker.dirs)
             self.on_tick()
             time.sleep(_TICK_S)
 
@@ -176,7 +180,7 @@ class RunSupervisor:
             self.status.update(state=STOPPED, ended_at=now_iso(), supervisor_pid=self.me[0], supervisor_ct=self.me[1])
             return STOPPED
         self.status.update(state=STARTING, supervisor_pid=self.me[0], supervisor_ct=self.me[1], started_at=now_iso(),
-                           kind=self.linker.kind, events_dirs=self.linker.dirs)
+                           kind=self.linker.kind, events_dirs=self.linker.dirs, resumed_from=self.run.get("resumed_from"))
         sampler = None
         argv = list(self.run.get("argv") or [])
         try:
@@ -205,6 +209,7 @@ class RunSupervisor:
 
     def _finish(self, rc: int, req: dict | None) -> str:
         self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
+        self.health.finish(self.linker.dirs)  # what the ended run left: a NaN loss, its restarts
         fields = dict(exit_code=rc, signal=-rc if rc < 0 else None, ended_at=now_iso(), stopping=False,
                       events_dirs=self.linker.dirs)
         if req is not None:
@@ -218,6 +223,9 @@ class RunSupervisor:
             except Exception as e:  # a diagnosis bug must not hide the failure itself
                 log.exception("diagnosis failed")
                 diag = Diagnosis("unknown", f"the run exited with code {rc}", f"diagnosis failed: {e}", exit_code=rc)
+            found = self.health.diagnosis()  # a health finding explains more than a generic crash
+            if found and (diag is None or diag.key in GENERIC):
+                diag = Diagnosis("nan_loss", *found, exit_code=rc)
         self.status.update(state=state, diagnosis=diag.to_dict() if diag else None, **fields)
         log.info("run %s: %s (exit %s)", self.run_dir.name, state, rc)
         return state
@@ -258,13 +266,11 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
             if (d / STOP_REQUEST).exists() and queued(d):
                 _mark(d, state=STOPPED, ended_at=now_iso())
 
-    for d in run_dirs:
-        if not queued(d):
-            continue
+    for d in (d for d in run_dirs if queued(d)):
         if _Flags.stop_all:
             _mark(d, state=STOPPED, ended_at=now_iso())
-            continue
-        supervise(d, interval_s, on_tick=cancel_requested)
+        else:
+            supervise(d, interval_s, on_tick=cancel_requested)
 
 
 def _on_sigterm(signum, frame) -> None:

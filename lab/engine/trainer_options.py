@@ -2,13 +2,14 @@
 
 What ``training.train`` is asked to do beyond where it runs: batch size,
 epochs, steps, learning rate, workers, seed, logging, image size, gradient
-warning, checkpoint, ``--profile-steps`` and the data set (``digits``,
-``synthetic`` or ``imagefolder:PATH``). Each check returns ``(field,
+warning, checkpoint, ``--profile-steps``, the data set (``digits``,
+``synthetic`` or ``imagefolder:PATH``) and the options of a run that goes
+wrong (the stall threshold, the simulated input delay, restarts, a resume). Each check returns ``(field,
 message)`` pairs, the message naming the fix; ``lab.engine.config.problems``
 turns them into ``ConfigError`` beside its checks of devices, nodes and
 backend (this module imports nothing of it, so both can be imported first).
-The names of the data sets and checkpoint choices live here and are
-re-exported by ``lab.engine.config``. Tested by tests/test_engine_config.py.
+The names of the data sets and checkpoint choices live here; callers
+import them from here. Tested by tests/test_engine_config.py.
 """
 from __future__ import annotations
 
@@ -59,6 +60,28 @@ def number_problems(c: Any) -> list[tuple[str, str]]:
     need(c.checkpoint in CHECKPOINTS, "checkpoint", f"checkpoint {c.checkpoint!r} is unknown: use last or none")
     window = profile_problem(c.profile_steps, c.max_steps)
     need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
+    return out + health_problems(c)
+
+
+def health_problems(c: Any) -> list[tuple[str, str]]:
+    """The options of a run that goes wrong: stall threshold, data delay, restarts, resume."""
+    out: list[tuple[str, str]] = []
+    ok = isinstance(c.stall_after, (int, float)) and not isinstance(c.stall_after, bool) and 0 <= c.stall_after < 1e7
+    if not ok:
+        out.append(("stall_after", f"stall_after {c.stall_after} must be 0 (automatic: the larger of 60 s and 20 "
+                                   "median steps) or a number of seconds, e.g. 300"))
+    if not (isinstance(c.data_delay_ms, (int, float)) and 0 <= c.data_delay_ms <= 60_000):
+        out.append(("data_delay_ms", f"data_delay_ms {c.data_delay_ms} must be 0 (off) to 60000 ms per batch"))
+    if not isinstance(c.max_restarts, int) or isinstance(c.max_restarts, bool) or not 0 <= c.max_restarts <= 100:
+        out.append(("max_restarts", f"max_restarts {c.max_restarts} must be a whole number from 0 to 100"))
+    elif c.max_restarts and c.mode != "ddp":
+        out.append(("max_restarts", f"restarts are torchrun's, and {c.mode} does not run under torchrun: "
+                                    "use mode ddp, or max_restarts 0"))
+    if not isinstance(c.resume, str):
+        out.append(("resume", "resume must be the path of a checkpoint file"))
+    elif c.resume.strip() and not Path(c.resume.strip()).expanduser().is_file():
+        out.append(("resume", f"no checkpoint file at {c.resume.strip()!r}: give a last.pt the trainer wrote "
+                              "(a run's checkpoints/last.pt), or leave it empty to start fresh"))
     return out
 
 

@@ -1,7 +1,7 @@
 """A run's charts: its training curves from ``tb/`` and its device timelines from ``sys/``.
 
 Owns which charts a run has and what they are called: loss, accuracy and
-throughput against the optimizer step (``train_charts``), and the device
+throughput and the gradient norm against the optimizer step (``train_charts``), and the device
 samples the supervisor took over time (``sys_traces``): per-GPU utilisation,
 memory and power, one trace per physical GPU, or, on a run without GPU
 samples, the CPU use and resident memory of the run's whole process tree.
@@ -57,11 +57,12 @@ _TRAIN_CHARTS = (
     ("Loss", "loss", ("train/loss", "val/loss")),
     ("Accuracy", "accuracy", ("train/acc", "val/acc")),
     ("Throughput", "samples/s", ("perf/samples_per_sec",)),
+    ("Gradient norm", "norm", ("train/grad_norm", "train/grad_norm_warning")),  # spikes: the health finding
 )
 
 
 def train_charts(tb: Mapping[str, Any]) -> list[ChartSpec]:
-    """Loss, accuracy and throughput against the optimizer step, from ``tb/``.
+    """Loss, accuracy, throughput and the gradient norm (with the warned spikes) against the step, from ``tb/``.
 
     A chart appears only when at least one of its tags has points.
     """

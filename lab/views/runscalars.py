@@ -1,8 +1,8 @@
 """One run folder, one run: how the ``tb/`` and ``sys/`` parts of a run folder become one set of scalars.
 
-A run folder of this lab holds the trainer's events in ``tb/`` and the
-supervisor's device samples in ``sys/`` (``lab.runfolder.TB_DIR``,
-``SYS_DIR``). ``lab.events.LogdirReader`` names each of them a run of its
+A run folder of this lab holds the trainer's events in ``tb/``, the
+supervisor's device samples in ``sys/`` and its health findings in ``health/``
+(``lab.runfolder.TB_DIR``, ``SYS_DIR``, ``HEALTH_DIR``). ``lab.events.LogdirReader`` names each of them a run of its
 own; every page shows them as one run: Live and Compare read one run folder
 (``run_scalars``), Logs groups the runs of any folder by the run folder they
 belong to (``group_parts``). Their tags never clash (``sys/`` tags are the
@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from lab.runfolder import SYS_DIR, TB_DIR
+from lab.runfolder import HEALTH_DIR, SYS_DIR, TB_DIR
 
-PARTS = (TB_DIR, SYS_DIR)
+PARTS = (TB_DIR, SYS_DIR, HEALTH_DIR)  # health/: the supervisor's health/<key> events
 SYS_PREFIX = SYS_DIR + "/"  # the supervisor's tags: sys/gpu<i>/..., sys/cpu_pct, sys/rss_mib
 
 
 def run_folder_of(run_name: str) -> str:
-    """The run a reader's run belongs to: ``x`` for ``x/tb`` or ``x/sys``, ``.`` for ``tb``; else itself."""
+    """The run a reader's run belongs to: ``x`` for ``x/tb``, ``x/sys`` or ``x/health``, ``.`` for ``tb``; else itself."""
     head, _, last = run_name.replace("\\", "/").rpartition("/")
     return (head or ".") if last in PARTS else run_name
 

@@ -1,0 +1,167 @@
+"""The health checks' rules (lab/engine/health.py) and the pieces around them that need no run.
+
+The findings are pure functions of an ``Observation``: each is shown to
+fire on what it names and to stay quiet just short of it. Also here: the
+cutting of faulthandler's dump out of a log (lab/engine/stacks.py), the
+SIGUSR1 check that keeps a process without a handler from being signalled,
+the restarts read from torchrun's log lines and attempt folders
+(lab/engine/restarts.py), and the trainer's restart rule for ``--resume``
+(training/checkpoint.py). The real runs are tests/test_health_runs.py.
+"""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lab.engine import health, restarts, stacks
+from lab.engine.health import Observation
+from training import checkpoint
+
+
+def obs(**kw) -> Observation:
+    base = dict(now=1000.0, started=900.0, alive=True, last_activity=990.0, step=40)
+    base.update(kw)
+    return Observation(**base)
+
+
+def keys(o: Observation) -> list[str]:
+    return [f.key for f in health.findings(o)]
+
+
+def test_stall_threshold_is_the_option_or_the_larger_of_60_s_20_steps_and_3_gaps():
+    assert health.stall_threshold(7.5, [100.0], [100.0]) == 7.5
+    assert health.stall_threshold(0, [], []) == 60.0
+    assert health.stall_threshold(0, [0.5, 4.0, 5.0], []) == 80.0  # 20 x the median step
+    assert health.stall_threshold(0, [0.1], [10.0, 30.0, 40.0]) == 90.0  # a long logging window: 3 gaps
+
+
+def test_stalled_counts_from_the_last_step_or_from_the_launch():
+    assert keys(obs(now=1049.0, last_activity=990.0)) == []  # 59 s < 60 s
+    f = health.findings(obs(now=1051.0, last_activity=990.0))[0]
+    assert f.key == "stalled" and f.evidence["idle_s"] == 61.0 and "after step 40" in f.message
+    hang = health.findings(obs(now=1000.0, started=930.0, last_activity=None, step=0))
+    assert [h.key for h in hang] == ["stalled"] and "before any step" in hang[0].message
+    assert keys(obs(now=2000.0, alive=False)) == []  # ended processes are not stalled
+    assert keys(obs(now=1004.0, stall_after=3.0, last_activity=1000.0)) == ["stalled"]
+
+
+def test_nan_loss_names_the_first_non_finite_point():
+    f = health.findings(obs(loss=[(10, 2.3), (20, math.inf), (30, math.nan)]))
+    assert [x.key for x in f] == ["nan_loss"] and f[0].evidence["first_step"] == 20
+    assert "--stop-on-nan" in f[0].fix
+    assert keys(obs(loss=[(10, 2.3), (20, 0.1)])) == []
+
+
+def test_chance_accuracy_only_after_two_epochs_and_within_two_points():
+    near = dict(acc=[(40, 0.115)], num_classes=10, steps_per_epoch=20)
+    assert keys(obs(**near, step=40)) == ["chance_accuracy"]
+    assert keys(obs(**near, step=39)) == []  # not yet two epochs
+    assert keys(obs(acc=[(40, 0.13)], num_classes=10, steps_per_epoch=20, step=40)) == []  # 3 points away
+    f = health.findings(obs(**near, step=40))[0]
+    assert "set_epoch" in f.fix and "learning rate" in f.fix and "labels" in f.fix
+
+
+def test_input_bound_over_30_percent_of_the_step_shows_workers_and_pin_memory():
+    f = health.findings(obs(data_ms=20.0, step_ms=50.0, workers=0, pin_memory=True))
+    assert [x.key for x in f] == ["input_bound"] and f[0].evidence["share"] == 0.4
+    assert "--workers (now 0)" in f[0].fix and "pin_memory is on" in f[0].fix
+    assert keys(obs(data_ms=14.0, step_ms=50.0)) == []
+
+
+def test_grad_spike_from_the_trainers_warnings():
+    f = health.findings(obs(grad_warnings=[(5, 12.0), (9, 40.0)], grad_limit=10.0))
+    assert [x.key for x in f] == ["grad_spike"]
+    assert f[0].evidence == {"count": 2, "first_step": 5, "max_norm": 40.0, "limit": 10.0}
+
+
+def test_a_finding_keeps_its_since_step_and_added_evidence_and_round_trips_through_status():
+    first = health.findings(obs(now=1100.0, last_activity=990.0))
+    stacked = [health.Finding(f.key, f.message, f.fix, "2026-01-01T00:00:00+00:00", dict(f.evidence, stacks=["s"]), 7)
+               for f in first]
+    again = health.findings(obs(now=1200.0, last_activity=990.0, step=41), stacked)
+    assert again[0].since == "2026-01-01T00:00:00+00:00" and again[0].step == 7
+    assert again[0].evidence["stacks"] == ["s"] and again[0].evidence["idle_s"] == 210.0
+    back = health.from_dicts([f.to_dict() for f in again])
+    assert back == again
+    assert set(again[0].to_dict()) == {"key", "message", "fix", "since", "evidence"}
+
+
+LOG = """[rank 0] INFO step 10
+Thread 0x00007f5d612596c0 (most recent call first):
+  File "/x/threading.py", line 331 in wait
+2026 INFO some other thread's log line
+
+Current thread 0x00007f5e32272b80 (most recent call first):
+  File "/x/loop.py", line 172 in _train_step
+  File "<frozen runpy>", line 198 in _run_module_as_main
+"""
+
+
+def test_the_dump_is_cut_out_of_the_log_without_the_other_lines():
+    cut = stacks.cut_faulthandler(LOG)
+    assert "INFO" not in cut
+    assert cut.splitlines() == ["Thread 0x00007f5d612596c0 (most recent call first):",
+                                '  File "/x/threading.py", line 331 in wait', "",
+                                "Current thread 0x00007f5e32272b80 (most recent call first):",
+                                '  File "/x/loop.py", line 172 in _train_step',
+                                '  File "<frozen runpy>", line 198 in _run_module_as_main']
+
+
+def test_only_a_process_with_a_sigusr1_handler_is_signalled():
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    handled = subprocess.Popen([sys.executable, "-c", "import faulthandler, signal, time; "
+                                "faulthandler.register(signal.SIGUSR1); print('up', flush=True); time.sleep(30)"],
+                               stdout=subprocess.PIPE)
+    try:
+        assert handled.stdout.readline().strip() == b"up"
+        time.sleep(0.2)
+        assert not stacks.catches(plain.pid, signal.SIGUSR1)  # the default action would kill it
+        assert stacks.catches(handled.pid, signal.SIGUSR1)
+        assert not stacks.catches(2**22 + 7, signal.SIGUSR1)  # no such process
+    finally:
+        for p in (plain, handled):
+            p.kill()
+            p.wait()
+
+
+def test_py_spy_missing_or_refused_is_said_exactly(monkeypatch, tmp_path):
+    monkeypatch.setenv(stacks.PY_SPY_ENV, str(tmp_path / "nope"))
+    text, why = stacks._spy(os.getpid())
+    assert text is None and "py-spy is not installed" in why
+    monkeypatch.setattr(stacks, "PTRACE_SCOPE", tmp_path / "scope")
+    (tmp_path / "scope").write_text("1\n")
+    assert "kernel.yama.ptrace_scope is 1" in stacks.ptrace_note() and "sysctl" in stacks.ptrace_note()
+
+
+def test_restarts_pair_attempt_folders_with_torchruns_failure_lines(tmp_path):
+    for a in (0, 1, 2):
+        (tmp_path / "logs" / "job_1" / f"attempt_{a}" / "0").mkdir(parents=True)
+    (tmp_path / "logs/job_1/attempt_1/0/stderr.log").write_text("Traceback ...\nValueError: bad batch\n")
+    (tmp_path / "stdout.log").write_text(
+        "E1129 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27127) of binary: /bin/python\n"
+        "E1129 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 27200) of binary: /bin/python\n")
+    got = restarts.restarts(tmp_path)
+    assert got == [{"attempt": 1, "rank": 1, "exit_code": -9, "cause": "local rank 1 was killed by SIGKILL"},
+                   {"attempt": 2, "rank": 0, "exit_code": 1, "cause": "local rank 0 exited with code 1: ValueError: bad batch"}]
+    assert restarts.restarts(tmp_path / "none") == []
+
+
+def test_a_restarted_attempt_resumes_from_its_own_checkpoint(tmp_path):
+    given = tmp_path / "old.pt"
+    given.write_bytes(b"x")
+    assert checkpoint.resolve(str(given), tmp_path) == given
+    assert checkpoint.resolve("auto", tmp_path) is None
+    own = tmp_path / "checkpoints" / checkpoint.LAST
+    own.parent.mkdir()
+    own.write_bytes(b"y")
+    assert checkpoint.resolve(str(given), tmp_path) == given  # a first attempt starts where it was told
+    assert checkpoint.resolve(str(given), tmp_path, restarted=True) == own  # a restart goes on from its own
+    assert checkpoint.resolve(None, tmp_path, restarted=True) is None
+    with pytest.raises(checkpoint.BadInput):
+        checkpoint.resolve(str(tmp_path / "missing.pt"), tmp_path)
