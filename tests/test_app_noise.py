@@ -60,7 +60,10 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
     table = at.dataframe[0].value.set_index("run")
     assert len(table) == 3 and set(table[noise.VERDICT]) <= {"baseline", "within noise", "faster", "slower"}
     assert all("× (" in v for v in table[noise.SPEEDUP_CI])  # every run has its interval (from its events)
-    assert sorted(table[noise.MACHINE]) == ["", "", "busy"]
+    # the run marked busy is "busy"; the two copies keep their samples' own record ("quiet", or "" where a sample
+    # was recorded before interference was)
+    machine = list(table[noise.MACHINE])
+    assert machine.count("busy") == 1 and set(machine) <= {"busy", "quiet", ""}
     busy = [w.value for w in at.warning if "Busy machine" in w.value]
     assert len(busy) == 1 and "1.5 of the 2 cores" in busy[0]
     reps = at.dataframe[1].value.set_index("mode")
