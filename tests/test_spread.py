@@ -60,3 +60,11 @@ def test_over_repeats():
     assert over_repeats([10.0, 12.0, 11.0]) == {"median": 11.0, "min": 10.0, "max": 12.0, "repeats": 3,
                                                 "spread_pct": pytest.approx(100 * 2 / 11)}
     assert over_repeats([]) is None
+
+
+def test_a_shift_smaller_than_run_to_run_noise_is_not_claimed():
+    """Identical quiet runs measured 1.05x (1.01-1.10): within the 10% runs shift by, so within noise."""
+    base = Spread(100.0, 99.0, 101.0, 30, 0.95)
+    assert ratio(Spread(105.0, 102.0, 109.0, 30, 0.95), base).within_noise
+    assert not ratio(Spread(125.0, 120.0, 130.0, 30, 0.95), base).within_noise  # 1.19x-1.31x: a real speedup
+    assert not ratio(Spread(80.0, 77.0, 85.0, 30, 0.95), base).within_noise     # 0.76x-0.86x: a real slowdown
