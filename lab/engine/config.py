@@ -57,6 +57,19 @@ class ConfigError(ValueError):
         self.message = message
 
 
+def processes(c: Any) -> int:
+    """Processes one node starts for a run (a RunConfig or a user's ScriptConfig): ddp nproc, otherwise one."""
+    return c.nproc if c.mode == "ddp" else 1
+
+
+def world_size(c: Any) -> int:
+    """How many ways a run's global batch is split (a RunConfig or a ScriptConfig): DP only over 2+ GPUs."""
+    if c.mode == "ddp":
+        return c.nproc * c.nnodes
+    node_gpus = c.gpus_per_node if c.backend == SLURM else len(c.gpus)
+    return node_gpus if c.mode == "dp" and node_gpus >= 2 else 1
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
@@ -124,15 +137,12 @@ class RunConfig:
     @property
     def processes(self) -> int:
         """Processes this node starts (ddp: nproc; otherwise one)."""
-        return self.nproc if self.mode == "ddp" else 1
+        return processes(self)
 
     @property
     def world_size(self) -> int:
         """How many ways the global batch is split."""
-        if self.mode == "ddp":
-            return self.nproc * self.nnodes
-        node_gpus = self.gpus_per_node if self.backend == SLURM else len(self.gpus)
-        return node_gpus if self.mode == "dp" and node_gpus >= 2 else 1
+        return world_size(self)
 
 
 def _split_unit(config: RunConfig) -> str:

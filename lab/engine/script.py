@@ -38,7 +38,7 @@ from typing import Any
 
 from lab.engine import commands, environment, launcher, ports, slurm
 from lab.engine.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
-from lab.engine.config import problems as run_problems
+from lab.engine.config import problems as run_problems, processes as config_processes, world_size as config_world_size
 from lab.engine.slurm_states import submit_argv
 from lab.runfolder import (JOB_SBATCH, RUN_JSON, SCRIPT, TB_DIR, check_run_id, now_iso, root_or_default, stamp,
                            write_json_atomic)
@@ -107,13 +107,11 @@ class ScriptConfig:
 
     @property
     def processes(self) -> int:
-        return self.nproc if self.mode == "ddp" else 1
+        return config_processes(self)
 
     @property
     def world_size(self) -> int:
-        if self.mode == "ddp":
-            return self.nproc * self.nnodes
-        return max(1, self.gpus_per_node if self.backend == SLURM else len(self.gpus)) if self.mode == "dp" else 1
+        return config_world_size(self)
 
     def work_dir(self) -> Path:
         """Where the script runs: ``cwd``, else the script's folder (a module: the current folder)."""
