@@ -1,25 +1,32 @@
 """Home of the Parallel Training Lab: what it is, the devices right now (live),
 where runs live, the runs at a glance (a badge where the supervisor flagged a
-run's health: ``lab.views.health``), the one-click "Compare modes" sweep,
+run's health: ``lab.views.live.health``), the one-click "Compare modes" sweep,
 and shortcuts to the pages. Start it with ``streamlit run app.py``. When the
 server listens beyond this machine it says that launching from the pages is
 off (or, with LAB_ALLOW_REMOTE_LAUNCH=1, that anyone reaching it may launch):
-``lab.engine.access``. Layout only: everything it shows comes from ``lab/``.
+``lab.engine.launch.access``. Layout only: everything it shows comes from ``lab/``.
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.engine.access import launch_access
-from lab.engine.sweeps import MAX_REPEATS
-from lab.views import device_strip as strip, health, live, progress, scaling as scaling_view, text as ui_text
+from lab.engine.launch.access import launch_access
+from lab.engine.sweep.plan import MAX_REPEATS
+from lab.views import device_strip as strip
+from lab.views import text as ui_text
+from lab.views.compare import scaling as scaling_view
+from lab.views.live import health, progress
+from lab.views.live import runs as live
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 st.title("Parallel Training Lab")
 st.markdown(
-    "Launch PyTorch training on one device, with `nn.DataParallel` or with `DistributedDataParallel`, "
-    "watch it live, and compare the modes side by side. Your own script runs too: Launch → My script."
+    "Launch PyTorch training on one device, with `nn.DataParallel` or with "
+    "`DistributedDataParallel`, "
+    "watch it live, and compare the modes side by side. Your own script runs too: Launch → My "
+    "script."
 )
 access = launch_access(st.get_option("server.address"))
 if access.message:
@@ -28,8 +35,8 @@ if access.message:
 
 @st.fragment(run_every=2)
 def device_strip() -> None:
-    from lab.engine.device_notes import holders, limits
-    from lab.engine.devices import snapshot
+    from lab.engine.devices.notes import holders, limits
+    from lab.engine.devices.nvml import snapshot
     from lab.engine.registry import gpu_users, process_owner
 
     snap = snapshot(process_owner(paths.runs_dir()), gpu_users(paths.runs_dir()))
@@ -76,8 +83,16 @@ def runs_at_a_glance() -> None:
         p = progress.progress_of(r)
         c1, c2 = st.columns([5, 1])
         sick = health.badge(r)  # the supervisor's findings, e.g. "Stalled"
-        c1.progress(p.fraction or 0.0, text=f"**{live.run_label(r)}** — {p.label}" + (f" · ⚠️ {sick}" if sick else ""))
-        c2.page_link("pages/2_Live.py", label="watch", icon=":material/monitoring:", query_params={"run": r.run_id})
+        c1.progress(
+            p.fraction or 0.0,
+            text=f"**{live.run_label(r)}** — {p.label}" + (f" · ⚠️ {sick}" if sick else ""),
+        )
+        c2.page_link(
+            "pages/2_Live.py",
+            label="watch",
+            icon=":material/monitoring:",
+            query_params={"run": r.run_id},
+        )
     if finished:
         st.dataframe(
             [
@@ -103,21 +118,35 @@ st.subheader("Compare modes")
 st.markdown(
     "One click runs **single**, **DP** and **DDP** with the same model, data and seed, "
     "one after another so each has the machine to itself, then compare them on the Compare page. "
-    "With repeats, the modes take turns (single, DP, DDP, single, …) so the spread between runs shows."
+    "With repeats, the modes take turns (single, DP, DDP, single, …) so the spread between runs "
+    "shows."
 )
-scaling = st.radio("Scaling", list(scaling_view.CHOICES), format_func=scaling_view.CHOICES.get,
-                   horizontal=True, key="home_scaling", help=scaling_view.CHOICE_HELP)
-repeats = st.number_input("repeats", min_value=1, max_value=MAX_REPEATS, value=1, step=1, key="home_repeats",
-                          help="Run every mode this many times, interleaved; 3 is a good start.")
+scaling = st.radio(
+    "Scaling",
+    list(scaling_view.CHOICES),
+    format_func=scaling_view.CHOICES.get,
+    horizontal=True,
+    key="home_scaling",
+    help=scaling_view.CHOICE_HELP,
+)
+repeats = st.number_input(
+    "repeats",
+    min_value=1,
+    max_value=MAX_REPEATS,
+    value=1,
+    step=1,
+    key="home_repeats",
+    help="Run every mode this many times, interleaved; 3 is a good start.",
+)
 compare_clicked = st.button("Compare modes", type="primary", key="home_compare")
 if compare_clicked and not access.allowed:
     st.error(f"Not started: {access.message}")
 elif compare_clicked:
     try:
-        from lab.engine.config import RunConfig
-        from lab.engine.sweeps import compare_modes_configs, interleaved
-        from lab.engine.devices import usable_indices
-        from lab.engine.launcher import launch_sweep
+        from lab.engine.devices.nvml import usable_indices
+        from lab.engine.launch.config import RunConfig
+        from lab.engine.launch.launcher import launch_sweep
+        from lab.engine.sweep.plan import compare_modes_configs, interleaved
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)
         configs = interleaved(compare_modes_configs(base, usable_indices(), scaling), int(repeats))
@@ -129,7 +158,7 @@ sweep = st.session_state.get("home_sweep")
 if sweep:
     st.success(f"Sweep {sweep[0]} started: {', '.join(sweep[1])}")
     if st.button("Stop the comparison", key="home_stop_sweep"):
-        from lab.engine.launcher import stop_sweep
+        from lab.engine.launch.launcher import stop_sweep
 
         try:
             final = stop_sweep(sweep[0], root)
@@ -143,4 +172,6 @@ c1, c2, c3, c4 = st.columns(4)
 c1.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
 c2.page_link("pages/2_Live.py", label="Watch runs live", icon=":material/monitoring:")
 c3.page_link("pages/3_Compare.py", label="Compare runs", icon=":material/compare_arrows:")
-c4.page_link("pages/4_Logs.py", label="Browse TensorBoard logs", icon=":material/stacked_line_chart:")
+c4.page_link(
+    "pages/4_Logs.py", label="Browse TensorBoard logs", icon=":material/stacked_line_chart:"
+)

@@ -15,6 +15,7 @@ Measured side by side in one process, one run folder, CRCs checked by all:
 Generated files are cached under /tmp/lab_bench_events. Run:
 ``python bench/events_read.py`` (about 2-3 minutes on 2 busy cores).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,18 @@ from lab import events  # noqa: E402
 from lab.events.tfrecord import frame  # noqa: E402
 
 CACHE = Path("/tmp/lab_bench_events")
-TAGS = ["train/loss", "train/acc", "train/lr", "train/grad_norm", "perf/samples_per_sec",
-        "perf/step_time_ms", "perf/data_time_ms", "val/loss", "val/acc", "mem/cuda0/peak_mib"]
+TAGS = [
+    "train/loss",
+    "train/acc",
+    "train/lr",
+    "train/grad_norm",
+    "perf/samples_per_sec",
+    "perf/step_time_ms",
+    "perf/data_time_ms",
+    "val/loss",
+    "val/acc",
+    "mem/cuda0/peak_mib",
+]
 
 
 def value(tag_i: int, step: int) -> float:
@@ -73,7 +84,11 @@ def _varint(n: int) -> bytes:
 def fast_records(first_step: int, steps: int, wall0: float = 1_764_000_000.0):
     """The exact bytes SummaryWriter writes for ``add_scalar`` (simple_value), framed."""
     tags = [t.encode() for t in TAGS]
-    yield frame(b"\x09" + struct.pack("<d", wall0) + b"\x1a\x0dbrain.Event:2") if first_step == 0 else b""
+    yield (
+        frame(b"\x09" + struct.pack("<d", wall0) + b"\x1a\x0dbrain.Event:2")
+        if first_step == 0
+        else b""
+    )
     for step in range(first_step, first_step + steps):
         wall = struct.pack("<d", wall0 + step * 0.01)
         head = b"\x09" + wall + (b"\x10" + _varint(step) if step else b"")
@@ -112,7 +127,10 @@ def validate_fast_writer() -> None:
             theirs = [(e.step, e.wall_time, e.value) for e in ea.Scalars(tag)]
             s = ours[tag]
             assert theirs == list(zip(s.step.tolist(), s.wall_time.tolist(), s.value.tolist())), tag
-    print("our record writer: a 20,000-scalar sample reads the same in EventAccumulator and lab.events")
+    print(
+        "our record writer: a 20,000-scalar sample reads the same in EventAccumulator and "
+        "lab.events"
+    )
 
 
 def timed(fn, repeats: int) -> tuple[float, int]:
@@ -159,28 +177,42 @@ def refresh_bench(src: Path, repeats: int) -> None:
         wall0 = max(float(s.wall_time[-1]) for s in r.scalars().values()) + 1 - step * 0.01
         for _ in range(repeats):
             with open(f, "ab") as fh:
-                fh.write(b"".join(fast_records(step, 10, wall0)))  # 10 steps x 10 tags = 100 scalars
+                # 10 steps x 10 tags = 100 scalars
+                fh.write(b"".join(fast_records(step, 10, wall0)))
             step += 10
             t = time.perf_counter()
             got = r.refresh()
             times.append(time.perf_counter() - t)
             assert got == 100, got
         inc = statistics.median(times)
-        print(f"refresh after 100 appended scalars: {inc * 1000:.2f} ms (median of {repeats}); "
-              f"full read of the {n0:,}-scalar file: {full * 1000:.0f} ms; ratio {full / inc:.0f}x")
+        print(
+            f"refresh after 100 appended scalars: {inc * 1000:.2f} ms (median of {repeats}); "
+            f"full read of the {n0:,}-scalar file: {full * 1000:.0f} ms; ratio {full / inc:.0f}x"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=20_000, help="steps of the SummaryWriter file (x10 tags)")
-    ap.add_argument("--big-steps", type=int, default=200_000, help="steps of the big file (x10 tags); 0 skips it")
+    ap.add_argument(
+        "--steps", type=int, default=20_000, help="steps of the SummaryWriter file (x10 tags)"
+    )
+    ap.add_argument(
+        "--big-steps",
+        type=int,
+        default=200_000,
+        help="steps of the big file (x10 tags); 0 skips it",
+    )
     args = ap.parse_args()
     d = summarywriter_file(args.steps)
     size = sum(f.stat().st_size for f in d.glob("events.out.tfevents.*"))
     print(f"file: {d} ({size / 1e6:.1f} MB), median of {args.repeats} full reads")
     rates = {}
-    for name, fn in (("lab.events", ours), ("EventAccumulator", event_accumulator), ("tbparse", tbparse)):
+    for name, fn in (
+        ("lab.events", ours),
+        ("EventAccumulator", event_accumulator),
+        ("tbparse", tbparse),
+    ):
         t, n = timed(lambda fn=fn: fn(d), args.repeats)
         rates[name] = n / t
         print(f"  {name:17s} {n:>9,} scalars in {t:7.3f} s = {n / t:>11,.0f} scalars/s", flush=True)
@@ -195,8 +227,10 @@ def main() -> None:
         n = r.refresh()
         dt = time.perf_counter() - t
         nbytes = r.nbytes()
-        print(f"big file: {n:,} scalars in {dt:.2f} s = {n / dt:,.0f} scalars/s; "
-              f"arrays {nbytes / 1e6:.1f} MB = {nbytes / n:.1f} bytes/point")
+        print(
+            f"big file: {n:,} scalars in {dt:.2f} s = {n / dt:,.0f} scalars/s; "
+            f"arrays {nbytes / 1e6:.1f} MB = {nbytes / n:.1f} bytes/point"
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ the CPU-time ratio is the steadier one (other processes' load does not enter
 it). Prints medians of both, their ratio trainer / bare, and the median of the
 ratios of adjacent pairs, which cancels slow drifts in load (target >= 0.97).
 
-    python bench/harness_overhead.py [--repeats 6] [--steps 100] [--batch 64] [--image-size 32] [--threads 1]
-"""
+    python bench/harness_overhead.py [--repeats 6] [--steps 100] [--batch 64] [--image-size 32]
+    [--threads 1]"""
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,8 @@ sys.path.insert(0, str(REPO))
 
 
 def bare_loop(bundle, steps: int, batch: int, seed: int) -> tuple[float, float]:
-    """Shuffle, index, forward, backward, step: nothing else. Returns (wall s, CPU s) of the steps."""
+    """Shuffle, index, forward, backward, step: nothing else. Returns (wall s, CPU s) of the
+    steps."""
     import torch
     from torch import nn
 
@@ -52,7 +54,7 @@ def bare_loop(bundle, steps: int, batch: int, seed: int) -> tuple[float, float]:
         perm = torch.randperm(len(labels), generator=gen)
         epoch += 1
         for i in range(0, len(perm) - batch + 1, batch):
-            idx = perm[i:i + batch]
+            idx = perm[i : i + batch]
             loss = criterion(model(images[idx]), labels[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -64,7 +66,8 @@ def bare_loop(bundle, steps: int, batch: int, seed: int) -> tuple[float, float]:
 
 
 def trainer_loop(bundle, steps: int, batch: int, seed: int, log_every: int) -> tuple[float, float]:
-    """The trainer's own loop and recorder, as ``python -m training.train --mode single`` runs them."""
+    """The trainer's own loop and recorder, as ``python -m training.train --mode single`` runs
+    them."""
     import torch
 
     from training import models
@@ -74,15 +77,33 @@ def trainer_loop(bundle, steps: int, batch: int, seed: int, log_every: int) -> t
     from training.metrics import Recorder
 
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
-        args = build_parser().parse_args([
-            "--log-dir", tmp, "--device", "cpu", "--epochs", "1000", "--max-steps", str(steps), "--batch-size",
-            str(batch), "--seed", str(seed), "--log-every", str(log_every), "--checkpoint", "none",
-        ])
+        args = build_parser().parse_args(
+            [
+                "--log-dir",
+                tmp,
+                "--device",
+                "cpu",
+                "--epochs",
+                "1000",
+                "--max-steps",
+                str(steps),
+                "--batch-size",
+                str(batch),
+                "--seed",
+                str(seed),
+                "--log-every",
+                str(log_every),
+                "--checkpoint",
+                "none",
+            ]
+        )
         torch.manual_seed(seed)
         model = models.build("tinycnn", bundle.channels, bundle.num_classes)
         recorder = Recorder(Path(tmp), enabled=True)
         recorder.open()
-        loop = Loop(args, place("single", "cpu", batch), bundle, model, recorder, None, stop=lambda: False)
+        loop = Loop(
+            args, place("single", "cpu", batch), bundle, model, recorder, None, stop=lambda: False
+        )
         clock = Clock()
         loop.run()
         took = clock.read()
@@ -101,7 +122,9 @@ class Clock:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="trainer vs bare-loop samples/s, interleaved in one process")
+    p = argparse.ArgumentParser(
+        description="trainer vs bare-loop samples/s, interleaved in one process"
+    )
     p.add_argument("--repeats", type=int, default=6)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch", type=int, default=64)
@@ -124,7 +147,8 @@ def main() -> None:
         # ratio above (measured here: two identical loops differ by several percent).
         "bare2": lambda: bare_loop(bundle, a.steps, a.batch, 0),
     }
-    for fn in sides.values():  # warm-up: first-call costs (allocator, autograd, imports) not counted
+    # warm-up: first-call costs (allocator, autograd, imports) not counted
+    for fn in sides.values():
         fn()
     wall: dict[str, list[float]] = {k: [] for k in sides}
     cpu: dict[str, list[float]] = {k: [] for k in sides}
@@ -136,17 +160,27 @@ def main() -> None:
             w, c = sides[name]()
             wall[name].append(samples / w)
             cpu[name].append(samples / c)
-        print(f"repeat {i + 1}: trainer {wall['trainer'][-1]:.0f} / bare {wall['bare'][-1]:.0f} / bare2 "
-              f"{wall['bare2'][-1]:.0f} samples/s (wall)", flush=True)
-    print(f"tinycnn, digits {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} steps x {a.repeats} repeats, "
-          f"{a.threads} thread(s), log every {a.log_every}")
+        print(
+            f"repeat {i + 1}: trainer {wall['trainer'][-1]:.0f} / bare {wall['bare'][-1]:.0f} / "
+            "bare2 "
+            f"{wall['bare2'][-1]:.0f} samples/s (wall)",
+            flush=True,
+        )
+    print(
+        f"tinycnn, digits {a.image_size}x{a.image_size}, batch {a.batch}, {a.steps} steps x "
+        f"{a.repeats} repeats, "
+        f"{a.threads} thread(s), log every {a.log_every}"
+    )
     for label, d in (("wall clock", wall), ("CPU time", cpu)):
         mt, mb = statistics.median(d["trainer"]), statistics.median(d["bare"])
         paired = statistics.median(t / b for t, b in zip(d["trainer"], d["bare"]))
         floor = statistics.median(b2 / b for b2, b in zip(d["bare2"], d["bare"]))
-        print(f"{label}: trainer median {mt:.0f} | bare loop median {mb:.0f} samples/s | ratio {mt / mb:.3f}"
-              f" | median of paired ratios {paired:.3f} (target >= 0.97)"
-              f" | noise floor bare2/bare {floor:.3f}")
+        print(
+            f"{label}: trainer median {mt:.0f} | bare loop median {mb:.0f} samples/s | ratio "
+            f"{mt / mb:.3f}"
+            f" | median of paired ratios {paired:.3f} (target >= 0.97)"
+            f" | noise floor bare2/bare {floor:.3f}"
+        )
 
 
 if __name__ == "__main__":

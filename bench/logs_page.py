@@ -1,4 +1,5 @@
-"""Bench: the Logs page on 300 runs x 2 tags against 6 runs x 200k points, server side (AppTest), and in a browser.
+"""Bench: the Logs page on 300 runs x 2 tags against 6 runs x 200k points, server side (AppTest),
+and in a browser.
 
 Builds both folders of real event files in a temp folder (tests/logs_fixtures.py:
 10 experiments x 30 runs of ``train/loss`` and ``val/acc`` with torch's
@@ -19,6 +20,7 @@ what the browser adds is that time less the server's "choose".
 
     python bench/logs_page.py [--repeat 3] [--points 200000] [--browser]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +40,8 @@ from tests.logs_fixtures import make_experiments, make_long_runs  # noqa: E402
 
 
 def page_time(folder: Path) -> tuple[float, float, int, int]:
-    """(choose s, rerun s, charts, JSON bytes of the charts) for one AppTest session on ``folder``."""
+    """(choose s, rerun s, charts, JSON bytes of the charts) for one AppTest session on
+    ``folder``."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -53,7 +56,9 @@ def page_time(folder: Path) -> tuple[float, float, int, int]:
     box.run()
     choose = time.perf_counter() - t
     if at.exception or at.error:
-        raise SystemExit(f"the page failed on {folder}: {at.exception or [e.value for e in at.error]}")
+        raise SystemExit(
+            f"the page failed on {folder}: {at.exception or [e.value for e in at.error]}"
+        )
     t = time.perf_counter()
     at.run()
     rerun = time.perf_counter() - t
@@ -74,45 +79,71 @@ def browser_time(folder: Path, runs_dir: Path, log_dir: Path) -> float:
         box.fill(str(folder))
         t = time.perf_counter()
         box.press("Enter")
-        page.locator('[data-testid="stPlotlyChart"] .main-svg').nth(0).wait_for(state="attached", timeout=120_000)
+        page.locator('[data-testid="stPlotlyChart"] .main-svg').nth(0).wait_for(
+            state="attached", timeout=120_000
+        )
         wait_ready(page, timeout_ms=120_000)
         return time.perf_counter() - t
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=3, help="server timings are the median of this many")
-    ap.add_argument("--points", type=int, default=200_000, help="points per run of the 6-run folder")
-    ap.add_argument("--browser", action="store_true", help="also time the page in Chromium (Playwright)")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="server timings are the median of this many"
+    )
+    ap.add_argument(
+        "--points", type=int, default=200_000, help="points per run of the 6-run folder"
+    )
+    ap.add_argument(
+        "--browser", action="store_true", help="also time the page in Chromium (Playwright)"
+    )
     args = ap.parse_args(argv)
     import logging
 
-    logging.getLogger("streamlit").setLevel(logging.ERROR)  # AppTest outside a server warns on every run
+    # AppTest outside a server warns on every run
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
     tmp = Path(tempfile.mkdtemp(prefix="lab-bench-logs-"))
     try:
-        folders = {"300 runs x 2 tags": tmp / "many", f"6 runs x {args.points:,} points": tmp / "long"}
+        folders = {
+            "300 runs x 2 tags": tmp / "many",
+            f"6 runs x {args.points:,} points": tmp / "long",
+        }
         t = time.perf_counter()
         make_experiments(folders["300 runs x 2 tags"], experiments=10, points=200, hparams=True)
         make_long_runs(folders[f"6 runs x {args.points:,} points"], runs=6, points=args.points)
-        size = {k: sum(f.stat().st_size for f in v.rglob("*") if f.is_file()) / 1e6 for k, v in folders.items()}
-        print(f"built both folders in {time.perf_counter() - t:.1f} s: "
-              + ", ".join(f"{k} = {mb:.1f} MB" for k, mb in size.items()))
+        size = {
+            k: sum(f.stat().st_size for f in v.rglob("*") if f.is_file()) / 1e6
+            for k, v in folders.items()
+        }
+        print(
+            f"built both folders in {time.perf_counter() - t:.1f} s: "
+            + ", ".join(f"{k} = {mb:.1f} MB" for k, mb in size.items())
+        )
         results = {}
         for name, folder in folders.items():
             runs = [page_time(folder) for _ in range(max(1, args.repeat))]
-            choose, rerun = float(np.median([r[0] for r in runs])), float(np.median([r[1] for r in runs]))
+            choose, rerun = (
+                float(np.median([r[0] for r in runs])),
+                float(np.median([r[1] for r in runs])),
+            )
             results[name] = choose
-            print(f"{name:>26}: choose {choose:.2f} s, rerun {rerun:.2f} s, {runs[-1][2]} charts, "
-                  f"{runs[-1][3] / 1e6:.2f} MB of chart JSON (median of {len(runs)}, AppTest)")
+            print(
+                f"{name:>26}: choose {choose:.2f} s, rerun {rerun:.2f} s, {runs[-1][2]} charts, "
+                f"{runs[-1][3] / 1e6:.2f} MB of chart JSON (median of {len(runs)}, AppTest)"
+            )
         a, b = results.values()
-        print(f"ratio {list(results)[1]} / {list(results)[0]}: {b / a:.2f}x; budget 3 s each: "
-              + ("met" if max(a, b) < 3 else "NOT met"))
+        print(
+            f"ratio {list(results)[1]} / {list(results)[0]}: {b / a:.2f}x; budget 3 s each: "
+            + ("met" if max(a, b) < 3 else "NOT met")
+        )
         if args.browser:
             (tmp / "runs").mkdir()
             for name, folder in folders.items():
                 s = browser_time(folder, tmp / "runs", tmp / "server")
-                print(f"{name:>26}: browser {s:.2f} s from Enter to the charts drawn "
-                      f"(the browser adds {s - results[name]:+.2f} s to the server's choose)")
+                print(
+                    f"{name:>26}: browser {s:.2f} s from Enter to the charts drawn "
+                    f"(the browser adds {s - results[name]:+.2f} s to the server's choose)"
+                )
         print(json.dumps({"choose_s": results}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""Smoothing without scipy: ``lab.views.smoothing.ema_debiased`` against TensorBoard's JS loop transcribed to Python.
+"""Smoothing without scipy: ``lab.views.smoothing.ema_debiased`` against TensorBoard's JS loop
+transcribed to Python.
 
 Both compute TensorBoard's debiased EMA bit for bit over the same 200,000-point
 series (weight 0.6); they are timed interleaved, 7 rounds, and the ratio of
@@ -7,6 +8,7 @@ loop over floats plus a numpy debias vector, so it needs numpy alone.
 
     python bench/smoothing.py [--points 200000] [--rounds 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,12 +47,22 @@ def main() -> None:
     assert np.array_equal(ema_debiased(v, 0.6), np.array(tensorboard_js(v.tolist(), 0.6)))
     ours, js = [], []
     for _ in range(a.rounds):
-        t = time.perf_counter(); ema_debiased(v, 0.6); ours.append(time.perf_counter() - t)
-        t = time.perf_counter(); tensorboard_js(v.tolist(), 0.6); js.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ema_debiased(v, 0.6)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        tensorboard_js(v.tolist(), 0.6)
+        js.append(time.perf_counter() - t)
     mo, mj = statistics.median(ours), statistics.median(js)
     print(f"{a.points} points, {a.rounds} interleaved rounds, identical results")
-    print(f"lab.views.smoothing: median {mo * 1e3:.1f} ms (min {min(ours) * 1e3:.1f}, max {max(ours) * 1e3:.1f})")
-    print(f"TensorBoard JS loop in Python: median {mj * 1e3:.1f} ms (min {min(js) * 1e3:.1f}, max {max(js) * 1e3:.1f})")
+    print(
+        f"lab.views.smoothing: median {mo * 1e3:.1f} ms (min {min(ours) * 1e3:.1f}, max "
+        f"{max(ours) * 1e3:.1f})"
+    )
+    print(
+        f"TensorBoard JS loop in Python: median {mj * 1e3:.1f} ms (min {min(js) * 1e3:.1f}, max "
+        f"{max(js) * 1e3:.1f})"
+    )
     print(f"ratio js/lab: {mj / mo:.2f}x")
 
 

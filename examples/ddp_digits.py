@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 from torch.utils.tensorboard import SummaryWriter
 from torchvision import datasets, transforms
@@ -32,21 +32,21 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32, help="per process")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--data", type=Path, default=DIGITS, help="an ImageFolder root with train/ and val/")
-    p.add_argument("--fake-data", action="store_true", help="random images (torchvision FakeData), no files")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    p.add_argument("--data", type=Path, default=DIGITS, help="ImageFolder root: train/, val/")
+    p.add_argument("--fake-data", action="store_true", help="random images (FakeData), no files")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: no limit)")
     p.add_argument("--log-every", type=int, default=5, help="steps between loss logs")
     args = p.parse_args()
     if not args.fake_data and not (args.data / "train").is_dir():
-        p.error(f"--data {args.data} has no train/ folder: give an ImageFolder root with train/ and val/, "
-                "or use --fake-data")
+        p.error(f"--data {args.data} has no train/ folder: give an ImageFolder root with "
+                "train/ and val/, or use --fake-data")
     return args
 
 
-def load_data(args: argparse.Namespace) -> tuple[datasets.VisionDataset, datasets.VisionDataset, int]:
+def load_data(args: argparse.Namespace) -> tuple[Dataset, Dataset, int]:
     """Train set, validation set, number of classes."""
-    tf = transforms.Compose([transforms.Grayscale(), transforms.Resize((16, 16)), transforms.ToTensor(),
-                             transforms.Normalize((0.5,), (0.5,))])
+    tf = transforms.Compose([transforms.Grayscale(), transforms.Resize((16, 16)),
+                             transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
     if args.fake_data:
         return (datasets.FakeData(1024, (1, 8, 8), 10, transform=tf),
                 datasets.FakeData(256, (1, 8, 8), 10, transform=tf, random_offset=1024), 10)
@@ -88,23 +88,25 @@ def main() -> None:
     args = parse_args()
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)  # before init_process_group, so NCCL binds this rank to its GPU
+        torch.cuda.set_device(local_rank)  # before init_process_group: NCCL binds this GPU
         device, backend = torch.device("cuda", local_rank), "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)  # rank, world size and address come from torchrun's environment
+    dist.init_process_group(backend)  # rank, world size, address: from torchrun's environment
     rank = dist.get_rank()
 
     train_set, val_set, num_classes = load_data(args)
     sampler = DistributedSampler(train_set, shuffle=True)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
-    val_loader = DataLoader(val_set, batch_size=256, sampler=DistributedSampler(val_set, shuffle=False))
-    model = DDP(small_cnn(num_classes).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
+    val_sampler = DistributedSampler(val_set, shuffle=False)
+    val_loader = DataLoader(val_set, batch_size=256, sampler=val_sampler)
+    ids = [local_rank] if device.type == "cuda" else None
+    model = DDP(small_cnn(num_classes).to(device), device_ids=ids)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     criterion = nn.CrossEntropyLoss().to(device)
     writer = SummaryWriter() if rank == 0 else None  # only rank 0 logs
     if writer:
-        print(f"{dist.get_world_size()} processes ({backend}); events in {writer.log_dir}", flush=True)
+        print(f"{dist.get_world_size()} processes ({backend}), events {writer.log_dir}", flush=True)
 
     step = 0
     for epoch in range(args.epochs):
@@ -119,11 +121,13 @@ def main() -> None:
             step += 1
             if step % args.log_every == 0:
                 n = len(y)
-                mean_loss, acc = global_mean(loss.item() * n, (out.argmax(1) == y).sum().item(), n, device=device)
+                right = (out.argmax(1) == y).sum().item()
+                mean_loss, acc = global_mean(loss.item() * n, right, n, device=device)
                 if writer:
                     writer.add_scalar("train/loss", mean_loss, step)
                     writer.add_scalar("train/acc", acc, step)
-                    print(f"epoch {epoch} step {step} loss {mean_loss:.6f} acc {acc:.3f}", flush=True)
+                    print(f"epoch {epoch} step {step} loss {mean_loss:.6f} acc {acc:.3f}",
+                          flush=True)
             if step == args.max_steps:
                 break
         val_loss, val_acc = evaluate(model, val_loader, device)

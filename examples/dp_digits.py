@@ -1,4 +1,4 @@
-"""Train a small CNN on handwritten digits in one process, with nn.DataParallel over every visible GPU.
+"""Train a small CNN on handwritten digits in one process, nn.DataParallel over every visible GPU.
 
     python examples/dp_digits.py --epochs 3
     CUDA_VISIBLE_DEVICES=0,1 python examples/dp_digits.py --batch-size 128
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 from torch.utils.tensorboard import SummaryWriter
 from torchvision import datasets, transforms
 
@@ -26,23 +26,23 @@ DIGITS = Path(__file__).resolve().parent.parent / "sample_data" / "digits"
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=64, help="the whole batch, split across the GPUs")
+    p.add_argument("--batch-size", type=int, default=64, help="the whole batch, split over GPUs")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--data", type=Path, default=DIGITS, help="an ImageFolder root with train/ and val/")
-    p.add_argument("--fake-data", action="store_true", help="random images (torchvision FakeData), no files")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    p.add_argument("--data", type=Path, default=DIGITS, help="ImageFolder root: train/, val/")
+    p.add_argument("--fake-data", action="store_true", help="random images (FakeData), no files")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: no limit)")
     p.add_argument("--log-every", type=int, default=5, help="steps between loss logs")
     args = p.parse_args()
     if not args.fake_data and not (args.data / "train").is_dir():
-        p.error(f"--data {args.data} has no train/ folder: give an ImageFolder root with train/ and val/, "
-                "or use --fake-data")
+        p.error(f"--data {args.data} has no train/ folder: give an ImageFolder root with "
+                "train/ and val/, or use --fake-data")
     return args
 
 
-def load_data(args: argparse.Namespace) -> tuple[datasets.VisionDataset, datasets.VisionDataset, int]:
+def load_data(args: argparse.Namespace) -> tuple[Dataset, Dataset, int]:
     """Train set, validation set, number of classes."""
-    tf = transforms.Compose([transforms.Grayscale(), transforms.Resize((16, 16)), transforms.ToTensor(),
-                             transforms.Normalize((0.5,), (0.5,))])
+    tf = transforms.Compose([transforms.Grayscale(), transforms.Resize((16, 16)),
+                             transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
     if args.fake_data:
         return (datasets.FakeData(1024, (1, 8, 8), 10, transform=tf),
                 datasets.FakeData(256, (1, 8, 8), 10, transform=tf, random_offset=1024), 10)
@@ -79,13 +79,16 @@ def main() -> None:
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
     val_loader = DataLoader(val_set, batch_size=256)
 
-    model = small_cnn(num_classes).to(device)  # on the first GPU before wrapping: DataParallel replicates from there
+    # on the first GPU before wrapping: DataParallel replicates from there
+    model = small_cnn(num_classes).to(device)
     gpus = torch.cuda.device_count()
     if gpus > 1:
         model = nn.DataParallel(model)
-        print(f"DataParallel over {gpus} GPUs, {args.batch_size // gpus} samples each per step", flush=True)
+        each = args.batch_size // gpus
+        print(f"DataParallel over {gpus} GPUs, {each} samples each per step", flush=True)
     else:
-        print(f"one device ({device}): DataParallel needs at least two GPUs, so the model runs unwrapped", flush=True)
+        print(f"one device ({device}): DataParallel needs at least two GPUs, so the model runs "
+              "unwrapped", flush=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)  # after the wrap
     criterion = nn.CrossEntropyLoss().to(device)
     writer = SummaryWriter()

@@ -1,4 +1,5 @@
 """``python -m lab``: the command line (see lab/cli.py and docs/cli.md)."""
+
 from __future__ import annotations
 
 import sys

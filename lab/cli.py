@@ -1,16 +1,16 @@
-"""The command line: ``python -m lab launch|sweep|status|stop|resume|stacks|logs|gpus|rm|compare|scalars``.
+"""The command line: ``python -m lab
+launch|sweep|status|stop|resume|stacks|logs|gpus|rm|compare|scalars``.
 
-Thin argparse wrappers over ``lab.engine.launcher``, ``lab.engine.registry``,
-``lab.engine.logs`` and ``lab.engine.devices``; the run options are made from
-``RunConfig``'s fields and defaults (``lab.engine.config``) and read into a
-config by ``lab.engine.request.run_config``, as the Launch page's form is;
-``compare`` prints ``lab.views.compare_json``'s document, the ``scalars`` subcommand is ``lab.events.export``'s,
-``launch --script`` (a user's own script) ``lab.cli_script``'s, ``resume`` and
-``stacks`` ``lab.cli_health``'s. Runs live in ./runs
-unless ``LAB_RUNS_DIR`` says otherwise. Any error is one line on stderr and
-exit code 2, never a traceback. The JSON keys are documented in the README.
-Tested by tests/test_engine_cli.py.
-"""
+Thin argparse wrappers over ``lab.engine.launch.launcher``, ``lab.engine.registry``,
+``lab.engine.logs`` and ``lab.engine.devices.nvml``; the run options are made from ``RunConfig``'s
+fields and defaults (``lab.engine.launch.config``) and read into a config by
+``lab.engine.launch.request.run_config``, as the Launch page's form is; ``compare`` prints
+``lab.views.compare.document``'s document, the ``scalars`` subcommand is ``lab.events.export``'s,
+``launch --script`` (a user's own script) ``lab.cli_script``'s, ``resume`` and ``stacks``
+``lab.cli_health``'s. Runs live in ./runs unless ``LAB_RUNS_DIR`` says otherwise. Any error is one
+line on stderr and exit code 2, never a traceback. The JSON keys are documented in the README.
+Tested by tests/test_engine_cli.py."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lab import cli_health, cli_options, cli_script
-from lab.engine.config import MODES, RunConfig
-from lab.engine.sweeps import STRONG, compare_modes_configs, interleaved, scaled
+from lab.engine.launch.config import MODES, RunConfig
+from lab.engine.sweep.plan import STRONG, compare_modes_configs, interleaved, scaled
 from lab.events import export as scalars_cli
 from lab.runfolder import ENDED_STATES, runs_dir
 
@@ -41,16 +41,17 @@ def _print(obj: Any) -> None:
 
 
 def _snapshot():
-    from lab.engine import devices, registry
+    from lab.engine import registry
+    from lab.engine.devices import nvml as devices
 
     return devices.snapshot(registry.process_owner(_root()), registry.gpu_users(_root()))
 
 
 def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int:
     """``launch --dry-run``: the pre-flight lines and the command, as the Launch page shows them."""
-    from lab.engine import request
-    from lab.engine.config import validate
-    from lab.engine.preflight import machine_facts
+    from lab.engine.launch import request
+    from lab.engine.launch.config import validate
+    from lab.engine.preflight.checks import machine_facts
     from lab.views.text import shell_line
 
     snap = _snapshot()
@@ -71,13 +72,18 @@ def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int
 
 
 def cmd_launch(a: argparse.Namespace) -> int:
-    from lab.engine import devices, launcher, registry
+    from lab.engine import registry
+    from lab.engine.devices import nvml as devices
+    from lab.engine.launch import launcher
 
-    usable = devices.usable_indices()  # the indices NVML can read, not its count: one may refuse to open
+    # the indices NVML can read, not its count: one may refuse to open
+    usable = devices.usable_indices()
     if cli_script.wanted(a):
         return cli_script.launch(a, _root(), usable)
     if a.script_args:
-        raise UserError("arguments after -- go to a script of your own: give --script PATH (or --module NAME)")
+        raise UserError(
+            "arguments after -- go to a script of your own: give --script PATH (or --module NAME)"
+        )
     cfg = cli_options.run_config(a, a.mode, usable)
     if a.dry_run:
         return _show_command(cfg, usable, a.json)
@@ -91,21 +97,28 @@ def cmd_launch(a: argparse.Namespace) -> int:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from lab.engine import devices, launcher
+    from lab.engine.devices import nvml as devices
+    from lab.engine.launch import launcher
 
     n = devices.usable_indices()
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
-    by_mode = {c.mode: c for c in compare_modes_configs(cli_options.run_config(a, "single", n), n, a.scaling)}
+    by_mode = {
+        c.mode: c
+        for c in compare_modes_configs(cli_options.run_config(a, "single", n), n, a.scaling)
+    }
     configs = []
     for m in modes:
         c = by_mode[m]
-        if a.gpus is not None or a.nproc is not None:  # the user chose devices: keep them for every mode
+        # the user chose devices: keep them for every mode
+        if a.gpus is not None or a.nproc is not None:
             c = scaled(cli_options.run_config(a, m, n), a.scaling)
         configs.append(c)
-    sweep_id, run_ids = launcher.launch_sweep(interleaved(configs, a.repeats), _root(), scaling=a.scaling)
+    sweep_id, run_ids = launcher.launch_sweep(
+        interleaved(configs, a.repeats), _root(), scaling=a.scaling
+    )
     if a.json:
         _print({"sweep_id": sweep_id, "run_ids": run_ids, "runs_dir": str(_root())})
     else:
@@ -120,9 +133,15 @@ def _status_line(r) -> str:
     why = f"  {d.get('cause')}" if d.get("cause") else ""
     if r.slurm and not why:  # a Slurm run: its job, Slurm's state and why it waits
         s = r.slurm
-        why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (f" ({s['reason']})" if s.get("reason") else "")
+        why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (
+            f" ({s['reason']})" if s.get("reason") else ""
+        )
     prog = r.progress or {}
-    step = f" step {prog.get('step')}/{prog.get('total_steps')}" if prog.get("step") is not None else ""
+    step = (
+        f" step {prog.get('step')}/{prog.get('total_steps')}"
+        if prog.get("step") is not None
+        else ""
+    )
     health = "".join(f" [{f.get('key')}]" for f in r.health)  # the findings' keys, e.g. [stalled]
     return f"{r.run_id:48} {r.state:10} {r.mode or '-':6}{step}{health}{why}"
 
@@ -130,8 +149,10 @@ def _status_line(r) -> str:
 def cmd_status(a: argparse.Namespace) -> int:
     from lab.engine import registry
 
-    def js(rec) -> dict:  # the registry's record, and the supervisor's interference record from status.json
+    # the registry's record, and the supervisor's interference record from status.json
+    def js(rec) -> dict:
         return dict(rec.to_json(), interference=registry.status(rec.run_dir).get("interference"))
+
     if a.run:
         rec = registry.get_run(a.run, _root())
         _print(js(rec)) if a.json else print(_status_line(rec))
@@ -145,7 +166,8 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def cmd_stop(a: argparse.Namespace) -> int:
-    from lab.engine import launcher, registry
+    from lab.engine import registry
+    from lab.engine.launch import launcher
 
     if a.run.startswith("sweep-"):
         states = launcher.stop_sweep(a.run, _root(), a.grace)
@@ -166,7 +188,10 @@ def cmd_logs(a: argparse.Namespace) -> int:
     rec = registry.get_run(a.run, _root())
     if a.rank is not None and a.rank not in logs.ranks(rec.run_dir):
         have = logs.ranks(rec.run_dir)
-        raise UserError(f"run {a.run} has no rank {a.rank}: " + (f"use one of {have}" if have else "it has no per-rank logs; leave out --rank"))
+        raise UserError(
+            f"run {a.run} has no rank {a.rank}: "
+            + (f"use one of {have}" if have else "it has no per-rank logs; leave out --rank")
+        )
     if a.follow:
         for ln in logs.follow(rec.run_dir, a.rank):
             print(ln, flush=True)
@@ -178,7 +203,7 @@ def cmd_logs(a: argparse.Namespace) -> int:
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
-    from lab.engine import device_notes, devices
+    from lab.engine.devices import notes as device_notes
 
     snap = _snapshot()
     if a.json:
@@ -187,18 +212,25 @@ def cmd_gpus(a: argparse.Namespace) -> int:
     if snap.reason:
         print(snap.reason)
     for g in snap.gpus:
-        mem = f"{g.mem_used_mib:.0f}/{g.mem_total_mib:.0f} MiB" if g.mem_used_mib is not None else "mem n/a"
+        mem = (
+            f"{g.mem_used_mib:.0f}/{g.mem_total_mib:.0f} MiB"
+            if g.mem_used_mib is not None
+            else "mem n/a"
+        )
         util = f"{g.util_pct:.0f}%" if g.util_pct is not None else "n/a"
         print(f"GPU {g.index} {g.name}: util {util}, {mem}")
     for line in device_notes.holders(snap) + device_notes.limits(snap):
         print(f"  {line}")
     c = snap.cpu
-    print(f"CPU: {c.cores} cores, {c.util_pct:.0f}% busy, memory {c.mem_used_mib:.0f}/{c.mem_total_mib:.0f} MiB")
+    print(
+        f"CPU: {c.cores} cores, {c.util_pct:.0f}% busy, memory "
+        f"{c.mem_used_mib:.0f}/{c.mem_total_mib:.0f} MiB"
+    )
     return 0
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from lab.views import compare_json
+    from lab.views.compare import document as compare_json
 
     runs = compare_json.resolve(a.runs + ([a.baseline] if a.baseline else []), _root())
     base = next((r.key for r in runs if a.baseline in (r.run_id, r.key)), None)
@@ -222,19 +254,35 @@ def cmd_rm(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lab", description="Parallel Training Lab: launch and watch runs.")
+    ap = argparse.ArgumentParser(
+        prog="python -m lab", description="Parallel Training Lab: launch and watch runs."
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("launch", help="start a run in the background (the trainer, or --script of your own)")
+    p = sub.add_parser(
+        "launch", help="start a run in the background (the trainer, or --script of your own)"
+    )
     cli_options.add_run_options(p)
-    p.add_argument("--dry-run", action="store_true", help="only print the pre-flight check and the command")
+    p.add_argument(
+        "--dry-run", action="store_true", help="only print the pre-flight check and the command"
+    )
     cli_script.add_options(p)
     p.set_defaults(func=cmd_launch)
     p = sub.add_parser("sweep", help="run several modes one after another")
     p.add_argument("--modes", default=",".join(MODES))
-    p.add_argument("--scaling", default=STRONG, metavar="strong|weak",
-                   help="strong (default): every mode gets --batch-size as its global batch, the same training; "
-                        "weak: every device gets --batch-size, so the global batch grows with the devices")
-    p.add_argument("--repeats", type=int, default=1, help="run the modes N times, interleaved (3 shows the spread)")
+    p.add_argument(
+        "--scaling",
+        default=STRONG,
+        metavar="strong|weak",
+        help="strong (default): every mode gets --batch-size as its global batch, the same "
+        "training; "
+        "weak: every device gets --batch-size, so the global batch grows with the devices",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the modes N times, interleaved (3 shows the spread)",
+    )
     cli_options.add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("status", help="runs and their states")
@@ -254,17 +302,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gpus", help="devices now")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_gpus)
-    from lab.views.derived import STEP_RATE
+    from lab.views.compare.derived import STEP_RATE
 
-    p = sub.add_parser("compare", help="the Compare table: speedups with intervals, noise, busy machines")
-    p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="run ids, sweep ids (all their runs), or folders (with a /): a run folder, or foreign "
-                        "TensorBoard logs")
-    p.add_argument("--baseline", help="the run whose throughput is speedup 1 (default: a single-device run)")
-    p.add_argument("--throughput-tag", metavar="TAG",
-                   help="the throughput of runs without summary.json (your scripts): a tag they log (default: the "
-                        f"first matching samples_per_sec|throughput|img/s|it/s), or '{STEP_RATE}' for steps/s of "
-                        "the loss tag; their figures are marked derived")
+    p = sub.add_parser(
+        "compare", help="the Compare table: speedups with intervals, noise, busy machines"
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run ids, sweep ids (all their runs), or folders (with a /): a run folder, or foreign "
+        "TensorBoard logs",
+    )
+    p.add_argument(
+        "--baseline", help="the run whose throughput is speedup 1 (default: a single-device run)"
+    )
+    p.add_argument(
+        "--throughput-tag",
+        metavar="TAG",
+        help="the throughput of runs without summary.json (your scripts): a tag they log "
+        "(default: the "
+        f"first matching samples_per_sec|throughput|img/s|it/s), or '{STEP_RATE}' for steps/s of "
+        "the loss tag; their figures are marked derived",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("rm", help="delete a finished run")
@@ -276,22 +336,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab.engine.config import ConfigError
-    from lab.engine.launcher import LaunchError
-    from lab.runfolder import BadRunId
+    from lab.engine.launch.config import ConfigError
+    from lab.engine.launch.launcher import LaunchError
+    from lab.engine.launch.resume import ResumeError
     from lab.engine.registry import RunIsLive, RunNotFound
-    from lab.engine.resume import ResumeError
+    from lab.runfolder import BadRunId
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    ours, script_args = cli_script.split_script_args(sys.argv[1:] if argv is None else argv)  # after --
+    # after --
+    ours, script_args = cli_script.split_script_args(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(ours)
     args.script_args = script_args
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:  # named as the flag the user typed
-        print(f"error: {cli_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}", file=sys.stderr)
-    except (UserError, cli_script.ScriptUsageError, LaunchError, BadRunId, RunIsLive, RunNotFound, KeyError,
-            OSError, ResumeError) as e:
+        print(
+            f"error: {cli_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}",
+            file=sys.stderr,
+        )
+    except (
+        UserError,
+        cli_script.ScriptUsageError,
+        LaunchError,
+        BadRunId,
+        RunIsLive,
+        RunNotFound,
+        KeyError,
+        OSError,
+        ResumeError,
+    ) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
-"""``python -m lab launch --script PATH [--cwd DIR] [--events-dir DIR] -- ARGS``: a user's own script from the command line.
+"""``python -m lab launch --script PATH [--cwd DIR] [--events-dir DIR] -- ARGS``: a user's own
+script from the command line.
 
 The options ``launch`` gains for the second kind of run, and what it does
 with them: ``--script PATH`` (or ``--module NAME`` for ``python -m NAME``),
@@ -11,9 +12,10 @@ mean what they mean for the trainer; one of
 the trainer's own options given with ``--script`` is refused with one line
 saying the script's options go after ``--``. ``launch --script --dry-run``
 prints what the Launch page shows (a Slurm run's job script too). Reading the values is
-``lab.engine.script_form.script_config``, launching ``lab.engine.script.launch``.
+``lab.engine.launch.script_form.script_config``, launching ``lab.engine.launch.script.launch``.
 Tested by tests/test_script_runs.py and tests/test_script_config.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,17 +23,32 @@ import dataclasses
 import json
 from typing import Any, Sequence
 
-from lab.engine.config import JOB_FIELDS, RunConfig
+from lab.engine.launch.config import JOB_FIELDS, RunConfig
 
-# RunConfig's fields a script run shares (where it runs too); the others are the trainer's own options.
-SHARED = ("mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
-          "backend", *JOB_FIELDS, "stall_after")
+# RunConfig's fields a script run shares (where it runs too); the others are the trainer's own
+# options.
+SHARED = (
+    "mode",
+    "gpus",
+    "nproc",
+    "nnodes",
+    "node_rank",
+    "rdzv_endpoint",
+    "name",
+    "tags",
+    "extra_env",
+    "backend",
+    *JOB_FIELDS,
+    "stall_after",
+)
 EPILOG = """a script of your own (instead of the lab's trainer):
-  python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR] [--json] -- ARGS...
-  everything after -- is handed to the script as it is; single runs `python train.py ARGS` with one device
-  visible, dp with every chosen GPU visible (the script wraps its own nn.DataParallel), ddp under torchrun.
-  Event files the script creates below --cwd after the launch are linked to the run (status --json: events_dirs).
-  --backend slurm (with --partition, --gpus-per-node, --time ...) runs it as a Slurm job in --cwd instead."""
+  python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR]
+      [--json] -- ARGS...
+  everything after -- is handed to the script as it is; single runs `python train.py ARGS`
+  with one device visible, dp with every chosen GPU visible (the script wraps its own
+  nn.DataParallel), ddp under torchrun. Event files the script creates below --cwd after the
+  launch are linked to the run (status --json: events_dirs). --backend slurm (with
+  --partition, --gpus-per-node, --time ...) runs it as a Slurm job in --cwd instead."""
 
 
 class ScriptUsageError(Exception):
@@ -44,18 +61,31 @@ def split_script_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     if "--" not in argv:
         return argv, []
     i = argv.index("--")
-    return argv[:i], argv[i + 1:]
+    return argv[:i], argv[i + 1 :]
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """``launch``'s options for a script run."""
     g = p.add_argument_group("your own script (instead of the trainer; its arguments go after --)")
     g.add_argument("--script", metavar="PATH", help="your training script, a .py file")
-    g.add_argument("--module", metavar="NAME", help="run `python -m NAME` instead of a file (e.g. mypkg.train)")
-    g.add_argument("--cwd", metavar="DIR", help="the working directory (default: the script's folder)")
-    g.add_argument("--events-dir", metavar="DIR", help="a folder the script writes event files to, linked from "
-                                                        "the start (those below --cwd are found anyway)")
-    g.add_argument("--total-steps", type=int, metavar="N", help="the script's last step, for the ETA (optional)")
+    g.add_argument(
+        "--module", metavar="NAME", help="run `python -m NAME` instead of a file (e.g. mypkg.train)"
+    )
+    g.add_argument(
+        "--cwd", metavar="DIR", help="the working directory (default: the script's folder)"
+    )
+    g.add_argument(
+        "--events-dir",
+        metavar="DIR",
+        help="a folder the script writes event files to, linked from "
+        "the start (those below --cwd are found anyway)",
+    )
+    g.add_argument(
+        "--total-steps",
+        type=int,
+        metavar="N",
+        help="the script's last step, for the ETA (optional)",
+    )
     p.epilog = EPILOG
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -68,7 +98,11 @@ def wanted(a: argparse.Namespace) -> bool:
 def _trainer_options_given(a: argparse.Namespace) -> list[str]:
     out = []
     for f in dataclasses.fields(RunConfig):
-        if f.name not in SHARED and hasattr(a, f.name) and getattr(a, f.name) not in (f.default, None):
+        if (
+            f.name not in SHARED
+            and hasattr(a, f.name)
+            and getattr(a, f.name) not in (f.default, None)
+        ):
             out.append("--" + f.name.replace("_", "-"))
     return out
 
@@ -78,17 +112,27 @@ def _values(a: argparse.Namespace) -> dict[str, Any]:
         raise ScriptUsageError("give --script PATH or --module NAME, not both")
     trainer = _trainer_options_given(a)
     if trainer:
-        raise ScriptUsageError(f"{trainer[0]} is an option of the lab's trainer, not of your script: put the "
-                               f"script's own options after --, e.g. launch --script train.py -- {trainer[0]} ...")
+        raise ScriptUsageError(
+            f"{trainer[0]} is an option of the lab's trainer, not of your script: put the "
+            f"script's own options after --, e.g. launch --script train.py -- {trainer[0]} ..."
+        )
     values = {k: getattr(a, k, None) for k in SHARED}
-    values.update(script=a.script or f"-m {a.module}", args=list(getattr(a, "script_args", []) or []),
-                  cwd=a.cwd, events_dir=a.events_dir, total_steps=a.total_steps)
+    values.update(
+        script=a.script or f"-m {a.module}",
+        args=list(getattr(a, "script_args", []) or []),
+        cwd=a.cwd,
+        events_dir=a.events_dir,
+        total_steps=a.total_steps,
+    )
     return values
 
 
 def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
-    """Launch (or with ``--dry-run`` show) the script run the options describe; print its id or JSON."""
-    from lab.engine import devices, registry, script, script_form
+    """Launch (or with ``--dry-run`` show) the script run the options describe; print its id or
+    JSON."""
+    from lab.engine import registry
+    from lab.engine.devices import nvml as devices
+    from lab.engine.launch import script, script_form
     from lab.views.text import shell_line
 
     cfg, unreadable = script_form.script_config(_values(a), gpu_count)
@@ -110,8 +154,18 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
     run_id = script.launch(cfg, root)
     rec = registry.get_run(run_id, root)
     if a.json:
-        print(json.dumps({"run_id": run_id, "state": rec.state, "run_dir": rec.run_dir, "mode": cfg.mode,
-                          "kind": rec.kind}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "state": rec.state,
+                    "run_dir": rec.run_dir,
+                    "mode": cfg.mode,
+                    "kind": rec.kind,
+                },
+                indent=1,
+            )
+        )
     else:
         print(f"{run_id} {rec.state} {rec.run_dir}")
     return 0

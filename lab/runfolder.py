@@ -1,4 +1,5 @@
-"""The run folder: where runs live, what their files are called, the run states, time stamps, atomic JSON.
+"""The run folder: where runs live, what their files are called, the run states, time stamps, atomic
+JSON.
 
 The contract between ``training/`` (and a user's own script) and ``lab/``
 (docs/contracts.md section 2). Each fact is written here once: the runs root
@@ -10,6 +11,7 @@ or missing file is "not there yet") and written (temp file, then rename).
 It also knows the repository's own folders (sample data). Tested by
 tests/test_runfolder.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,40 +26,47 @@ SAMPLE_RUNS = SAMPLE_DATA / "runs"
 DIGITS = SAMPLE_DATA / "digits"
 
 # ---- names inside a run folder --------------------------------------------
-RUN_JSON = "run.json"            # launcher: what was asked
-STATUS_JSON = "status.json"      # supervisor: the state machine
-SUMMARY_JSON = "summary.json"    # trainer, at the end
+RUN_JSON = "run.json"  # launcher: what was asked
+STATUS_JSON = "status.json"  # supervisor: the state machine
+SUMMARY_JSON = "summary.json"  # trainer, at the end
 PROGRESS_JSON = "progress.json"  # trainer, every log window
-STOP_REQUEST = "stop.request"    # launcher -> supervisor: please stop
+STOP_REQUEST = "stop.request"  # launcher -> supervisor: please stop
 STACKS_REQUEST = "stacks.request"  # a page or the CLI -> supervisor: dump every rank's stack now
-STDOUT_LOG = "stdout.log"        # supervisor: the training command's combined output
+STDOUT_LOG = "stdout.log"  # supervisor: the training command's combined output
 SUPERVISOR_LOG = "supervisor.log"
-ERROR_JSON = "error.json"        # TORCHELASTIC_ERROR_FILE
-TB_DIR = "tb"                    # trainer's event files (rank 0)
-SYS_DIR = "sys"                  # supervisor's device samples as event files
-LOGS_DIR = "logs"                # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.log
+ERROR_JSON = "error.json"  # TORCHELASTIC_ERROR_FILE
+TB_DIR = "tb"  # trainer's event files (rank 0)
+SYS_DIR = "sys"  # supervisor's device samples as event files
+LOGS_DIR = "logs"  # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.log
 CHECKPOINTS_DIR = "checkpoints"
-LAST_CHECKPOINT = f"{CHECKPOINTS_DIR}/last.pt"  # trainer: the newest checkpoint, what a resume starts from
-PROFILE_DIR = "profile"          # trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
+# trainer: the newest checkpoint, what a resume starts from
+LAST_CHECKPOINT = f"{CHECKPOINTS_DIR}/last.pt"
+# trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
+PROFILE_DIR = "profile"
 BREAKDOWN_JSON = f"{PROFILE_DIR}/breakdown.json"
-STACKS_DIR = "stacks"            # supervisor: rank<i>-<YYYYmmdd-HHMMSS>.txt, every rank's stack when stalled or asked
-HEALTH_DIR = "health"            # supervisor: health/<key> = 1 events at the optimizer step a finding was made
-SWEEPS_DIR = ".sweeps"           # in the runs root: <sweep_id>.json and .log
-JOB_SBATCH = "job.sbatch"        # launcher, a Slurm run: the job script, readable and submittable by hand
-JOB_EXIT = "job_exit.json"       # a Slurm job script's last lines: {"exit_code", "ended_at"} (none if killed)
+# supervisor: rank<i>-<YYYYmmdd-HHMMSS>.txt, every rank's stack when stalled or asked
+STACKS_DIR = "stacks"
+# supervisor: health/<key> = 1 events at the optimizer step a finding was made
+HEALTH_DIR = "health"
+SWEEPS_DIR = ".sweeps"  # in the runs root: <sweep_id>.json and .log
+# launcher, a Slurm run: the job script, readable and submittable by hand
+JOB_SBATCH = "job.sbatch"
+# a Slurm job script's last lines: {"exit_code", "ended_at"} (none if killed)
+JOB_EXIT = "job_exit.json"
 
 # ---- run states ------------------------------------------------------------
 QUEUED, STARTING, RUNNING = "queued", "starting", "running"
 SUCCEEDED, FAILED, STOPPED, LOST = "succeeded", "failed", "stopped", "lost"
 STATES = (QUEUED, STARTING, RUNNING, SUCCEEDED, FAILED, STOPPED, LOST)
-LIVE_STATES = (QUEUED, STARTING, RUNNING)            # says it has (or will have) processes
-HAS_PROCESSES = (STARTING, RUNNING)                  # pids recorded and meant to be alive
-ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)          # the supervisor recorded an end
-FINAL_STATES = ENDED_STATES + (LOST,)                # nothing more will happen
+LIVE_STATES = (QUEUED, STARTING, RUNNING)  # says it has (or will have) processes
+HAS_PROCESSES = (STARTING, RUNNING)  # pids recorded and meant to be alive
+ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)  # the supervisor recorded an end
+FINAL_STATES = ENDED_STATES + (LOST,)  # nothing more will happen
 
 
 # ---- run kinds (run.json and status.json ``kind``) -------------------------
-TRAINER, SCRIPT = "trainer", "script"   # the lab's trainer; a user's own script (lab.engine.script)
+# the lab's trainer; a user's own script (lab.engine.launch.script)
+TRAINER, SCRIPT = "trainer", "script"
 KINDS = (TRAINER, SCRIPT)
 
 
@@ -109,12 +118,14 @@ def now_iso() -> str:
 
 
 def stamp() -> str:
-    """Now, UTC, as ``YYYYmmdd-HHMMSS``: the time part of run and sweep ids and export file names."""
+    """Now, UTC, as ``YYYYmmdd-HHMMSS``: the time part of run and sweep ids and export file
+    names."""
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
 def parse_time(value: Any) -> datetime | None:
-    """An ISO string (ours, or with a ``Z``) or epoch seconds as an aware datetime; anything else None."""
+    """An ISO string (ours, or with a ``Z``) or epoch seconds as an aware datetime; anything else
+    None."""
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
@@ -149,7 +160,8 @@ def read_json(path: Path) -> dict | None:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` via a temp file and ``os.replace`` so readers never see half of it."""
+    """Write ``data`` to ``path`` via a temp file and ``os.replace`` so readers never see half of
+    it."""
     import json
     import tempfile
 

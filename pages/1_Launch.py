@@ -5,14 +5,15 @@ node), then the launch itself; or, with "Where to run: slurm", the Slurm
 job's options and the job script that will be submitted. A refused config
 shows its message next to the field and starts nothing; a server that
 listens beyond this machine launches nothing unless
-LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.access``). Layout only: the form's
-fields are ``lab.engine.request.FIELDS`` (a script's
-``lab.engine.script_form.SCRIPT_FIELDS``), reading them is
+LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.launch.access``). Layout only: the form's
+fields are ``lab.engine.launch.request.FIELDS`` (a script's
+``lab.engine.launch.script_form.SCRIPT_FIELDS``), reading them is
 ``request.run_config`` (``script_form.script_config``), what is shown before a
 launch is ``request.preview`` (``script_form.preview``), the checks are
-``lab.engine.config`` (``lab.engine.script``) and the launch is
-``lab.engine.launcher`` (``script.launch``).
+``lab.engine.launch.config`` (``lab.engine.launch.script``) and the launch is
+``lab.engine.launch.launcher`` (``script.launch``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,10 +21,10 @@ from typing import Any
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.engine import request, script, script_form
-from lab.engine.access import launch_access
-from lab.engine.config import ConfigError, problems
-from lab.engine.preflight import machine_facts
+from lab.engine.launch import request, script, script_form
+from lab.engine.launch.access import launch_access
+from lab.engine.launch.config import ConfigError, problems
+from lab.engine.preflight.checks import machine_facts
 from lab.views import text as ui_text
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
@@ -33,19 +34,51 @@ st.title("Launch a run")
 # columns, a column one field or several stacked.
 LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     (None, [["backend"]]),
-    ("Slurm job (where to run: slurm)", [["partition", "gpus_per_node", "cpus_per_task"], ["time", "account"],
-                                         ["sbatch_args"]]),
-    (None, [["mode"], ["gpus"], ["nproc"], ["model", ("dataset", request.FOLDER)],
-            ["batch_size", "epochs", "max_steps"], ["lr", "seed", "amp"], ["name", "tags", "profile_steps"]]),
-    ("More options", [["workers", "log_every", "val_every"], ["image_size", "checkpoint", "grad_norm_warn"],
-                      ["extra_env"]]),
-    ("When it goes wrong", [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]]),
+    (
+        "Slurm job (where to run: slurm)",
+        [["partition", "gpus_per_node", "cpus_per_task"], ["time", "account"], ["sbatch_args"]],
+    ),
+    (
+        None,
+        [
+            ["mode"],
+            ["gpus"],
+            ["nproc"],
+            ["model", ("dataset", request.FOLDER)],
+            ["batch_size", "epochs", "max_steps"],
+            ["lr", "seed", "amp"],
+            ["name", "tags", "profile_steps"],
+        ],
+    ),
+    (
+        "More options",
+        [
+            ["workers", "log_every", "val_every"],
+            ["image_size", "checkpoint", "grad_norm_warn"],
+            ["extra_env"],
+        ],
+    ),
+    (
+        "When it goes wrong",
+        [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]],
+    ),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
 SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     *LAYOUT[:2],  # where to run, and the Slurm job's options
-    (None, [["script"], ["args"], ["cwd"], ["mode"], ["gpus"], ["nproc"], ["events_dir", "total_steps"],
-            ["name", "tags"]]),
+    (
+        None,
+        [
+            ["script"],
+            ["args"],
+            ["cwd"],
+            ["mode"],
+            ["gpus"],
+            ["nproc"],
+            ["events_dir", "total_steps"],
+            ["name", "tags"],
+        ],
+    ),
     ("More options", [["stall_after"], ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]
@@ -54,12 +87,14 @@ KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}
 access = launch_access(st.get_option("server.address"))
 if access.message:
     st.warning(access.message)
-kind = st.radio("What to run", list(KINDS), format_func=KINDS.get, horizontal=True, key="launch_kind")
+kind = st.radio(
+    "What to run", list(KINDS), format_func=KINDS.get, horizontal=True, key="launch_kind"
+)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
 def _snapshot():
-    from lab.engine.devices import snapshot
+    from lab.engine.devices.nvml import snapshot
     from lab.engine.registry import gpu_users, process_owner
 
     return snapshot(process_owner(paths.runs_dir()), gpu_users(paths.runs_dir()))
@@ -72,7 +107,8 @@ if kind == paths.SCRIPT:
     start = script_form.form_values(script_form.script_config({}, usable)[0])
 else:
     fields, layout = request.BY_NAME, LAYOUT
-    # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a laptop CPU
+    # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a
+    # laptop CPU
     start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])
 values: dict[str, Any] = {}  # field -> what its widget gives (None: disabled)
 slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its message
@@ -80,12 +116,19 @@ slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its mes
 
 def gpu_boxes(f: request.FormField) -> tuple[int, ...]:
     if not snap.gpus:
-        st.info(f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}.")
+        st.info(
+            f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}."
+        )
         return ()
     st.write(f.label)
     cols = st.columns(min(4, len(usable)))
-    chosen = tuple(g.index for i, g in enumerate(snap.gpus) if cols[i % len(cols)].checkbox(
-        f"GPU {g.index} · {g.name}", value=g.index in start["gpus"], key=f"{f.key}_{g.index}"))
+    chosen = tuple(
+        g.index
+        for i, g in enumerate(snap.gpus)
+        if cols[i % len(cols)].checkbox(
+            f"GPU {g.index} · {g.name}", value=g.index in start["gpus"], key=f"{f.key}_{g.index}"
+        )
+    )
     for note in snap.notes:  # GPUs NVML counts but would not open: not offered
         st.caption(note)
     return chosen
@@ -109,11 +152,19 @@ def widget(f: request.FormField) -> Any:
         if f.kind == "radio":
             kw["horizontal"] = f.name == "backend"
         options = f.choices()
-        return draw(f.label, options, index=options.index(start[f.name]), format_func=f.shown,
-                    disabled=not on, **kw)
+        return draw(
+            f.label,
+            options,
+            index=options.index(start[f.name]),
+            format_func=f.shown,
+            disabled=not on,
+            **kw,
+        )
     if f.kind in ("int", "float"):
         step = int(f.step) if f.kind == "int" else float(f.step)
-        value = st.number_input(f.label, value=start[f.name], step=step, format=f.fmt, disabled=not on, **kw)
+        value = st.number_input(
+            f.label, value=start[f.name], step=step, format=f.fmt, disabled=not on, **kw
+        )
     elif f.kind == "check":
         value = st.checkbox(f.label, value=start[f.name], disabled=not on, **kw)
     elif f.kind == "lines":
@@ -163,11 +214,17 @@ with right:
     st.subheader("Before launching")
     if found:
         # Listed here too: a field inside a closed expander hides its message.
-        st.warning("Fix before launching (also marked next to each field):\n"
-                   + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found))
+        st.warning(
+            "Fix before launching (also marked next to each field):\n"
+            + "\n".join(f"- **{e.field}**: {ui_text.md_escape(e.message)}" for e in found)
+        )
     else:
         try:
-            shown = script_form.preview(cfg, snap) if kind == paths.SCRIPT else request.preview(cfg, snap)
+            shown = (
+                script_form.preview(cfg, snap)
+                if kind == paths.SCRIPT
+                else request.preview(cfg, snap)
+            )
         except Exception as e:  # the engine names the fix; never a traceback
             st.error(f"Cannot prepare this run: {e}")
             st.stop()
@@ -178,7 +235,10 @@ with right:
             st.code(shown.sbatch, language="bash")
             st.markdown("**The command that submits it**")
         else:
-            st.markdown(f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free at launch)")
+            st.markdown(
+                f"**The command that will run** (`{request.PORT_PLACEHOLDER}`: a port chosen free "
+                "at launch)"
+            )
         st.code(ui_text.shell_line(shown.argv, shown.env, cwd=shown.cwd), language="bash")
         for i, other in enumerate(shown.other_nodes, start=1):
             st.markdown(f"**On node {i}** (same repository; the command sets the GPU environment)")
@@ -191,10 +251,12 @@ with right:
         elif found:
             st.error("Not launched: fix the fields marked in red first.")
         else:
-            from lab.engine import launcher
+            from lab.engine.launch import launcher
 
             try:
-                st.session_state["launch_last"] = (script.launch if kind == paths.SCRIPT else launcher.launch)(cfg)
+                st.session_state["launch_last"] = (
+                    script.launch if kind == paths.SCRIPT else launcher.launch
+                )(cfg)
             except ConfigError as e:
                 (slots.get(e.field) or st).error(e.message)
                 st.error(f"Not launched: {e.message}")
@@ -203,4 +265,9 @@ with right:
     last = st.session_state.get("launch_last")
     if last:
         st.success(f"Launched **{last}**")
-        st.page_link("pages/2_Live.py", label="Watch it live", icon=":material/monitoring:", query_params={"run": last})
+        st.page_link(
+            "pages/2_Live.py",
+            label="Watch it live",
+            icon=":material/monitoring:",
+            query_params={"run": last},
+        )

@@ -1,27 +1,28 @@
-"""Live: one run as it trains — state, progress with ETA and throughput,
-per-device utilisation and memory over time, loss and accuracy curves, the
-log tail (per rank for DDP), each rank's profiler trace once written (a run
-launched with Profile steps), a Stop button, on failure the diagnosis, and a
-"busy machine" warning when other processes shared the machine (``lab.views.noise``),
-the run's health findings as a banner at the top with the stacks of a
-stalled run and a "Dump stacks now" button, torchrun's restarts with their
-causes, the resume links and, for a failed, stopped or lost run, "Resume"
-(``lab.views.health``, ``lab.engine.resume``); for a Slurm run also its job
-(state, nodes, why it waits) and each node's device samples.
-The live part refreshes every 2 s inside a fragment, reading the run's event
-files incrementally through the shared cached reader (``ui.shared``). A
-user's script run reads the folders of event files linked to it too, draws
-every tag it logs, and takes its progress from those events. Layout only:
-see ``lab.views.live``, ``lab.views.health``, ``lab.views.progress``, ``lab.views.run_charts``,
-``lab.views.script_run``, ``lab.views.anatomy`` (the traces) and
-``lab.views.nodes`` (a Slurm job's nodes).
-"""
+"""Live: one run as it trains — state, progress with ETA and throughput, per-device utilisation and
+memory over time, loss and accuracy curves, the log tail (per rank for DDP), each rank's profiler
+trace once written (a run launched with Profile steps), a Stop button, on failure the diagnosis, and
+a "busy machine" warning when other processes shared the machine (``lab.views.compare.noise``), the
+run's health findings as a banner at the top with the stacks of a stalled run and a "Dump stacks
+now" button, torchrun's restarts with their causes, the resume links and, for a failed, stopped or
+lost run, "Resume" (``lab.views.live.health``, ``lab.engine.launch.resume``); for a Slurm run also
+its job (state, nodes, why it waits) and each node's device samples. The live part refreshes every 2
+s inside a fragment, reading the run's event files incrementally through the shared cached reader
+(``ui.shared``). A user's script run reads the folders of event files linked to it too, draws every
+tag it logs, and takes its progress from those events. Layout only: see ``lab.views.live.runs``,
+``lab.views.live.health``, ``lab.views.live.progress``, ``lab.views.live.run_charts``,
+``lab.views.live.script_run``, ``lab.views.compare.anatomy`` (the traces) and
+``lab.views.live.nodes`` (a Slurm job's nodes)."""
+
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import anatomy, health, live, nodes, noise, progress, run_charts, runscalars, script_run, text as ui_text
+from lab.views import runscalars
+from lab.views import text as ui_text
+from lab.views.compare import anatomy, noise
+from lab.views.live import health, nodes, progress, run_charts, script_run
+from lab.views.live import runs as live
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
@@ -46,7 +47,9 @@ source_note = None
 if not records and paths.SAMPLE_RUNS.is_dir():
     root = paths.SAMPLE_RUNS
     records = _records(root)
-    source_note = "You have no runs yet: showing the recorded sample runs. Launch one from the Launch page."
+    source_note = (
+        "You have no runs yet: showing the recorded sample runs. Launch one from the Launch page."
+    )
 if not records:
     st.info("No runs yet. Launch one from the Launch page.")
     st.page_link("pages/1_Launch.py", label="Launch a run", icon=":material/rocket_launch:")
@@ -62,7 +65,9 @@ if wanted in by_id and st.session_state.get("live_wanted") != wanted:
     st.session_state["live_run"] = wanted
 if st.session_state.get("live_run") not in by_id:
     st.session_state["live_run"] = live.default_run(records)
-run_id = st.selectbox("Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i], state=False))
+run_id = st.selectbox(
+    "Run", list(by_id), key="live_run", format_func=lambda i: live.run_label(by_id[i], state=False)
+)
 # The URL names the run shown, so it can be shared or reloaded; remembering it
 # keeps the next rerun from taking it for a new link.
 st.session_state["live_wanted"] = run_id
@@ -84,7 +89,10 @@ def _header(rec, scalars) -> None:
     if script_run.is_script(rec):
         c2.metric("Steps/s", "–" if p.steps_per_sec is None else f"{p.steps_per_sec:.3g}")
     else:
-        c2.metric("Throughput (samples/s)", "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}")
+        c2.metric(
+            "Throughput (samples/s)",
+            "–" if p.samples_per_sec is None else f"{p.samples_per_sec:,.0f}",
+        )
     c3.metric("Elapsed", ui_text.fmt_duration(p.elapsed_s))
     c4.metric("ETA", ui_text.fmt_duration(p.eta_s) if rec.state == paths.RUNNING else "–")
     st.progress(p.fraction or 0.0, text=p.label)
@@ -99,23 +107,32 @@ def _header(rec, scalars) -> None:
     if busy:
         st.warning(busy, icon="⚠️")
     with st.expander("What was asked"):
-        lines = script_run.config_lines(rec) if script_run.is_script(rec) else live.config_lines(rec)
+        lines = (
+            script_run.config_lines(rec) if script_run.is_script(rec) else live.config_lines(rec)
+        )
         st.code("\n".join(lines) or "(no run.json)", language=None)
 
 
 def _health(rec) -> None:
     """The findings as a banner, then the newest stacks, the restarts and the resume links."""
     for box in health.banner(rec):
-        body = f"**{box['title']}** (since {box['since']}): {ui_text.md_escape(box['message'])}\n\n" \
-               f"**Fix:** {ui_text.md_escape(box['fix'])}"
+        body = (
+            f"**{box['title']}** (since {box['since']}): {ui_text.md_escape(box['message'])}\n\n"
+            f"**Fix:** {ui_text.md_escape(box['fix'])}"
+        )
         lines = "".join(f"\n- {ui_text.md_escape(line)}" for line in box["lines"])
         (st.error if box["key"] in ("stalled", "nan_loss") else st.warning)(body + lines, icon="🩺")
     at, files = health.stack_files(rec.run_dir)
     if files:
-        with st.expander(f"Stacks of every rank ({at})", expanded=any(b["key"] == "stalled" for b in health.banner(rec))):
+        with st.expander(
+            f"Stacks of every rank ({at})",
+            expanded=any(b["key"] == "stalled" for b in health.banner(rec)),
+        ):
             for who, path in files:
                 st.markdown(f"**{who}** · `{path.name}`")
-                st.code(path.read_text(errors="replace"), language=None, height=240, wrap_lines=False)
+                st.code(
+                    path.read_text(errors="replace"), language=None, height=240, wrap_lines=False
+                )
     for line in health.restart_lines(rec) + health.link_lines(rec):
         st.caption(line)
 
@@ -130,7 +147,10 @@ def _failure(rec) -> None:
     if not lines and box.get("rank") is not None:
         lines = tail(rec.run_dir, lines=30, rank=box["rank"])
     who = f" (rank {box['rank']})" if box.get("rank") is not None else ""
-    st.error(f"**Why it failed{who}:** {ui_text.md_escape(box['cause'])}\n\n**Fix:** {ui_text.md_escape(box['fix'])}")
+    st.error(
+        f"**Why it failed{who}:** {ui_text.md_escape(box['cause'])}\n\n**Fix:** "
+        f"{ui_text.md_escape(box['fix'])}"
+    )
     if lines:
         st.code(lines, language=None, wrap_lines=True)
 
@@ -159,15 +179,26 @@ def _traces(rec) -> None:
         return
     st.markdown("**Profiler traces** (open them in ui.perfetto.dev)")
     for col, (label, file_name, path) in zip(st.columns(min(len(files), 4)) * len(files), files):
-        col.download_button(label, lambda p=path: p.read_bytes(), file_name=file_name, mime="application/gzip",
-                            on_click="ignore", key=f"live_trace_{file_name}")
+        col.download_button(
+            label,
+            lambda p=path: p.read_bytes(),
+            file_name=file_name,
+            mime="application/gzip",
+            on_click="ignore",
+            key=f"live_trace_{file_name}",
+        )
 
 
 def _log(rec) -> None:
     from lab.engine.logs import ranks, tail
 
     def show(rank=None) -> None:
-        st.code(tail(rec.run_dir, lines=200, rank=rank) or "(empty)", language=None, height=300, wrap_lines=True)
+        st.code(
+            tail(rec.run_dir, lines=200, rank=rank) or "(empty)",
+            language=None,
+            height=300,
+            wrap_lines=True,
+        )
 
     st.markdown("**Log**")
     rank_list = ranks(rec.run_dir)
@@ -201,10 +232,13 @@ def live_view(run_id: str, started_active: bool) -> None:
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
-    stop_help = "scancel of the Slurm job" if record.backend == "slurm" else \
-        "SIGTERM to the run's processes, SIGKILL after 5 s"
+    stop_help = (
+        "scancel of the Slurm job"
+        if record.backend == "slurm"
+        else "SIGTERM to the run's processes, SIGKILL after 5 s"
+    )
     if st.button("Stop", type="secondary", key="live_stop", help=stop_help):
-        from lab.engine.launcher import stop
+        from lab.engine.launch.launcher import stop
 
         try:
             final = stop(run_id, root)
@@ -214,24 +248,34 @@ if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
         st.rerun()
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
-    if st.button("Dump stacks now", key="live_stacks", help="Every rank's Python stack, saved under stacks/ and shown "
-                 "here (the trainer's own handler, py-spy for other programs)"):
-        from lab.engine.launcher import request_stacks
+    if st.button(
+        "Dump stacks now",
+        key="live_stacks",
+        help="Every rank's Python stack, saved under stacks/ and shown "
+        "here (the trainer's own handler, py-spy for other programs)",
+    ):
+        from lab.engine.launch.launcher import request_stacks
 
         try:
             request_stacks(run_id, root)
-            st.toast("Asked the supervisor for every rank's stack: they appear below in a few seconds.")
+            st.toast(
+                "Asked the supervisor for every rank's stack: they appear below in a few seconds."
+            )
         except Exception as e:
             st.error(f"Could not ask for the stacks of {run_id}: {e}")
 if root != paths.SAMPLE_RUNS:
-    from lab.engine.resume import resumable
+    from lab.engine.launch.resume import resumable
 
-    if resumable(record) is None and st.button("Resume", key="live_resume", help="A new run with the same config, "
-                                               "continuing from this run's checkpoints/last.pt"):
-        from lab.engine.resume import resume
+    if resumable(record) is None and st.button(
+        "Resume",
+        key="live_resume",
+        help="A new run with the same config, continuing from this run's checkpoints/last.pt",
+    ):
+        from lab.engine.launch.resume import resume
 
         try:
-            st.query_params["run"] = resume(run_id, root)  # the next run of the page opens it, as a link would
+            # the next run of the page opens it, as a link would
+            st.query_params["run"] = resume(run_id, root)
             st.rerun()
         except Exception as e:  # the engine names the fix; never a traceback
             st.error(f"Could not resume {run_id}: {e}")

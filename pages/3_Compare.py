@@ -1,27 +1,43 @@
-"""Compare page: finished runs side by side — table, fairness and busy-machine warnings, repeats, charts, exports.
+"""Compare page: finished runs side by side — table, fairness and busy-machine warnings, repeats,
+charts, exports.
 
-Thin by design: it reads the widgets, asks ``lab.views.compare_runs`` for the
-runs, ``lab.views.compare`` for the table and its formats,
-``lab.views.fairness`` and ``lab.views.noise`` for the warnings, the table's
-colours and the noise notes, ``lab.views.compare_repeats`` for the repeats of a
-sweep, ``lab.views.anatomy_text`` for the anatomy of a step (bars and their
-reading), ``lab.views.anatomy`` for each rank's trace, ``lab.views.scaling``
-for what strong and weak scaling mean, ``lab.views.derived`` for the choice of
+Thin by design: it reads the widgets, asks ``lab.views.compare.runs`` for the
+runs, ``lab.views.compare.table`` for the table and its formats,
+``lab.views.compare.fairness`` and ``lab.views.compare.noise`` for the warnings, the table's
+colours and the noise notes, ``lab.views.compare.repeats`` for the repeats of a
+sweep, ``lab.views.compare.anatomy_text`` for the anatomy of a step (bars and their
+reading), ``lab.views.compare.anatomy`` for each rank's trace, ``lab.views.compare.scaling``
+for what strong and weak scaling mean, ``lab.views.compare.derived`` for the choice of
 throughput and loss tag of runs without summary.json (a user's script,
-foreign logs) and ``lab.views.derived_text`` for how to read them,
-``lab.views.compare_curves`` for the figures (a resumed run joined to the
-runs it continues: ``lab.views.chain``) and ``lab.views.report`` for the
+foreign logs) and ``lab.views.compare.derived_text`` for how to read them,
+``lab.views.compare.curves`` for the figures (a resumed run joined to the
+runs it continues: ``lab.views.compare.chain``) and ``lab.views.compare.report`` for the
 HTML export, and draws them. Event files are read through the shared cached
 readers (``ui.shared``), a script's linked folders too. Session keys carry the
 ``cmp_`` prefix.
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views import (anatomy, anatomy_text, chain, compare, compare_columns, compare_curves, compare_repeats,
-                       compare_runs, derived, derived_text, fairness, noise, report, scaling)
+from lab.views.compare import (
+    anatomy,
+    anatomy_text,
+    chain,
+    derived,
+    derived_text,
+    fairness,
+    noise,
+    report,
+    scaling,
+)
+from lab.views.compare import columns as compare_columns
+from lab.views.compare import curves as compare_curves
+from lab.views.compare import repeats as compare_repeats
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
 from lab.views.runscalars import folder_scalars, run_scalars
 from ui.shared import event_reader
 
@@ -36,43 +52,73 @@ def _runs(user_root: str, sample_root: str) -> list[compare_runs.CompareRun]:
 def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple[list, str] | None:
     """The chosen runs and the baseline's key, or None (with a hint) when none is chosen."""
     by_key = {r.key: r for r in runs}
-    keys = st.multiselect("Runs", list(by_key), default=compare_runs.default_selection(runs),
-                          format_func=lambda k: names[k], key="cmp_runs",
-                          help="Default: your newest sweep.")
+    keys = st.multiselect(
+        "Runs",
+        list(by_key),
+        default=compare_runs.default_selection(runs),
+        format_func=lambda k: names[k],
+        key="cmp_runs",
+        help="Default: your newest sweep.",
+    )
     if not keys:
         st.info("Choose at least one run above.")
         return None
     chosen = [by_key[k] for k in keys]
     base_default = compare.choose_baseline(chosen)
-    baseline = st.selectbox("Baseline (speedup = 1)", keys, index=keys.index(base_default),
-                            format_func=lambda k: names[k], key="cmp_baseline")
+    baseline = st.selectbox(
+        "Baseline (speedup = 1)",
+        keys,
+        index=keys.index(base_default),
+        format_func=lambda k: names[k],
+        key="cmp_baseline",
+    )
     return chosen, baseline
 
 
 def _table(table) -> None:
     formats = compare_columns.column_formats(table.columns)
-    config = {name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
-              for name, col in formats.items()}
-    config |= {name: st.column_config.TextColumn(name, help=text)
-               for name, text in compare_columns.text_help(table.columns).items()}
-    # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with their intervals
+    config = {
+        name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
+        for name, col in formats.items()
+    }
+    config |= {
+        name: st.column_config.TextColumn(name, help=text)
+        for name, text in compare_columns.text_help(table.columns).items()
+    }
+    # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with
+    # their intervals
     shown = [c for c in table.columns if c not in ("speedup", "efficiency")]
-    st.dataframe(noise.styled(table, {n: c.format for n, c in formats.items()}), hide_index=True,
-                 column_config=config, column_order=shown, key="cmp_table")
+    st.dataframe(
+        noise.styled(table, {n: c.format for n, c in formats.items()}),
+        hide_index=True,
+        column_config=config,
+        column_order=shown,
+        key="cmp_table",
+    )
 
 
 def _speed_tags(chosen, scalars) -> tuple[str | None, str | None]:
-    """The throughput and loss tag of the runs without summary.json; (None, None) when every run has one."""
+    """The throughput and loss tag of the runs without summary.json; (None, None) when every run has
+    one."""
     if derived.default_throughput(chosen, scalars) is None:
         return None, None
     col1, col2 = st.columns(2)
     options = derived.throughput_options({r.key: scalars[r.key] for r in chosen if not r.summary})
-    tag = col1.selectbox("Throughput of the runs without summary.json", options, format_func=derived.option_label,
-                         key="cmp_tp_tag", help="Their figures are derived: a tag they log, taken as samples/s, or "
-                                                "steps/s (the step rate of the loss tag, against the baseline's).")
+    tag = col1.selectbox(
+        "Throughput of the runs without summary.json",
+        options,
+        format_func=derived.option_label,
+        key="cmp_tp_tag",
+        help="Their figures are derived: a tag they log, taken as samples/s, or "
+        "steps/s (the step rate of the loss tag, against the baseline's).",
+    )
     losses = derived.loss_options(scalars) or [derived.DEFAULT_LOSS]
-    loss = col2.selectbox("Loss tag (its step rate is steps/s)", losses, key="cmp_loss_tag",
-                          help="A run that does not log it uses its own first loss tag.")
+    loss = col2.selectbox(
+        "Loss tag (its step rate is steps/s)",
+        losses,
+        key="cmp_loss_tag",
+        help="A run that does not log it uses its own first loss tag.",
+    )
     return tag, loss
 
 
@@ -96,20 +142,31 @@ def _traces(chosen, names: dict[str, str]) -> None:
             cols = st.columns(len(files) + 1)
             cols[0].markdown(f"**{names[r.key]}**")
             for col, (label, file_name, path) in zip(cols[1:], files):
-                col.download_button(label, lambda p=path: p.read_bytes(), file_name=file_name,
-                                    mime="application/gzip", on_click="ignore", key=f"cmp_trace_{r.key}_{file_name}")
+                col.download_button(
+                    label,
+                    lambda p=path: p.read_bytes(),
+                    file_name=file_name,
+                    mime="application/gzip",
+                    on_click="ignore",
+                    key=f"cmp_trace_{r.key}_{file_name}",
+                )
 
 
 def _anatomy(chosen, names: dict[str, str]) -> list:
     """The anatomy bars and each rank's trace; returns the figures, for the export."""
     figures = anatomy_text.anatomy_figures(chosen)
     if not figures:
-        st.caption("None of these runs was profiled: launch with Profile steps (e.g. 20:25) to see where the time "
-                   "of a step goes.")
+        st.caption(
+            "None of these runs was profiled: launch with Profile steps (e.g. 20:25) to see where "
+            "the time "
+            "of a step goes."
+        )
         return []
     st.subheader(anatomy_text.CAPTION)
     st.plotly_chart(figures[0][1], key="cmp_anatomy")
-    st.caption(anatomy_text.INTRO + " *How to read this*, above, reads them with these runs' numbers.")
+    st.caption(
+        anatomy_text.INTRO + " *How to read this*, above, reads them with these runs' numbers."
+    )
     _traces(chosen, names)
     return figures
 
@@ -117,29 +174,48 @@ def _anatomy(chosen, names: dict[str, str]) -> list:
 def _repeats(chosen, scalars, baseline) -> None:
     by_mode = compare_repeats.by_mode_table(chosen, scalars, baseline)
     if by_mode is not None:
-        st.markdown("**Repeats** — each mode's median throughput over its repeats, and the spread across them")
+        st.markdown(
+            "**Repeats** — each mode's median throughput over its repeats, and the spread across "
+            "them"
+        )
         st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
 
 
 def _joined(chosen, runs, scalars) -> dict:
-    """Each chosen run's curves, joined to the runs it resumed from when the toggle asks (``lab.views.chain``)."""
+    """Each chosen run's curves, joined to the runs it resumed from when the toggle asks
+    (``lab.views.compare.chain``)."""
     by_id = {r.run_id: r.record for r in runs if not r.sample}
     back = {r.key: chain.ancestors(r.record, by_id) for r in chosen}
-    if not any(back.values()) or not st.toggle("Draw a resumed run with the runs it continues, as one curve",
-                                               key="cmp_join", help="A run resumed from another's checkpoint "
-                                               "continues its curve; the older points after the resume are left out."):
+    if not any(back.values()) or not st.toggle(
+        "Draw a resumed run with the runs it continues, as one curve",
+        key="cmp_join",
+        help="A run resumed from another's checkpoint "
+        "continues its curve; the older points after the resume are left out.",
+    ):
         return scalars
-    return {k: chain.joined([run_scalars(event_reader(str(a.run_dir))) for a in back[k]] + [scalars[k]])
-            for k in scalars}
+    return {
+        k: chain.joined([run_scalars(event_reader(str(a.run_dir))) for a in back[k]] + [scalars[k]])
+        for k in scalars
+    }
 
 
 def _figures(chosen, table, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.curve_tags(scalars), key="cmp_tag")
-    x = col2.radio("Against", list(compare_curves.X_AXES), format_func=compare_curves.X_AXES.get,
-                   horizontal=True, key="cmp_x")
-    metric = col3.radio("System", list(compare_curves.SYSTEM_METRICS), format_func=compare_curves.SYSTEM_METRICS.get,
-                        horizontal=True, key="cmp_sys")
+    x = col2.radio(
+        "Against",
+        list(compare_curves.X_AXES),
+        format_func=compare_curves.X_AXES.get,
+        horizontal=True,
+        key="cmp_x",
+    )
+    metric = col3.radio(
+        "System",
+        list(compare_curves.SYSTEM_METRICS),
+        format_func=compare_curves.SYSTEM_METRICS.get,
+        horizontal=True,
+        key="cmp_sys",
+    )
     st.caption(compare_curves.STEP_NOTE)
     figures = compare_curves.comparison_figures(chosen, table, scalars, tag=tag, x=x, metric=metric)
     for i, (caption, fig, note) in enumerate(figures):
@@ -153,14 +229,29 @@ def _figures(chosen, table, scalars) -> list:
 def _downloads(where, chosen, table, warns, figures, baseline_label: str, notes) -> None:
     d1, d2 = where.columns(2)
     now = stamp()
-    d1.download_button("Download table (CSV)", compare.table_csv(table), file_name=f"compare-{now}.csv",
-                       mime="text/csv", on_click="ignore", key="cmp_csv")
+    d1.download_button(
+        "Download table (CSV)",
+        compare.table_csv(table),
+        file_name=f"compare-{now}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="cmp_csv",
+    )
     d2.download_button(
         "Download comparison (standalone HTML)",
         # Built only on click: it embeds plotly.js (a few MB).
-        lambda: report.build_html(runs=chosen, table=table, warnings=warns, figures=figures,
-                                  baseline_label=baseline_label, noise_notes=notes),
-        file_name=f"compare-{now}.html", mime="text/html", on_click="ignore", key="cmp_html",
+        lambda: report.build_html(
+            runs=chosen,
+            table=table,
+            warnings=warns,
+            figures=figures,
+            baseline_label=baseline_label,
+            noise_notes=notes,
+        ),
+        file_name=f"compare-{now}.html",
+        mime="text/html",
+        on_click="ignore",
+        key="cmp_html",
     )
 
 
@@ -169,11 +260,16 @@ def main() -> None:
     st.title("Compare runs")
     runs = _runs(str(runs_dir()), str(SAMPLE_RUNS))
     if not runs:
-        st.info("No runs to compare yet: launch a sweep on the Launch page (or restore sample_data/runs).")
+        st.info(
+            "No runs to compare yet: launch a sweep on the Launch page (or restore "
+            "sample_data/runs)."
+        )
         return
     names = compare_runs.labels(runs)
     if not any(not r.sample for r in runs):
-        st.caption("You have no runs of your own yet: showing the sample runs shipped in sample_data/runs.")
+        st.caption(
+            "You have no runs of your own yet: showing the sample runs shipped in sample_data/runs."
+        )
     picked = _choose(runs, names)
     if picked is None:
         return
@@ -181,18 +277,24 @@ def main() -> None:
     try:
         scalars = {r.key: folder_scalars(r.event_folders, event_reader) for r in chosen}
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
-        st.error(f"Could not read the runs' event files: {exc}. Check that the run folders still exist.")
+        st.error(
+            f"Could not read the runs' event files: {exc}. Check that the run folders still exist."
+        )
         return
     tp_tag, loss_tag = _speed_tags(chosen, scalars)
-    warns = fairness.fairness_warnings(chosen, baseline, scalars, tp_tag, loss_tag) + noise.busy_warnings(chosen)
+    warns = fairness.fairness_warnings(
+        chosen, baseline, scalars, tp_tag, loss_tag
+    ) + noise.busy_warnings(chosen)
     for w in warns:
         st.warning(w.message, icon="⚠️")
-    table = compare.compare_table(chosen, baseline_key=baseline, scalars=scalars, throughput_tag=tp_tag,
-                                  loss_tag=loss_tag)
+    table = compare.compare_table(
+        chosen, baseline_key=baseline, scalars=scalars, throughput_tag=tp_tag, loss_tag=loss_tag
+    )
     _table(table)
     st.caption("  \n".join(compare_runs.provenance(chosen)))
     _repeats(chosen, scalars, baseline)
-    downloads = st.container()  # filled at the end, once the figures exist, but shown under the table
+    # filled at the end, once the figures exist, but shown under the table
+    downloads = st.container()
     # how to read derived figures goes with the noise notes, so the HTML export carries it too
     derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
     notes = derived_note + noise.noise_notes(chosen, baseline, scalars)

@@ -3,32 +3,37 @@ runs, or a path the user types — as TensorBoard does and past it: runs chosen
 by a regex, by experiment or from the hyperparameters table; smoothed lines
 over faint raw ones, one colour per run on every chart, log scale, outliers
 ignored, charts in sections by tag prefix, each chart's data as CSV or JSON.
-Layout only: the folder's runs are ``lab.views.logfolder``, the choosing of
-runs ``lab.views.run_select``, the table ``lab.views.hparams_table``, the
-charts ``lab.views.scalar_chart``, the rest ``lab.views.browse``; the
+Layout only: the folder's runs are ``lab.views.logs.folder``, the choosing of
+runs ``lab.views.logs.run_select``, the table ``lab.views.logs.hparams_table``, the
+charts ``lab.views.logs.scalar_chart``, the rest ``lab.views.logs.browse``; the
 readers are the shared cached ones (``ui.shared``).
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.views import browse, hparams_table, run_select, scalar_chart
-from lab.views.logfolder import LogFolder
+from lab.views.logs import browse, hparams_table, run_select, scalar_chart
+from lab.views.logs.folder import LogFolder
 from ui.shared import event_reader, hparams_reader
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 st.title("Logs")
-st.caption("Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally.")
+st.caption(
+    "Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally."
+)
 
 MAX_CHARTS = 24
 REFRESH_S = 5
 TYPED = "a folder I type"
-SELECTION = "logs_selection"  # folder -> the selected run names, kept across reruns, folders and pages
+# folder -> the selected run names, kept across reruns, folders and pages
+SELECTION = "logs_selection"
 RUNS = "logs_runs"
 RUN_RE = "logs_run_re"
 TABLE = "logs_hp_table"  # the hyperparameters table's selection state
-TABLE_DRAWN = "logs_hp_drawn"  # what that table showed last: folder, each row's runs, the rows ticked
+# what that table showed last: folder, each row's runs, the rows ticked
+TABLE_DRAWN = "logs_hp_drawn"
 
 
 def pick_folder() -> str:
@@ -36,8 +41,11 @@ def pick_folder() -> str:
     choices = browse.folder_choices(paths.runs_dir(), paths.SAMPLE_RUNS)
     source = st.radio("Folder", [*choices, TYPED], horizontal=True, key="logs_source")
     if source == TYPED:
-        typed = st.text_input("Path of a folder with event files (searched recursively)", key="logs_path",
-                              placeholder="~/experiments/tb or runs/ or sample_data/runs")
+        typed = st.text_input(
+            "Path of a folder with event files (searched recursively)",
+            key="logs_path",
+            placeholder="~/experiments/tb or runs/ or sample_data/runs",
+        )
         if not typed.strip():
             st.info("Type a folder path above; every run below it is found recursively.")
             st.stop()
@@ -80,44 +88,77 @@ def experiment_toggles(where: str, names: list[str], selected: list[str]) -> Non
         for i, (group, runs) in enumerate(groups.items()):
             key = f"logs_group_{group}"
             st.session_state[key] = run_select.group_on(selected, runs)
-            cols[i % 5].checkbox(run_select.group_label(group, runs, selected), key=key, on_change=from_toggle,
-                                 args=(where, runs, key, names))
+            cols[i % 5].checkbox(
+                run_select.group_label(group, runs, selected),
+                key=key,
+                on_change=from_toggle,
+                args=(where, runs, key, names),
+            )
 
 
-def hparams_section(folder: LogFolder, where: str, matching: list[str], selected: list[str]) -> None:
+def hparams_section(
+    folder: LogFolder, where: str, matching: list[str], selected: list[str]
+) -> None:
     rows = hparams_table.rows_for(folder.hp_rows(), matching)
     if not rows:
         st.session_state.pop(TABLE_DRAWN, None)
         return
     with st.expander(f"Hyperparameters ({len(rows)} runs)", expanded=True):
         c1, c2 = st.columns([4, 1])
-        condition = c1.text_input("Filter rows", key="logs_hp_filter", placeholder="e.g. lr<0.01, opt=adam, run~exp3")
+        condition = c1.text_input(
+            "Filter rows", key="logs_hp_filter", placeholder="e.g. lr<0.01, opt=adam, run~exp3"
+        )
         varying = c2.toggle("Only what differs", value=True, key="logs_hp_varying")
-        table, err = hparams_table.filter_table(hparams_table.hp_table(rows, folder.hparam_order(), varying), condition)
+        table, err = hparams_table.filter_table(
+            hparams_table.hp_table(rows, folder.hparam_order(), varying), condition
+        )
         if err:
             st.error(err)
         table = table.reset_index(drop=True)
         row_runs = hparams_table.row_runs(table, rows)
         ticked = run_select.rows_on(selected, row_runs)
         st.session_state[TABLE] = {"selection": {"rows": ticked, "columns": [], "cells": []}}
-        st.dataframe(table, key=TABLE, on_select="rerun", selection_mode="multi-row", hide_index=True, width="stretch")
-        st.caption("Tick rows to draw their runs. Metrics are each tag's last value; click a header to sort.")
+        st.dataframe(
+            table,
+            key=TABLE,
+            on_select="rerun",
+            selection_mode="multi-row",
+            hide_index=True,
+            width="stretch",
+        )
+        st.caption(
+            "Tick rows to draw their runs. Metrics are each tag's last value; click a header to "
+            "sort."
+        )
         st.session_state[TABLE_DRAWN] = {"folder": where, "rows": row_runs, "ticked": ticked}
 
 
 def choose_runs(folder: LogFolder, where: str) -> list[str]:
     """The run filter, experiments, runs list and table; returns the runs to draw."""
     names = folder.run_names
-    selected = run_select.after_table(run_select.current(st.session_state.get(SELECTION, {}).get(where), names),
-                                      st.session_state.get(TABLE_DRAWN), where, st.session_state.get(TABLE), names)
+    selected = run_select.after_table(
+        run_select.current(st.session_state.get(SELECTION, {}).get(where), names),
+        st.session_state.get(TABLE_DRAWN),
+        where,
+        st.session_state.get(TABLE),
+        names,
+    )
     store(where, selected)
     c1, c2 = st.columns([4, 1])
-    pattern = c1.text_input("Filter runs (regex)", key=RUN_RE, placeholder=r"e.g. ^exp3/  or  lr0\.1")
+    pattern = c1.text_input(
+        "Filter runs (regex)", key=RUN_RE, placeholder=r"e.g. ^exp3/  or  lr0\.1"
+    )
     matching, err = run_select.match_runs(names, pattern)
     if err:
         st.error(err)
-    c2.button("Select all matching", key="logs_select_matching", on_click=select_matching, args=(where, names),
-              disabled=not matching, width="stretch")
+    c2.button(
+        "Select all matching",
+        key="logs_select_matching",
+        on_click=select_matching,
+        args=(where, names),
+        disabled=not matching,
+        width="stretch",
+    )
     drawn = run_select.shown(selected, matching)
     st.caption(run_select.count_line(len(matching), len(names), len(selected), len(drawn)))
     experiment_toggles(where, names, selected)
@@ -130,7 +171,8 @@ def choose_runs(folder: LogFolder, where: str) -> list[str]:
 
 
 def draw_sections(charts: list[scalar_chart.ScalarChart], log_y: bool, outliers: bool) -> None:
-    """The charts in collapsible sections by tag prefix, two to a row, each with its data to download."""
+    """The charts in collapsible sections by tag prefix, two to a row, each with its data to
+    download."""
     for name, group in scalar_chart.sections(charts):
         with st.expander(f"{name} · {len(group)}", expanded=True):
             cols = st.columns(2)
@@ -142,10 +184,22 @@ def draw_sections(charts: list[scalar_chart.ScalarChart], log_y: bool, outliers:
                     stem = scalar_chart.file_stem(chart.tag)
                     row = st.container(horizontal=True)
                     # Callables: a chart's points are serialised only when the user clicks.
-                    row.download_button("CSV", data=lambda c=chart: scalar_chart.chart_csv(c), file_name=f"{stem}.csv",
-                                       mime="text/csv", key=f"logs_csv_{chart.tag}", on_click="ignore")
-                    row.download_button("JSON", data=lambda c=chart: scalar_chart.chart_json(c), file_name=f"{stem}.json",
-                                       mime="application/json", key=f"logs_json_{chart.tag}", on_click="ignore")
+                    row.download_button(
+                        "CSV",
+                        data=lambda c=chart: scalar_chart.chart_csv(c),
+                        file_name=f"{stem}.csv",
+                        mime="text/csv",
+                        key=f"logs_csv_{chart.tag}",
+                        on_click="ignore",
+                    )
+                    row.download_button(
+                        "JSON",
+                        data=lambda c=chart: scalar_chart.chart_json(c),
+                        file_name=f"{stem}.json",
+                        mime="application/json",
+                        key=f"logs_json_{chart.tag}",
+                        on_click="ignore",
+                    )
 
 
 where = pick_folder()
@@ -157,19 +211,35 @@ if not folder.run_names:
 
 runs = choose_runs(folder, where)
 c1, c2, c3 = st.columns([3, 2, 2])
-pattern = c1.text_input("Tag filter (regex)", key="logs_tag_re", placeholder="e.g. loss|acc  or  ^sys/")
-axis = c2.radio("x axis", browse.X_AXES, horizontal=True, key="logs_axis", format_func=browse.X_TITLES.get)
+pattern = c1.text_input(
+    "Tag filter (regex)", key="logs_tag_re", placeholder="e.g. loss|acc  or  ^sys/"
+)
+axis = c2.radio(
+    "x axis", browse.X_AXES, horizontal=True, key="logs_axis", format_func=browse.X_TITLES.get
+)
 log_y = c3.radio("y axis", ["linear", "log"], horizontal=True, key="logs_yscale") == "log"
 c1, c2, c3 = st.columns([4, 2, 2])
-weight = c1.slider("Smoothing (TensorBoard's debiased EMA)", 0.0, 0.99, 0.6, 0.01, key="logs_smooth")
-outliers = c2.checkbox("Ignore outliers in chart scaling", key="logs_outliers", help="The y axis spans the 5th to 95th percentile.")
-auto = c3.toggle(f"Auto-refresh every {REFRESH_S} s", key="logs_auto", help="For a folder a trainer is still writing to.")
+weight = c1.slider(
+    "Smoothing (TensorBoard's debiased EMA)", 0.0, 0.99, 0.6, 0.01, key="logs_smooth"
+)
+outliers = c2.checkbox(
+    "Ignore outliers in chart scaling",
+    key="logs_outliers",
+    help="The y axis spans the 5th to 95th percentile.",
+)
+auto = c3.toggle(
+    f"Auto-refresh every {REFRESH_S} s",
+    key="logs_auto",
+    help="For a folder a trainer is still writing to.",
+)
 if not runs:
     st.stop()
 
 
 @st.fragment(run_every=REFRESH_S if auto else None)
-def show(runs: list[str], pattern: str, axis: str, weight: float, log_y: bool, outliers: bool) -> None:
+def show(
+    runs: list[str], pattern: str, axis: str, weight: float, log_y: bool, outliers: bool
+) -> None:
     folder.refresh()  # incremental: only bytes written since the last look
     scalars = folder.scalars_of(runs)
     warnings = folder.warnings
@@ -185,13 +255,20 @@ def show(runs: list[str], pattern: str, axis: str, weight: float, log_y: bool, o
         st.info("No scalar tag matches the filter in the chosen runs.")
         return
     charts = scalar_chart.scalar_charts(scalars, runs, tags, axis=axis, weight=weight)
-    more = f"; showing the first {MAX_CHARTS} charts, narrow the tag filter to see others" if len(charts) > MAX_CHARTS else ""
+    more = (
+        f"; showing the first {MAX_CHARTS} charts, narrow the tag filter to see others"
+        if len(charts) > MAX_CHARTS
+        else ""
+    )
     st.caption(f"{len(runs)} run(s), {len(tags)} tag(s){more}")
     st.download_button(
         "Download the selected scalars (CSV)",
         # A callable: the CSV of every point is built only when the user clicks.
         data=lambda: browse.scalars_csv(scalars, runs, tags, weight=weight),
-        file_name="scalars.csv", mime="text/csv", key="logs_csv", on_click="ignore",
+        file_name="scalars.csv",
+        mime="text/csv",
+        key="logs_csv",
+        on_click="ignore",
     )
     st.markdown(scalar_chart.colour_key(runs), unsafe_allow_html=True)  # the legend of every chart
     draw_sections(charts[:MAX_CHARTS], log_y, outliers)

@@ -1,4 +1,5 @@
-"""The GPU check: one prepared command for a machine with NVIDIA GPUs (``bash scripts/gpu_check.sh``).
+"""The GPU check: one prepared command for a machine with NVIDIA GPUs (``bash
+scripts/gpu_check.sh``).
 
 In this order, within about 8 minutes on one or a few GPUs:
 
@@ -21,20 +22,22 @@ In this order, within about 8 minutes on one or a few GPUs:
 
 Exit 0 only when every step passed.
 """
+
 from __future__ import annotations
 
 import argparse
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from lab.engine import devices, launcher, logs, procs  # noqa: E402
-from lab.engine.config import RunConfig  # noqa: E402
+from lab.engine import logs, procs  # noqa: E402
+from lab.engine.devices import nvml as devices  # noqa: E402
+from lab.engine.launch import launcher  # noqa: E402
+from lab.engine.launch.config import RunConfig  # noqa: E402
 from lab.runfolder import read_json, write_json_atomic  # noqa: E402
 
 OUT_ROOT = REPO / "sample_data" / "runs-gpu"
@@ -47,11 +50,24 @@ def gpu_or_exit() -> tuple[tuple[int, ...], str, str]:
     gpus = devices.read_gpus(with_processes=False)
     if not gpus:
         snap = devices.snapshot()
-        sys.exit(print(f"gpu_check: no NVIDIA GPU found ({snap.reason or 'NVML reports 0 devices'}): "
-                       "run this on a machine with NVIDIA GPUs", file=sys.stderr) or 1)
+        sys.exit(
+            print(
+                f"gpu_check: no NVIDIA GPU found ({snap.reason or 'NVML reports 0 devices'}): "
+                "run this on a machine with NVIDIA GPUs",
+                file=sys.stderr,
+            )
+            or 1
+        )
     if not torch.cuda.is_available():
-        sys.exit(print(f"gpu_check: NVML sees {len(gpus)} GPU(s) but torch {torch.__version__} cannot use CUDA: "
-                       "install the CUDA build of torch", file=sys.stderr) or 1)
+        sys.exit(
+            print(
+                f"gpu_check: NVML sees {len(gpus)} GPU(s) but torch {torch.__version__} cannot "
+                "use CUDA: "
+                "install the CUDA build of torch",
+                file=sys.stderr,
+            )
+            or 1
+        )
     return tuple(g.index for g in gpus), gpus[0].name, devices.driver_version() or "unknown"
 
 
@@ -62,20 +78,38 @@ def label_for(n: int, name: str, driver: str, torch_version: str) -> str:
 
 def run_gpu_tests() -> bool:
     print("== gpu tests: pytest -m gpu", flush=True)
-    return subprocess.call([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests"], cwd=REPO) == 0
+    return (
+        subprocess.call(
+            [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "tests"], cwd=REPO
+        )
+        == 0
+    )
 
 
 def configs(gpus: tuple[int, ...], steps: int) -> list[RunConfig]:
     n = len(gpus)
-    base = dict(model="resnet18", dataset="synthetic", batch_size=64 * n, amp=True, max_steps=steps, epochs=100,
-                log_every=10, image_size=64, checkpoint="none", workers=2)
-    return [RunConfig(mode="single", gpus=gpus[:1], name="gpu-single", **base),
-            RunConfig(mode="dp", gpus=gpus, name="gpu-dp", **base),
-            RunConfig(mode="ddp", gpus=gpus, nproc=n, name="gpu-ddp", **base)]
+    base = dict(
+        model="resnet18",
+        dataset="synthetic",
+        batch_size=64 * n,
+        amp=True,
+        max_steps=steps,
+        epochs=100,
+        log_every=10,
+        image_size=64,
+        checkpoint="none",
+        workers=2,
+    )
+    return [
+        RunConfig(mode="single", gpus=gpus[:1], name="gpu-single", **base),
+        RunConfig(mode="dp", gpus=gpus, name="gpu-dp", **base),
+        RunConfig(mode="ddp", gpus=gpus, nproc=n, name="gpu-ddp", **base),
+    ]
 
 
 def run_problems(run_dir: Path) -> list[str]:
-    """What is wrong with a recorded GPU run: its state, the UUIDs it was given, its devices, AMP's figures."""
+    """What is wrong with a recorded GPU run: its state, the UUIDs it was given, its devices, AMP's
+    figures."""
     run, st, s = (read_json(run_dir / f) or {} for f in ("run.json", "status.json", "summary.json"))
     gpus = (run.get("config") or {}).get("gpus") or []
     visible = (run.get("env") or {}).get("CUDA_VISIBLE_DEVICES", "").split(",")
@@ -86,7 +120,9 @@ def run_problems(run_dir: Path) -> list[str]:
     if len(s.get("devices") or []) != want:
         found.append(f"devices {s.get('devices')} (want {want})")
     if s.get("amp_dtype") != "float16" or s.get("amp_skipped_steps") is None:
-        found.append(f"amp_dtype {s.get('amp_dtype')}, amp_skipped_steps {s.get('amp_skipped_steps')}")
+        found.append(
+            f"amp_dtype {s.get('amp_dtype')}, amp_skipped_steps {s.get('amp_skipped_steps')}"
+        )
     return found
 
 
@@ -102,9 +138,12 @@ def record(out: Path, label: str, gpus: tuple[int, ...], steps: int) -> list[str
         write_json_atomic(out / rid / "run.json", meta)
         print(f"   {rid}: {state}", flush=True)
     (out / "README.md").write_text(
-        f"# GPU runs: {label}\n\nRecorded by `bash scripts/gpu_check.sh` (sweep `{sweep_id}`): resnet18 on "
-        f"synthetic data, `--amp`, {steps} steps each, global batch {64 * n}; single on GPU {gpus[0]}, DataParallel over "
-        f"{n} GPU(s), DDP with {n} process(es). Nothing here was written by hand.\n")
+        f"# GPU runs: {label}\n\nRecorded by `bash scripts/gpu_check.sh` (sweep `{sweep_id}`): "
+        "resnet18 on "
+        f"synthetic data, `--amp`, {steps} steps each, global batch {64 * n}; single on GPU "
+        f"{gpus[0]}, DataParallel over "
+        f"{n} GPU(s), DDP with {n} process(es). Nothing here was written by hand.\n"
+    )
     return run_ids
 
 
@@ -114,31 +153,59 @@ def summary_line(run_dir: Path) -> str:
     peaks = s.get("peak_mem_mib") or {}
     mem = ", ".join(f"{d} {v:.0f} MiB" for d, v in sorted(peaks.items())) or "n/a"
     tput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
-    return (f"{run_dir.name}: state {st.get('state')}, effective mode {s.get('effective_mode', '?')}, "
-            f"{tput:.1f} samples/s, peak memory {mem}, AMP skipped {s.get('amp_skipped_steps')} step(s)"
-            if tput else f"{run_dir.name}: state {st.get('state')}, no summary")
+    return (
+        f"{run_dir.name}: state {st.get('state')}, effective mode {s.get('effective_mode', '?')}, "
+        f"{tput:.1f} samples/s, peak memory {mem}, AMP skipped {s.get('amp_skipped_steps')} step(s)"
+        if tput
+        else f"{run_dir.name}: state {st.get('state')}, no summary"
+    )
 
 
 def stop_check(tmp: Path, gpus: tuple[int, ...]) -> bool:
-    """A long DDP run stopped from outside ends ``stopped`` with its summary, its ranks leave after the same
-    step, and nothing of it is left."""
+    """A long DDP run stopped from outside ends ``stopped`` with its summary, its ranks leave after
+    the same step, and nothing of it is left."""
     print("== stop of a running DDP run", flush=True)
     n = len(gpus)
-    cfg = RunConfig(mode="ddp", gpus=gpus, nproc=n, model="resnet18", dataset="synthetic", amp=True,
-                    batch_size=64 * n, epochs=100, image_size=64, checkpoint="none", name="gpu-stop")
+    cfg = RunConfig(
+        mode="ddp",
+        gpus=gpus,
+        nproc=n,
+        model="resnet18",
+        dataset="synthetic",
+        amp=True,
+        batch_size=64 * n,
+        epochs=100,
+        image_size=64,
+        checkpoint="none",
+        name="gpu-stop",
+    )
     rid = launcher.launch(cfg, tmp)
-    procs.wait_until(lambda: ((read_json(tmp / rid / "progress.json") or {}).get("step") or 0) >= 20, 180)
+    procs.wait_until(
+        lambda: ((read_json(tmp / rid / "progress.json") or {}).get("step") or 0) >= 20, 180
+    )
     st = read_json(tmp / rid / "status.json") or {}
     state = launcher.stop(rid, tmp, grace_s=20)
     st = read_json(tmp / rid / "status.json") or st
-    recorded = [[st.get("supervisor_pid"), st.get("supervisor_ct")], [st.get("pid"), st.get("pid_ct")]]
-    procs.wait_until(lambda: not any(procs.alive(p, ct) for p, ct in recorded + (st.get("tree") or [])), 5)
+    recorded = [
+        [st.get("supervisor_pid"), st.get("supervisor_ct")],
+        [st.get("pid"), st.get("pid_ct")],
+    ]
+    procs.wait_until(
+        lambda: not any(procs.alive(p, ct) for p, ct in recorded + (st.get("tree") or [])), 5
+    )
     left = [p for p, ct in recorded + (st.get("tree") or []) if procs.alive(p, ct)]
     summary = read_json(tmp / rid / "summary.json") or {}
-    steps = {r: re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(tmp / rid, 400, r)) for r in range(n)}
+    steps = {
+        r: re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(tmp / rid, 400, r))
+        for r in range(n)
+    }
     together = len({tuple(v) for v in steps.values()}) == 1 and all(steps.values())
-    print(f"   {rid}: {state}, summary.json {'written' if summary else 'MISSING'} (completed "
-          f"{summary.get('completed')}), ranks left after steps {steps}, {len(left)} process(es) left", flush=True)
+    print(
+        f"   {rid}: {state}, summary.json {'written' if summary else 'MISSING'} (completed "
+        f"{summary.get('completed')}), ranks left after steps {steps}, {len(left)} process(es) "
+        "left",
+        flush=True,
+    )
     return state == "stopped" and summary.get("completed") is False and together and not left
 
 
@@ -154,11 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     gpus, name, driver = gpu_or_exit()
     n = len(gpus)
     label = label_for(n, name, driver, torch.__version__)
-    print(f"gpu_check: {n}x {name} (GPUs {', '.join(map(str, gpus))}), driver {driver}, torch {torch.__version__}",
-          flush=True)
+    print(
+        f"gpu_check: {n}x {name} (GPUs {', '.join(map(str, gpus))}), driver {driver}, torch "
+        f"{torch.__version__}",
+        flush=True,
+    )
     ok = {"gpu tests": args.skip_tests or run_gpu_tests()}
     out = OUT_ROOT / label
-    run_ids = record(out, f"{n}x {name}, driver {driver}, torch {torch.__version__} (nccl)", gpus, args.steps)
+    run_ids = record(
+        out, f"{n}x {name}, driver {driver}, torch {torch.__version__} (nccl)", gpus, args.steps
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ok["stop"] = stop_check(Path(tmp), gpus)
     print("== summary", flush=True)

@@ -11,6 +11,7 @@ grayscale, pixel values 0..16 scaled to 0..255. The split is stratified and
 deterministic: within each class, every fifth image (in dataset order) goes to
 ``val`` (20 %), the rest to ``train``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ def load(source: Path) -> tuple[np.ndarray, np.ndarray]:
     with opener(source, "rt") as f:
         rows = np.loadtxt(f, delimiter=",", dtype=np.int64)
     if rows.ndim != 2 or rows.shape[1] != 65:
-        raise SystemExit(f"error: {source} is not 65 comma-separated integers a line (64 pixels + label)")
+        raise SystemExit(
+            f"error: {source} is not 65 comma-separated integers a line (64 pixels + label)"
+        )
     return rows[:, :64].reshape(-1, 8, 8).astype(np.float64), rows[:, 64]
 
 
@@ -57,8 +60,12 @@ def export(source: Path, out: Path) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, required=True,
-                        help="optdigits.tes, or sklearn/datasets/data/digits.csv.gz")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        required=True,
+        help="optdigits.tes, or sklearn/datasets/data/digits.csv.gz",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     counts = export(args.source, args.out)

@@ -3,24 +3,26 @@
 Runs of tinycnn on the digits set — single, DataParallel and 2-rank DDP
 with the same seed and global batch (strong scaling), each ``--repeats``
 times and interleaved (single, dp, ddp, single, …:
-``lab.engine.sweeps.interleaved``), and a 2-rank DDP run
+``lab.engine.sweep.plan.interleaved``), and a 2-rank DDP run
 with the same batch per device (weak scaling: twice the global batch), on the
-CPU with gloo (``lab.engine.sweeps.compare_modes_configs`` on a machine seen as
+CPU with gloo (``lab.engine.sweep.plan.compare_modes_configs`` on a machine seen as
 GPU-less), each profiled over a few steps (``--profile-steps``) so that the
 Compare page draws the anatomy of their steps — are started as one sweep with
-``lab.engine.launcher.launch_sweep`` (one after another, never side by side, so the
+``lab.engine.launch.launcher.launch_sweep`` (one after another, never side by side, so the
 throughputs are not disturbed by each other), waited for, labelled in run.json
 ``recorded_on`` (machine, cores, torch version), and described in
 ``sample_data/runs/README.md``. Nothing in those folders is written by hand:
 every figure is what the trainer and supervisor recorded. The previous sample
 runs are kept until the new ones have all succeeded.
 
-    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3] [--profile-steps 20:25]
+    python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3]
+      [--profile-steps 20:25]
                                          [--no-weak] [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,12 +37,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.views import anatomy_text, compare, compare_json, compare_repeats, compare_runs, fairness, noise  # noqa: E402
-from lab.engine import launcher  # noqa: E402
-from lab.engine.config import RunConfig  # noqa: E402
-from lab.engine.sweeps import STRONG, WEAK, compare_modes_configs, interleaved  # noqa: E402
-from lab.views.spread import over_repeats  # noqa: E402
+from lab.engine.launch import launcher  # noqa: E402
+from lab.engine.launch.config import RunConfig  # noqa: E402
+from lab.engine.sweep.plan import STRONG, WEAK, compare_modes_configs, interleaved  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
+from lab.views.compare import anatomy_text, fairness, noise  # noqa: E402
+from lab.views.compare import document as compare_json
+from lab.views.compare import repeats as compare_repeats
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
+from lab.views.compare.spread import over_repeats  # noqa: E402
 
 MAX_BYTES = 2_000_000
 
@@ -56,7 +62,8 @@ def _label(run_dir: Path, torch_version: str) -> str:
 
 
 def _wait_quiet(max_load: float, wait_s: float) -> float:
-    """Wait (up to ``wait_s``) for the 1-minute load average to drop below ``max_load``; return it."""
+    """Wait (up to ``wait_s``) for the 1-minute load average to drop below ``max_load``; return
+    it."""
     end = time.monotonic() + wait_s
     load = os.getloadavg()[0]
     while load >= max_load and time.monotonic() < end:
@@ -64,7 +71,10 @@ def _wait_quiet(max_load: float, wait_s: float) -> float:
         time.sleep(10)
         load = os.getloadavg()[0]
     if load >= max_load:
-        print(f"warning: starting with load average {load:.2f}: throughput figures will be noisy", file=sys.stderr)
+        print(
+            f"warning: starting with load average {load:.2f}: throughput figures will be noisy",
+            file=sys.stderr,
+        )
     return load
 
 
@@ -77,15 +87,25 @@ def _by_mode(pairs) -> dict:
 
 
 def _consistency(table) -> str:
-    """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the noise."""
+    """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the
+    noise."""
     strong = table[table["scaling"] != "weak"] if "scaling" in table.columns else table
-    by_mode = _by_mode(((r["mode"], r["effective mode"]), r["throughput (samples/s)"]) for _, r in strong.iterrows())
+    by_mode = _by_mode(
+        ((r["mode"], r["effective mode"]), r["throughput (samples/s)"])
+        for _, r in strong.iterrows()
+    )
     a, b = by_mode.get(("single", "single")), by_mode.get(("dp", "single"))
     if not a or not b:
         return ""
-    verdict = "steady" if abs(math.log(b / a)) <= math.log(1.15) else "NOT steady (the machine was busy): re-record"
-    return (f"Noise check: the single run and the DP run that fell back to single did the same work at "
-            f"{a:.0f} and {b:.0f} samples/s (ratio {b / a:.2f}): the machine was {verdict}.")
+    verdict = (
+        "steady"
+        if abs(math.log(b / a)) <= math.log(1.15)
+        else "NOT steady (the machine was busy): re-record"
+    )
+    return (
+        f"Noise check: the single run and the DP run that fell back to single did the same work at "
+        f"{a:.0f} and {b:.0f} samples/s (ratio {b / a:.2f}): the machine was {verdict}."
+    )
 
 
 def _cell(v) -> str:
@@ -96,44 +116,81 @@ def _cell(v) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def _readme(out: Path, run_ids: list[str], sweep_id: str, argv: list[str], started: str, took_s: float,
-            loads: tuple[float, float], cfg: RunConfig) -> str:
+def _readme(
+    out: Path,
+    run_ids: list[str],
+    sweep_id: str,
+    argv: list[str],
+    started: str,
+    took_s: float,
+    loads: tuple[float, float],
+    cfg: RunConfig,
+) -> str:
     runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
     scalars = compare_json.load_scalars(runs)
     table = compare.compare_table(runs, scalars=scalars)
-    cols = ["run", "mode", "effective mode", "devices", "global batch", "throughput (samples/s)", noise.SPEEDUP_CI,
-            noise.EFFICIENCY_CI, noise.VERDICT, noise.MACHINE, "scaling", "comm exposed % of step",
-            "memory imbalance", "final val acc"]
+    cols = [
+        "run",
+        "mode",
+        "effective mode",
+        "devices",
+        "global batch",
+        "throughput (samples/s)",
+        noise.SPEEDUP_CI,
+        noise.EFFICIENCY_CI,
+        noise.VERDICT,
+        noise.MACHINE,
+        "scaling",
+        "comm exposed % of step",
+        "memory imbalance",
+        "final val acc",
+    ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table[cols].iterrows():
         cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     baseline = compare.choose_baseline(runs)
-    warns = "\n".join(f"- {w.message}" for w in fairness.fairness_warnings(runs, baseline, scalars)
-                      + noise.busy_warnings(runs)) or "- none"
-    repeats = "\n".join(f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min {g['min']:.0f}, "
-                        f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
-                        for g in compare_repeats.by_mode(runs, scalars, baseline))
+    warns = (
+        "\n".join(
+            f"- {w.message}"
+            for w in fairness.fairness_warnings(runs, baseline, scalars) + noise.busy_warnings(runs)
+        )
+        or "- none"
+    )
+    repeats = "\n".join(
+        f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
+        f"{g['min']:.0f}, "
+        f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
+        for g in compare_repeats.by_mode(runs, scalars, baseline)
+    )
     recorded_on = runs[0].recorded_on if runs else "unknown"
     anatomy = "\n".join(f"- {line}" for line in anatomy_text.explain(runs))
     weak = [r for r in runs if r.scaling == "weak"]
     repeats_n = max(1, sum(1 for r in runs if r.scaling != "weak") // 3)
-    weak_line = (f", and DDP with 2 gloo processes at {cfg.batch_size} per process ({weak[0].option('batch_size')} "
-                 "global, weak scaling)") if weak else ""
+    weak_line = (
+        (
+            f", and DDP with 2 gloo processes at {cfg.batch_size} per process "
+            f"({weak[0].option('batch_size')} "
+            "global, weak scaling)"
+        )
+        if weak
+        else ""
+    )
     return f"""# Sample runs
 
 {len(runs)} real runs recorded by `scripts/record_sample_runs.py` with this
-project's own launcher (`lab.engine.launcher.launch_sweep`, sweep `{sweep_id}`), so
+project's own launcher (`lab.engine.launch.launcher.launch_sweep`, sweep `{sweep_id}`), so
 that the Compare page has something to show on a fresh clone. Nothing here
 was written by hand.
 
 - **Where:** {recorded_on}
 - **When:** started {started}, {took_s:.0f} s for the whole sweep; 1-minute load
   average {loads[0]:.2f} before, {loads[1]:.2f} after
-- **Command:** `python {' '.join(argv)}`
+- **Command:** `python {" ".join(argv)}`
 - **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
-  seed {cfg.seed}, `--checkpoint none`, profiled over steps `{cfg.profile_steps or 'none'}`; single, DataParallel
-  and DDP with 2 gloo processes at global batch {cfg.batch_size} (strong scaling), {repeats_n} time(s) each,
+  seed {cfg.seed}, `--checkpoint none`, profiled over steps `{cfg.profile_steps or "none"}`;
+  single, DataParallel and DDP with 2 gloo processes at global batch {cfg.batch_size}
+  (strong scaling), {repeats_n} time(s) each,
   taking turns{weak_line}; every run one after another (never side by side).
 
 On a machine without GPUs DataParallel has nothing to split over, so the
@@ -164,7 +221,8 @@ the previous runs are replaced only when all new runs succeed.
 
 
 def _configs(base: RunConfig, weak: bool, repeats: int) -> tuple[list[RunConfig], list[str]]:
-    """The strong-scaling trio ``repeats`` times, interleaved, and with ``weak`` a weak-scaling DDP run.
+    """The strong-scaling trio ``repeats`` times, interleaved, and with ``weak`` a weak-scaling DDP
+    run.
 
     CPU/gloo on purpose, even where GPUs exist.
     """
@@ -177,8 +235,11 @@ def _configs(base: RunConfig, weak: bool, repeats: int) -> tuple[list[RunConfig]
     return configs, scalings
 
 
-def _record(out: Path, configs: list[RunConfig], scalings: list[str], timeout_s: float) -> tuple[str, list[str]]:
-    """One sweep into ``out``, waited for; raises RuntimeError (nothing left running) unless all succeed."""
+def _record(
+    out: Path, configs: list[RunConfig], scalings: list[str], timeout_s: float
+) -> tuple[str, list[str]]:
+    """One sweep into ``out``, waited for; raises RuntimeError (nothing left running) unless all
+    succeed."""
     run_ids: list[str] = []
     try:
         sweep_id, run_ids = launcher.launch_sweep(configs, runs_dir=out, scaling=scalings)
@@ -200,7 +261,9 @@ def _record(out: Path, configs: list[RunConfig], scalings: list[str], timeout_s:
 def _noise(out: Path, run_ids: list[str]) -> float:
     """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
     runs = [r for r in (compare_runs.load_run(out / rid) for rid in run_ids) if r]
-    m = _by_mode(((x["mode"], x["effective mode"]), x["throughput"]) for x in map(compare.run_metrics, runs))
+    m = _by_mode(
+        ((x["mode"], x["effective mode"]), x["throughput"]) for x in map(compare.run_metrics, runs)
+    )
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
     return abs(math.log(b / a)) if a and b else 0.0
 
@@ -211,25 +274,59 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--log-every", type=int, default=2)
-    ap.add_argument("--profile-steps", default="20:25", metavar="A:B",
-                    help="profile optimizer steps A to B-1 of every run ('' for none); B-1 must not pass the shortest "
-                         "run's last step (the weak DDP run takes half the steps per epoch)")
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="run every mode N times, taking turns (3 shows the spread between runs)")
-    ap.add_argument("--no-weak", dest="weak", action="store_false",
-                    help="leave out the weak-scaling DDP run (same batch per device, twice the global batch)")
+    ap.add_argument(
+        "--profile-steps",
+        default="20:25",
+        metavar="A:B",
+        help="profile optimizer steps A to B-1 of every run ('' for none); B-1 must not pass the "
+        "shortest "
+        "run's last step (the weak DDP run takes half the steps per epoch)",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run every mode N times, taking turns (3 shows the spread between runs)",
+    )
+    ap.add_argument(
+        "--no-weak",
+        dest="weak",
+        action="store_false",
+        help="leave out the weak-scaling DDP run (same batch per device, twice the global batch)",
+    )
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
-    ap.add_argument("--max-load", type=float, default=1.0,
-                    help="start once the 1-minute load average is below this (other work skews throughput)")
-    ap.add_argument("--wait-quiet", type=float, default=300.0, help="seconds to wait for that, then start anyway")
-    ap.add_argument("--tries", type=int, default=3,
-                    help="record again while the noise check fails, keeping the steadiest sweep")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=1.0,
+        help="start once the 1-minute load average is below this (other work skews throughput)",
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=300.0,
+        help="seconds to wait for that, then start anyway",
+    )
+    ap.add_argument(
+        "--tries",
+        type=int,
+        default=3,
+        help="record again while the noise check fails, keeping the steadiest sweep",
+    )
     args = ap.parse_args(argv)
 
     out = args.out.resolve()
-    base = RunConfig(model="tinycnn", dataset="digits", batch_size=args.batch_size, epochs=args.epochs,
-                     seed=0, checkpoint="none", log_every=args.log_every, name="sample",
-                     profile_steps=args.profile_steps)
+    base = RunConfig(
+        model="tinycnn",
+        dataset="digits",
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        seed=0,
+        checkpoint="none",
+        log_every=args.log_every,
+        name="sample",
+        profile_steps=args.profile_steps,
+    )
     configs, scalings = _configs(base, args.weak, args.repeats)
     # Denser sys/ samples than the default 1 s: these runs last seconds.
     os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
@@ -256,9 +353,17 @@ def main(argv: list[str] | None = None) -> int:
             # Every attempt records at the same path (so run.json's argv is right), then is parked.
             parked = out.with_name(f"{out.name}.try{i}")
             out.rename(parked)
-            attempts.append(dict(path=parked, sweep_id=sweep_id, run_ids=run_ids, started=started,
-                                 took=time.monotonic() - t0, loads=(load_before, os.getloadavg()[0]),
-                                 noise=_noise(parked, run_ids)))
+            attempts.append(
+                dict(
+                    path=parked,
+                    sweep_id=sweep_id,
+                    run_ids=run_ids,
+                    started=started,
+                    took=time.monotonic() - t0,
+                    loads=(load_before, os.getloadavg()[0]),
+                    noise=_noise(parked, run_ids),
+                )
+            )
             print(f"attempt {i + 1}: noise {attempts[-1]['noise']:.3f} (0 = steady)", flush=True)
             if attempts[-1]["noise"] <= math.log(1.15):
                 break
@@ -268,15 +373,26 @@ def main(argv: list[str] | None = None) -> int:
         for rid in best["run_ids"]:
             print(f"  {rid}: recorded on {_label(out / rid, torch_version)}")
         rel_argv = ["scripts/record_sample_runs.py", *(argv if argv is not None else sys.argv[1:])]
-        readme = _readme(out, best["run_ids"], best["sweep_id"], rel_argv, best["started"], best["took"],
-                         best["loads"], base)
+        readme = _readme(
+            out,
+            best["run_ids"],
+            best["sweep_id"],
+            rel_argv,
+            best["started"],
+            best["took"],
+            best["loads"],
+            base,
+        )
         (out / "README.md").write_text(readme)
         print(next((line for line in readme.splitlines() if line.startswith("Noise check")), ""))
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{out}: {size / 1e6:.2f} MB")
         if size > MAX_BYTES:
-            print(f"warning: the sample runs take {size / 1e6:.1f} MB (aim: under {MAX_BYTES / 1e6:.0f} MB)",
-                  file=sys.stderr)
+            print(
+                f"warning: the sample runs take {size / 1e6:.1f} MB (aim: under "
+                f"{MAX_BYTES / 1e6:.0f} MB)",
+                file=sys.stderr,
+            )
         ok = True
         return 0
     finally:

@@ -8,6 +8,7 @@ hyperparameters (tests/logs_fixtures.py), its runs chosen by a regex. The test s
 never runs this: tests must not write into tracked files. Run it by hand
 after a change to a page the README shows, then commit the pictures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,15 +25,18 @@ LOGS_REGEX = r"^exp3/lr0\.1-"
 
 
 def logs_on_experiments(page, tmp: Path) -> None:
-    """The Logs page on 300 generated runs with hparams, the runs of exp3 at lr 0.1 chosen by regex."""
+    """The Logs page on 300 generated runs with hparams, the runs of exp3 at lr 0.1 chosen by
+    regex."""
     from tests.logs_fixtures import make_experiments
 
     root = tmp / "experiments"
     make_experiments(root, experiments=10, points=300, hparams=True)
     page.locator('[data-testid="stRadio"] label', has_text="a folder I type").click()
     wait_ready(page)
-    for label, text in (("Path of a folder with event files (searched recursively)", str(root)),
-                        ("Filter runs (regex)", LOGS_REGEX)):
+    for label, text in (
+        ("Path of a folder with event files (searched recursively)", str(root)),
+        ("Filter runs (regex)", LOGS_REGEX),
+    ):
         box = page.get_by_label(label)
         box.fill(text)
         box.press("Enter")
@@ -43,7 +47,8 @@ def logs_on_experiments(page, tmp: Path) -> None:
     wait_ready(page)
 
 
-# (page path, file under docs/, viewport height, what must be drawn before the shot, what to do first)
+# (page path, file under docs/, viewport height, what must be drawn before the shot, what to do
+# first)
 SHOTS = [
     ("Compare", "compare.png", 1700, '[data-testid="stPlotlyChart"] .main-svg', None),
     ("Logs", "logs.png", 2950, '[data-testid="stPlotlyChart"] .main-svg', logs_on_experiments),
@@ -52,7 +57,9 @@ SHOTS = [
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=REPO / "docs", help="folder for the pictures (default: docs/)")
+    ap.add_argument(
+        "--out", type=Path, default=REPO / "docs", help="folder for the pictures (default: docs/)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"

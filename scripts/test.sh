@@ -33,6 +33,8 @@ fi
 if [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
+"$PY" -m ruff check .
+"$PY" -m ruff format --check .
 "$PY" -m pytest
 FAKE_GPU_TESTS=(
   tests/test_devices.py tests/test_devices_limits.py tests/test_engine_cli.py tests/test_app_pages.py

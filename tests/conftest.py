@@ -1,14 +1,16 @@
-"""Shared fixtures, the rules for the ``gpu``, ``e2e`` and ``slurm`` markers, and the fake-GPU test mode.
+"""Shared fixtures, the rules for the ``gpu``, ``e2e`` and ``slurm`` markers, and the fake-GPU test
+mode.
 
 Fake-GPU mode (``LAB_TEST_FAKE_GPUS=4 pytest ...``, scripts/test.sh's second
 pass): every process of the run, this one and the supervisors and CLIs the
 tests start, imports tests/fake_nvml.py instead of ``pynvml``
-(``LAB_NVML_MODULE``, lab/engine/devices.py's test seam) and sees that many
+(``LAB_NVML_MODULE``, lab/engine/devices/nvml.py's test seam) and sees that many
 GPUs, while torch still has no CUDA: the machine a CPU test meets on a GPU box
 as far as the dashboard can tell. Tests whose expectations are the CPU's pin
 themselves with the ``cpu_only`` fixture (or ``CUDA_VISIBLE_DEVICES=""`` for
 the trainer), so they pass in both modes and on a real GPU box.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,7 +23,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
-if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices is imported anywhere
+if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices.nvml is imported anywhere
     os.environ["LAB_NVML_MODULE"] = "tests.fake_nvml"
 
 
@@ -39,16 +41,18 @@ def _nvml_count() -> int:
 
 
 def _gpu_skip_reason() -> str | None:
-    """Why ``gpu`` tests cannot run here (None: they can). They need torch to use CUDA, not NVML alone:
-    a CPU-only torch on a GPU box, or the fake-GPU mode, skips them with the reason."""
+    """Why ``gpu`` tests cannot run here (None: they can). They need torch to use CUDA, not NVML
+    alone: a CPU-only torch on a GPU box, or the fake-GPU mode, skips them with the reason."""
     import torch
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return None
     n = _nvml_count()
     if n:
-        return (f"NVML sees {n} GPU(s) but torch {torch.__version__} cannot use CUDA: "
-                "install torch's CUDA build to run the gpu tests")
+        return (
+            f"NVML sees {n} GPU(s) but torch {torch.__version__} cannot use CUDA: "
+            "install torch's CUDA build to run the gpu tests"
+        )
     return "needs an NVIDIA GPU and driver; none found on this machine"
 
 
@@ -56,11 +60,23 @@ def pytest_collection_modifyitems(config, items):
     why = _gpu_skip_reason() if any("gpu" in item.keywords for item in items) else None
     skip_gpu = pytest.mark.skip(reason=why or "")
     chromium = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
-    skip_e2e = pytest.mark.skip(reason=f"needs Debian's chromium at {chromium}; run scripts/test.sh as root to install it")
-    # Slurm: skipped with the reason where it is missing, except under CI, where the tests then fail on it
-    no_slurm = next((f"needs {exe}: run scripts/test.sh as root to install slurm-wlm and munge" for exe in
-                     ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(exe)), None) or (
-        "needs root: the private test cluster's slurmd starts jobs as their user" if os.geteuid() != 0 else None)
+    skip_e2e = pytest.mark.skip(
+        reason=f"needs Debian's chromium at {chromium}; run scripts/test.sh as root to install it"
+    )
+    # Slurm: skipped with the reason where it is missing, except under CI, where the tests then fail
+    # on it
+    no_slurm = next(
+        (
+            f"needs {exe}: run scripts/test.sh as root to install slurm-wlm and munge"
+            for exe in ("slurmctld", "slurmd", "sbatch", "munged")
+            if not shutil.which(exe)
+        ),
+        None,
+    ) or (
+        "needs root: the private test cluster's slurmd starts jobs as their user"
+        if os.geteuid() != 0
+        else None
+    )
     skip_slurm = pytest.mark.skip(reason=no_slurm or "")
     for item in items:
         if "gpu" in item.keywords and why:
@@ -76,10 +92,24 @@ def _worktree_state() -> str | None:
     import subprocess
 
     try:
-        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=30, check=True).stdout + \
-            subprocess.run(["git", "diff", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=30, check=True).stdout
+        return (
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=all"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout
+            + subprocess.run(
+                ["git", "diff", "HEAD"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -95,17 +125,21 @@ def pytest_sessionfinish(session, exitstatus):
     if before is not None and after is not None and after != before:
         changed = sorted(set(after.splitlines()) - set(before.splitlines()))[:10]
         session.config.get_terminal_writer().line(
-            "the test run changed the checkout (tests must write only to temp folders): " + "; ".join(changed), red=True)
+            "the test run changed the checkout (tests must write only to temp folders): "
+            + "; ".join(changed),
+            red=True,
+        )
         session.exitstatus = 1
 
 
 @pytest.fixture
 def cpu_only(monkeypatch) -> None:
-    """This machine as one without any GPU, whatever it has or fakes: no NVML driver here (the pages, the
-    launcher) nor in the processes the test starts (supervisor, CLI). Their trainers get no GPU either: the
-    launcher gives a run without GPUs ``CUDA_VISIBLE_DEVICES=""`` (and setting it here would hide it from
-    the commands the pages show, which list only what differs from this process's environment)."""
-    from lab.engine import devices
+    """This machine as one without any GPU, whatever it has or fakes: no NVML driver here (the
+    pages, the launcher) nor in the processes the test starts (supervisor, CLI). Their trainers get
+    no GPU either: the launcher gives a run without GPUs ``CUDA_VISIBLE_DEVICES=""`` (and setting it
+    here would hide it from the commands the pages show, which list only what differs from this
+    process's environment)."""
+    from lab.engine.devices import nvml as devices
     from tests.fake_nvml import FakeNvml
 
     monkeypatch.setattr(devices, "pynvml", FakeNvml([], no_driver=True))

@@ -4,6 +4,7 @@ SIGKILL; Debian's Chromium driven by Playwright's sync API (never a browser
 downloaded by ``playwright install``); and the wait for "connected and the
 script idle" read from the attributes Streamlit 1.67 puts on its app root
 (``data-test-connection-state``, ``data-test-script-state``)."""
+
 from __future__ import annotations
 
 import os
@@ -22,13 +23,21 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 # The app root carries these once the websocket is up and no script run is in
 # flight; fragments on a timer flip the script state briefly, which is why the
 # wait is for this selector rather than a fixed sleep.
-READY = '[data-testid="stApp"][data-test-connection-state="CONNECTED"][data-test-script-state="notRunning"]'
+READY = (
+    '[data-testid="stApp"][data-test-connection-state="CONNECTED"]'
+    '[data-test-script-state="notRunning"]'
+)
 
 
 @dataclass
@@ -49,7 +58,9 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
                 if r.status == 200:
@@ -109,9 +120,24 @@ def streamlit_server(runs_dir: Path, log_dir: Path):
     env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), PYTHONUNBUFFERED="1")
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.headless", "true", "--server.address", "127.0.0.1"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.port",
+                str(port),
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:

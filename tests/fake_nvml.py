@@ -1,4 +1,5 @@
-"""A fake ``pynvml`` module for the GPU path of lab/engine/devices.py (this machine has no GPU).
+"""A fake ``pynvml`` module for the GPU path of lab/engine/devices/nvml.py (this machine has no
+GPU).
 
 FAKE: only NVIDIA GPUs are faked, nothing else. ``FakeNvml(gpus, cuda_driver=13000)``
 exposes the NVML functions devices.py calls (the driver's CUDA version in
@@ -17,13 +18,14 @@ found), MIG mode, and processes, including pids that do not exist here (a
 process that vanished, or a host pid seen from inside a container), and
 per-process utilisation samples (``nvmlDeviceGetProcessUtilization``).
 
-The test seam of ``lab.engine.devices``: with ``LAB_NVML_MODULE=tests.fake_nvml``
+The test seam of ``lab.engine.devices.nvml``: with ``LAB_NVML_MODULE=tests.fake_nvml``
 in the environment, devices.py imports this module instead of ``pynvml``, in
 every process (the supervisor and the CLI too), and the module answers as a
 ``FakeNvml`` of ``LAB_TEST_FAKE_GPUS`` plain GPUs (0 when unset, no driver
 for ``none``). tests/conftest.py
 sets it when ``LAB_TEST_FAKE_GPUS`` is set (scripts/test.sh's second pass).
 """
+
 from __future__ import annotations
 
 import os
@@ -79,7 +81,8 @@ class FakeGpu:
     old_driver: bool = False
     mig: bool = False
     processes: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, used MiB or None)
-    # per-process samples (pid, SM %, timestamp in µs), as nvmlDeviceGetProcessUtilization returns them;
+    # per-process samples (pid, SM %, timestamp in µs), as nvmlDeviceGetProcessUtilization returns
+    # them;
     # "process_util" in ``unsupported`` makes that call fail as on GPUs that cannot attribute
     process_util: list[tuple[int, int, int]] = field(default_factory=list)
 
@@ -97,10 +100,13 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
 
-    def __init__(self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000) -> None:
+    def __init__(
+        self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000
+    ) -> None:
         self.gpus = gpus
         self.no_driver = no_driver
-        self.cuda_driver = cuda_driver  # NVML's encoding: 1000 * major + 10 * minor (12040 is CUDA 12.4)
+        # NVML's encoding: 1000 * major + 10 * minor (12040 is CUDA 12.4)
+        self.cuda_driver = cuda_driver
         self.init_calls = 0
         self.calls: list[str] = []
 
@@ -149,8 +155,11 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, g: FakeGpu):
         self._need(g, "mem")
-        return SimpleNamespace(used=g.mem_used_mib * _MIB, total=g.mem_total_mib * _MIB,
-                               free=(g.mem_total_mib - g.mem_used_mib) * _MIB)
+        return SimpleNamespace(
+            used=g.mem_used_mib * _MIB,
+            total=g.mem_total_mib * _MIB,
+            free=(g.mem_total_mib - g.mem_used_mib) * _MIB,
+        )
 
     def nvmlDeviceGetPowerUsage(self, g: FakeGpu) -> int:
         self._need(g, "power")
@@ -173,21 +182,29 @@ class FakeNvml:
 
     def _process_list(self, g: FakeGpu, versioned: bool):
         if g.old_driver and not versioned:
-            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match "
-                                           "the NVML lib version.")
+            raise NVMLLibraryMismatchError(
+                "Unversioned function called and the pyNVML version does not match "
+                "the NVML lib version."
+            )
         self._need(g, "processes")
-        return [SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * _MIB)
-                for pid, mib in g.processes]
+        return [
+            SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * _MIB)
+            for pid, mib in g.processes
+        ]
 
     def nvmlDeviceGetComputeRunningProcesses(self, g: FakeGpu):
         return self._process_list(g, versioned=False)
 
     def nvmlDeviceGetComputeRunningProcesses_v2(self, g: FakeGpu):
         return self._process_list(g, versioned=True)
+
     def nvmlDeviceGetProcessUtilization(self, g: FakeGpu, last_seen_us: int):
         self._need(g, "process_util")
-        found = [SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, timeStamp=ts)
-                 for pid, sm, ts in g.process_util if ts > last_seen_us]
+        found = [
+            SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, timeStamp=ts)
+            for pid, sm, ts in g.process_util
+            if ts > last_seen_us
+        ]
         if not found:
             raise NVMLError_NotFound("Not Found")  # what NVML says when no sample is newer
         return found
@@ -203,17 +220,23 @@ class FakeNvml:
 
 def fake_gpus(n: int) -> list[FakeGpu]:
     """``n`` plain fake GPUs with distinct UUIDs, as the ``LAB_TEST_FAKE_GPUS`` mode has."""
-    return [FakeGpu(uuid=f"GPU-fa4e0000-0000-0000-0000-{i:012d}", util=0, mem_used_mib=0) for i in range(n)]
+    return [
+        FakeGpu(uuid=f"GPU-fa4e0000-0000-0000-0000-{i:012d}", util=0, mem_used_mib=0)
+        for i in range(n)
+    ]
 
 
 _from_env: list[FakeNvml] = []
 
 
 def __getattr__(name: str) -> Any:
-    """As a module named by ``LAB_NVML_MODULE``: the NVML functions of ``LAB_TEST_FAKE_GPUS`` fake GPUs."""
+    """As a module named by ``LAB_NVML_MODULE``: the NVML functions of ``LAB_TEST_FAKE_GPUS`` fake
+    GPUs."""
     if name.startswith("__"):
         raise AttributeError(name)
     if not _from_env:  # "none": a machine without the NVIDIA driver
         n = os.environ.get(FAKE_GPUS_ENV) or "0"
-        _from_env.append(FakeNvml([], no_driver=True) if n == "none" else FakeNvml(fake_gpus(int(n))))
+        _from_env.append(
+            FakeNvml([], no_driver=True) if n == "none" else FakeNvml(fake_gpus(int(n)))
+        )
     return getattr(_from_env[0], name)

@@ -10,6 +10,7 @@ temp folder, on free ports. ``Cluster.stop()`` cancels its jobs (Slurm's own
 step daemons end with them), then ends exactly the three daemons it started,
 never anything found by name. Clients reach it through ``SLURM_CONF``.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CPUS = 8           # declared to Slurm (config_overrides): enough for the test jobs to run at once
-MAX_TIME_MIN = 5   # the partition's MaxTime: a job asking for more is held with reason PartitionTimeLimit
+CPUS = 8  # declared to Slurm (config_overrides): enough for the test jobs to run at once
+# the partition's MaxTime: a job asking for more is held with reason PartitionTimeLimit
+MAX_TIME_MIN = 5
 PARTITION = "lab"
 
 
@@ -31,7 +33,10 @@ def missing() -> str | None:
     """Why a cluster cannot be started here, or None."""
     for exe in ("slurmctld", "slurmd", "sbatch", "squeue", "scancel", "munged"):
         if not shutil.which(exe):
-            return f"{exe} not found: install Debian's slurm-wlm and munge (scripts/test.sh does, as root)"
+            return (
+                f"{exe} not found: install Debian's slurm-wlm and munge "
+                "(scripts/test.sh does, as root)"
+            )
     if os.geteuid() != 0:
         return "a private Slurm cluster needs root (slurmd starts jobs as their user)"
     return None
@@ -54,8 +59,13 @@ class Cluster:
         return {"SLURM_CONF": str(self.conf)}
 
     def run(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run(list(argv), env=dict(os.environ, **self.env), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            list(argv),
+            env=dict(os.environ, **self.env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         out = []
@@ -66,11 +76,15 @@ class Cluster:
         return "\n".join(out)
 
     def stop(self) -> None:
-        """Cancel the cluster's jobs and wait for them to go, then end its three daemons and remove its folder."""
+        """Cancel the cluster's jobs and wait for them to go, then end its three daemons and remove
+        its folder."""
         try:
             self.run("scancel", "--full", "--partition", PARTITION, timeout=10)
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and self.run("squeue", "-h", "-t", "R,CG,PD", timeout=10).stdout.strip():
+            while (
+                time.monotonic() < deadline
+                and self.run("squeue", "-h", "-t", "R,CG,PD", timeout=10).stdout.strip()
+            ):
                 time.sleep(0.5)
         except (OSError, subprocess.SubprocessError):
             pass
@@ -87,25 +101,41 @@ class Cluster:
 
 
 def _conf(root: Path, host: str, munge_socket: Path) -> str:
-    return "\n".join([
-        "ClusterName=labtest",
-        f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}",
-        f"SlurmdPort={_free_port()}",
-        "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={munge_socket}",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
-        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-        "MpiDefault=none", "ReturnToService=2", "SlurmdParameters=config_overrides",
-        "KillWait=2", "MinJobAge=300", "InactiveLimit=0", "SchedulerParameters=sched_interval=2",
-        f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
-        f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
-        f"SlurmctldLogFile={root / 'slurmctld.log'}", f"SlurmdLogFile={root / 'slurmd.log'}",
-        f"NodeName={host} NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory=2000 State=UNKNOWN",
-        f"PartitionName={PARTITION} Nodes={host} Default=YES MaxTime={MAX_TIME_MIN} State=UP",
-        "",
-    ])
+    return "\n".join(
+        [
+            "ClusterName=labtest",
+            f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={munge_socket}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SlurmdParameters=config_overrides",
+            "KillWait=2",
+            "MinJobAge=300",
+            "InactiveLimit=0",
+            "SchedulerParameters=sched_interval=2",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'slurmd.log'}",
+            f"NodeName={host} NodeAddr=127.0.0.1 CPUs={CPUS} RealMemory=2000 State=UNKNOWN",
+            f"PartitionName={PARTITION} Nodes={host} Default=YES MaxTime={MAX_TIME_MIN} State=UP",
+            "",
+        ]
+    )
 
 
 def _start_munge(root: Path) -> tuple[subprocess.Popen, Path]:
@@ -121,10 +151,24 @@ def _start_munge(root: Path) -> tuple[subprocess.Popen, Path]:
     log = root / "munged.log"
     log.touch()
     shutil.chown(log, "munge", "munge")
-    p = subprocess.Popen(["munged", "--foreground", f"--key-file={key}", f"--socket={sock}",
-                          f"--pid-file={d / 'munged.pid'}", f"--log-file={log}", f"--seed-file={d / 'seed'}"],
-                         user="munge", group="munge", extra_groups=[], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            "munged",
+            "--foreground",
+            f"--key-file={key}",
+            f"--socket={sock}",
+            f"--pid-file={d / 'munged.pid'}",
+            f"--log-file={log}",
+            f"--seed-file={d / 'seed'}",
+        ],
+        user="munge",
+        group="munge",
+        extra_groups=[],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return p, sock
 
 
@@ -140,7 +184,8 @@ def _wait(pred, timeout: float, what: str, cluster: Cluster) -> None:
 
 
 def start() -> Cluster:
-    """A running one-node cluster; raises RuntimeError with the daemons' logs when it does not come up."""
+    """A running one-node cluster; raises RuntimeError with the daemons' logs when it does not come
+    up."""
     root = Path(tempfile.mkdtemp(prefix="lab-slurm-"))
     root.chmod(0o755)  # munged runs as the munge user and must reach its folder
     host = socket.gethostname().split(".")[0]
@@ -153,10 +198,22 @@ def start() -> Cluster:
         _wait(sock.exists, 20, "munged", cluster)
         cluster.conf.write_text(_conf(root, host, sock))
         for daemon in (["slurmctld", "-D", "-i"], ["slurmd", "-D", "-N", host]):
-            cluster.daemons.append(subprocess.Popen(
-                daemon + ["-f", str(cluster.conf)], env=dict(os.environ, **cluster.env), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True))
-        _wait(lambda: cluster.run("sinfo", "-h", "-o", "%T").stdout.strip() in ("idle", "mixed"), 60, "node idle", cluster)
+            cluster.daemons.append(
+                subprocess.Popen(
+                    daemon + ["-f", str(cluster.conf)],
+                    env=dict(os.environ, **cluster.env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        _wait(
+            lambda: cluster.run("sinfo", "-h", "-o", "%T").stdout.strip() in ("idle", "mixed"),
+            60,
+            "node idle",
+            cluster,
+        )
     except BaseException:
         cluster.stop()
         raise

@@ -1,4 +1,4 @@
-"""lab/engine/access.py, and the pages that obey it: who may launch from the dashboard.
+"""lab/engine/launch/access.py, and the pages that obey it: who may launch from the dashboard.
 
 The rule is a pure function of the server's address and the environment;
 the pages read the address from Streamlit's own config (``server.address``),
@@ -7,6 +7,7 @@ check both sides: refused (Home warns, Launch and "Compare modes" start
 nothing) and allowed with ``LAB_ALLOW_REMOTE_LAUNCH=1`` (a real script run
 starts from the Launch page).
 """
+
 from __future__ import annotations
 
 import time
@@ -16,20 +17,30 @@ import pytest
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from lab.engine.access import ALLOW_ENV, is_loopback, launch_access
+from lab.engine.launch.access import ALLOW_ENV, is_loopback, launch_access
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.1.1", "localhost", "::1", "[::1]", " LOCALHOST "])
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "127.0.1.1", "localhost", "::1", "[::1]", " LOCALHOST "]
+)
 def test_loopback_may_launch_and_says_nothing(address):
     assert is_loopback(address)
     assert launch_access(address, {}) == launch_access(address, {ALLOW_ENV: "0"})
     assert launch_access(address, {}).allowed and launch_access(address, {}).message is None
 
 
-@pytest.mark.parametrize("address,where", [("0.0.0.0", "0.0.0.0"), ("192.168.1.5", "192.168.1.5"), ("::", "::"),
-                                           (None, "every network interface"), ("", "every network interface")])
+@pytest.mark.parametrize(
+    "address,where",
+    [
+        ("0.0.0.0", "0.0.0.0"),
+        ("192.168.1.5", "192.168.1.5"),
+        ("::", "::"),
+        (None, "every network interface"),
+        ("", "every network interface"),
+    ],
+)
 def test_any_other_address_is_refused_unless_allowed(address, where):
     no = launch_access(address, {})
     assert not no.allowed
@@ -67,10 +78,15 @@ def test_the_shipped_config_listens_on_loopback_so_pages_launch(runs_dir):
     assert not [w for w in at.warning if "Launching from the page is off" in w.value]
 
 
-def test_refused_everywhere_when_listening_beyond_this_machine(runs_dir, listening_everywhere, monkeypatch, tmp_path):
+def test_refused_everywhere_when_listening_beyond_this_machine(
+    runs_dir, listening_everywhere, monkeypatch, tmp_path
+):
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     at = _app()
-    assert any("Launching from the page is off: this server listens on 0.0.0.0" in w.value for w in at.warning)
+    assert any(
+        "Launching from the page is off: this server listens on 0.0.0.0" in w.value
+        for w in at.warning
+    )
     at.button(key="home_compare").click().run()
     assert any("Not started: Launching from the page is off" in e.value for e in at.error)
     at.switch_page("pages/1_Launch.py").run()
@@ -87,8 +103,11 @@ def test_refused_everywhere_when_listening_beyond_this_machine(runs_dir, listeni
     assert not at.success and list(runs_dir.iterdir()) == []  # nothing was created, nothing started
 
 
-def test_allowed_with_the_variable_and_a_script_starts(runs_dir, listening_everywhere, monkeypatch, tmp_path):
-    from lab.engine import launcher, registry
+def test_allowed_with_the_variable_and_a_script_starts(
+    runs_dir, listening_everywhere, monkeypatch, tmp_path
+):
+    from lab.engine import registry
+    from lab.engine.launch import launcher
 
     monkeypatch.setenv(ALLOW_ENV, "1")
     at = _app("pages/1_Launch.py")
@@ -102,7 +121,8 @@ def test_allowed_with_the_variable_and_a_script_starts(runs_dir, listening_every
     run_id = at.session_state["launch_last"]
     assert launcher.wait(run_id, runs_dir, 60) == "succeeded"
     rec = registry.get_run(run_id, runs_dir)
-    assert rec.kind == "script" and rec.config["cwd"] == str(tmp_path)  # default: the script's folder
+    # default: the script's folder
+    assert rec.kind == "script" and rec.config["cwd"] == str(tmp_path)
     deadline = time.monotonic() + 5
     while "hello from a script" not in (runs_dir / run_id / "stdout.log").read_text():
         assert time.monotonic() < deadline

@@ -1,10 +1,11 @@
 """The Compare page under AppTest, on the real recorded sample runs (sample_data/runs).
 
 LAB_RUNS_DIR points at an empty private folder ("fresh clone"), so the page
-falls back to the sample runs; its table must hold exactly what lab.views.compare
+falls back to the sample runs; its table must hold exactly what lab.views.compare.table
 computes for them. A user run copied from a sample run with another seed makes
 the fairness warning appear.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ from streamlit.testing.v1 import AppTest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views import anatomy, compare, compare_runs
+from lab.views.compare import anatomy
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
 from lab.views.runscalars import run_scalars
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
@@ -31,13 +34,19 @@ def _expected(user_root) -> pd.DataFrame:
     keys = compare_runs.default_selection(runs)
     chosen = [r for k in keys for r in runs if r.key == k]
     scalars = {r.key: run_scalars(LogdirReader(r.run_dir)) for r in chosen}
-    return compare.compare_table(chosen, baseline_key=compare.choose_baseline(chosen), scalars=scalars)
+    return compare.compare_table(
+        chosen, baseline_key=compare.choose_baseline(chosen), scalars=scalars
+    )
 
 
 def test_the_sample_runs_are_shipped():
     # A deleted sample run is a defect of the project: the fresh-clone pages rest on them.
-    modes = sorted(compare.run_metrics(r)["mode"] for r in compare_runs.load_runs(SAMPLE_RUNS, sample=True))
-    assert set(modes) == {"ddp", "dp", "single"}, f"{SAMPLE_RUNS}: re-record with scripts/record_sample_runs.py"
+    modes = sorted(
+        compare.run_metrics(r)["mode"] for r in compare_runs.load_runs(SAMPLE_RUNS, sample=True)
+    )
+    assert set(modes) == {"ddp", "dp", "single"}, (
+        f"{SAMPLE_RUNS}: re-record with scripts/record_sample_runs.py"
+    )
 
 
 def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
@@ -53,7 +62,8 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     assert any("sys/cpu_pct" in i.value for i in at.info)
     # DP on a GPU-less machine fell back to single: said, not hidden.
     assert any("asked to run as dp but ran as single" in w.value for w in at.warning)
-    # loss, throughput, memory, system; and first the anatomy bars once the samples are recorded profiled
+    # loss, throughput, memory, system; and first the anatomy bars once the samples are recorded
+    # profiled
     profiled = [r for r in samples if anatomy.breakdown(r.run_dir, r.summary)]
     assert len(at.get("plotly_chart")) == 4 + bool(profiled)
     assert ("Anatomy of a step" in [s.value for s in at.subheader]) == bool(profiled)
@@ -86,7 +96,9 @@ def test_no_run_chosen_is_a_hint_not_an_error(runs_dir):
 def test_fairness_mismatch_shows_a_warning(runs_dir):
     # Two of the user's own runs (copies of real sample runs), one with another seed.
     src = sorted(d for d in SAMPLE_RUNS.iterdir() if (d / "summary.json").exists())
-    single = next(d for d in src if json.loads((d / "summary.json").read_text())["mode"] == "single")
+    single = next(
+        d for d in src if json.loads((d / "summary.json").read_text())["mode"] == "single"
+    )
     ddp = next(d for d in src if json.loads((d / "summary.json").read_text())["mode"] == "ddp")
     for d in (single, ddp):
         shutil.copytree(d, runs_dir / d.name)

@@ -4,6 +4,7 @@ toggles, a run's colour across charts, log scale, outlier scaling and the tag se
 a small folder written by torch's and tensorboardX's ``add_hparams`` plus lab run
 folders for the hyperparameters table, whose chosen rows change the charts. The page is
 reached from app.py as a user reaches it; the folder is typed."""
+
 from __future__ import annotations
 
 import json
@@ -91,7 +92,10 @@ def test_experiment_toggle_selects_its_runs(runs_dir, big):
     assert not at.exception
     sel = at.multiselect(key="logs_runs").value
     assert len(sel) == 36 and {n for n in NAMES if n.startswith("exp5/")} <= set(sel)
-    assert at.checkbox(key="logs_group_exp5").label == "exp5 · 30/30" and at.checkbox(key="logs_group_exp5").value
+    assert (
+        at.checkbox(key="logs_group_exp5").label == "exp5 · 30/30"
+        and at.checkbox(key="logs_group_exp5").value
+    )
     at.checkbox(key="logs_group_exp5").uncheck().run()
     assert at.multiselect(key="logs_runs").value == NAMES[:6]
 
@@ -103,15 +107,19 @@ def test_colour_of_a_run_is_the_same_on_every_chart(runs_dir, big):
     colours = [{t["name"]: t["line"]["color"] for t in f["data"]} for f in figs]
     assert set(colours[0]) == set(NAMES[:6]) and colours[0] == colours[1]
     assert len(set(colours[0].values())) > 1
-    legend = next(m.value for m in at.markdown if "&#9632;" in m.value)  # the one colour key of all charts
+    # the one colour key of all charts
+    legend = next(m.value for m in at.markdown if "&#9632;" in m.value)
     for name, colour in colours[0].items():
         assert f'color:{colour}">&#9632;</span> {name}' in legend
 
 
 def test_log_scale_outliers_and_tag_sections(runs_dir, big):
     at = _open(big)
-    assert [e.label for e in at.expander if " · " in e.label and e.label.split(" · ")[0] in ("train", "val")] == [
-        "train · 1", "val · 1"]
+    assert [
+        e.label
+        for e in at.expander
+        if " · " in e.label and e.label.split(" · ")[0] in ("train", "val")
+    ] == ["train · 1", "val · 1"]
     section = next(e for e in at.expander if e.label == "train · 1")
     assert len(section.get("plotly_chart")) == 1  # each chart sits in its tag's section
     before = _figures(at)[0]["layout"]["yaxis"]
@@ -132,10 +140,14 @@ def test_selection_survives_a_refresh_and_new_runs(runs_dir, tmp_path):
     chosen = at.multiselect(key="logs_runs").value
     assert len(chosen) == 30
     steps = np.arange(5)
-    write_events(tmp_path / "exp1" / "late-run" / "events.out.tfevents.9.x", {"train/loss": (steps, steps * 1.0)})
+    write_events(
+        tmp_path / "exp1" / "late-run" / "events.out.tfevents.9.x",
+        {"train/loss": (steps, steps * 1.0)},
+    )
     at.run()
     assert not at.exception
-    assert "late-run" not in " ".join(at.multiselect(key="logs_runs").value)  # new runs are not added
+    # new runs are not added
+    assert "late-run" not in " ".join(at.multiselect(key="logs_runs").value)
     assert at.multiselect(key="logs_runs").value == chosen
     assert _count_line(at) == "31 of 61 runs match the filter · 30 selected, 30 drawn"
 
@@ -154,7 +166,9 @@ def hp_folder(tmp_path) -> Path:
         w.add_scalar("train/loss", 3.0, 0)
         w.add_hparams({"lr": 0.001, "optimizer": "sgd"}, {"hparam/final_loss": 3.0}, name="hp")
     for sample in sorted(p for p in SAMPLE_RUNS.iterdir() if (p / "run.json").is_file()):
-        shutil.copytree(sample, tmp_path / "lab" / sample.name, ignore=shutil.ignore_patterns("logs", "*.log"))
+        shutil.copytree(
+            sample, tmp_path / "lab" / sample.name, ignore=shutil.ignore_patterns("logs", "*.log")
+        )
     return tmp_path
 
 
@@ -162,12 +176,15 @@ def test_hparams_table_shows_written_values_and_drives_the_charts(runs_dir, hp_f
     at = _open(hp_folder)
     [table] = at.dataframe
     df = table.value.set_index("run")
-    assert df.loc["torch/a", "lr"] == pytest.approx(0.1) and df.loc["torch/b", "lr"] == pytest.approx(0.01)
+    assert df.loc["torch/a", "lr"] == pytest.approx(0.1) and df.loc[
+        "torch/b", "lr"
+    ] == pytest.approx(0.01)
     assert df.loc["tbx/c", "lr"] == pytest.approx(0.001) and df.loc["tbx/c", "optimizer"] == "sgd"
     assert df.loc["torch/a", "hparam/final_loss"] == pytest.approx(0.5)
     lab = [r for r in df.index if r.startswith("lab/")]
     n_samples = sum(1 for p in SAMPLE_RUNS.iterdir() if (p / "run.json").is_file())
-    assert len(lab) == n_samples and set(df.loc[lab, "mode"]) == {"single", "dp", "ddp"}  # the runs' run.json configs
+    # the runs' run.json configs
+    assert len(lab) == n_samples and set(df.loc[lab, "mode"]) == {"single", "dp", "ddp"}
     assert df.loc[lab[0], "lr"] == pytest.approx(0.05)
     row = list(table.value["run"]).index("torch/a")
     at.session_state["logs_hp_table"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
@@ -176,8 +193,13 @@ def test_hparams_table_shows_written_values_and_drives_the_charts(runs_dir, hp_f
     assert at.multiselect(key="logs_runs").value == ["torch/a"]
     assert all(_runs_drawn(f) == {"torch/a"} for f in _figures(at))
     rows = list(at.dataframe[0].value["run"])
-    at.session_state["logs_hp_table"] = {"selection": {"rows": [rows.index("torch/a"), rows.index("tbx/c")],
-                                                       "columns": [], "cells": []}}
+    at.session_state["logs_hp_table"] = {
+        "selection": {
+            "rows": [rows.index("torch/a"), rows.index("tbx/c")],
+            "columns": [],
+            "cells": [],
+        }
+    }
     at.run()
     assert at.multiselect(key="logs_runs").value == ["tbx/c", "torch/a"]
     assert _runs_drawn(_figures(at)[0]) == {"tbx/c", "torch/a"}

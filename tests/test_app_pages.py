@@ -4,6 +4,7 @@ the shipped sample runs, and the machine has no GPU: every test is pinned to
 one (``cpu_only``), even on a GPU box or in the fake-GPU mode, except those
 that fake GPUs themselves. Pages are reached the way a user reaches them:
 from app.py, then switch_page."""
+
 from __future__ import annotations
 
 import time
@@ -18,7 +19,8 @@ SAMPLES = REPO / "sample_data" / "runs"
 
 @pytest.fixture(autouse=True)
 def _no_gpu_box(cpu_only):
-    """Every test starts on a machine without GPUs; the Launch page's cached snapshot is dropped around it."""
+    """Every test starts on a machine without GPUs; the Launch page's cached snapshot is dropped
+    around it."""
     import streamlit as st
 
     st.cache_data.clear()
@@ -27,8 +29,11 @@ def _no_gpu_box(cpu_only):
 
 
 def _require_samples() -> None:
-    """The shipped sample runs: a fresh clone's Live and Logs pages show them, so their loss is a failure."""
-    assert any(SAMPLES.glob("*/summary.json")), f"{SAMPLES} lost its recorded runs: scripts/record_sample_runs.py"
+    """The shipped sample runs: a fresh clone's Live and Logs pages show them, so their loss is a
+    failure."""
+    assert any(SAMPLES.glob("*/summary.json")), (
+        f"{SAMPLES} lost its recorded runs: scripts/record_sample_runs.py"
+    )
 
 
 def _texts(at: AppTest, kind: str) -> list[str]:
@@ -55,7 +60,9 @@ def test_home_loads_with_cpu_strip_and_empty_runs(runs_dir):
     assert not list(runs_dir.iterdir())
 
 
-@pytest.mark.parametrize("page", ["pages/1_Launch.py", "pages/2_Live.py", "pages/3_Compare.py", "pages/4_Logs.py"])
+@pytest.mark.parametrize(
+    "page", ["pages/1_Launch.py", "pages/2_Live.py", "pages/3_Compare.py", "pages/4_Logs.py"]
+)
 def test_every_page_loads_on_a_fresh_clone(runs_dir, page):
     assert (REPO / page).is_file(), f"{page} is missing"  # a deleted page is a defect, not a skip
     at = _app(page)
@@ -71,17 +78,23 @@ def test_launch_shows_command_and_cpu_note(runs_dir):
     assert "training.train" in code and "--epochs 10" in code and "CUDA_VISIBLE_DEVICES=''" in code
     at.radio(key="launch_mode").set_value("ddp").run()
     code = at.code[0].value
-    assert "--nproc-per-node 2" in code and "--master-port '<port>'" in code  # chosen free at launch, not 29500
+    # chosen free at launch, not 29500
+    assert "--nproc-per-node 2" in code and "--master-port '<port>'" in code
 
 
 def test_launch_draws_every_field_of_the_table(runs_dir):
-    """The page is a loop over lab.engine.request.FIELDS: each field has its widget, label and key."""
-    from lab.engine.request import FIELDS
+    """The page is a loop over lab.engine.launch.request.FIELDS: each field has its widget, label
+    and key."""
+    from lab.engine.launch.request import FIELDS
 
     at = _app("pages/1_Launch.py")
-    drawn = {w.key: w for kind in ("radio", "selectbox", "number_input", "checkbox", "text_input", "text_area")
-             for w in getattr(at, kind)}
-    missing = [f.name for f in FIELDS if f.kind != "gpus" and f.key not in drawn]  # no GPU here: no GPU boxes
+    drawn = {
+        w.key: w
+        for kind in ("radio", "selectbox", "number_input", "checkbox", "text_input", "text_area")
+        for w in getattr(at, kind)
+    }
+    # no GPU here: no GPU boxes
+    missing = [f.name for f in FIELDS if f.kind != "gpus" and f.key not in drawn]
     assert missing == []
     assert all(drawn[f.key].label == f.label for f in FIELDS if f.key in drawn)
     assert drawn["launch_nproc"].disabled and drawn["launch_folder"].disabled  # single mode, digits
@@ -124,7 +137,9 @@ def test_launch_refuses_batch_that_does_not_split(runs_dir):
     at.button(key="launch_go").click()
     at.run()
     errors = _texts(at, "error")
-    assert any("batch 64 does not split over 3 processes: use 63 or 66" in e for e in errors), errors
+    assert any("batch 64 does not split over 3 processes: use 63 or 66" in e for e in errors), (
+        errors
+    )
     assert not list(runs_dir.iterdir())
 
 
@@ -163,7 +178,8 @@ def test_live_falls_back_to_sample_runs(runs_dir):
     at = _app("pages/2_Live.py")
     assert any("sample runs" in t for t in _texts(at, "info"))
     assert at.selectbox(key="live_run").value
-    assert len(at.get("plotly_chart")) == 6  # loss, accuracy, throughput, gradient norm; CPU and RSS of its processes
+    # loss, accuracy, throughput, gradient norm; CPU and RSS of its processes
+    assert len(at.get("plotly_chart")) == 6
     assert not [b for b in at.button if b.label == "Stop"]  # sample runs are finished
     dp = [o for o in at.selectbox(key="live_run").options if "-dp-" in o]
     assert dp, at.selectbox(key="live_run").options  # the shipped DP samples (one per repeat)
@@ -174,8 +190,10 @@ def test_live_falls_back_to_sample_runs(runs_dir):
     assert any("No GPU samples" in c.value for c in at.caption)  # its device charts show the CPU
 
 
-def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90):
-    from lab.engine import launcher
+def _launch_and_wait(
+    runs_dir, config, until=("succeeded", "failed", "stopped", "lost"), timeout_s=90
+):
+    from lab.engine.launch import launcher
     from lab.engine.registry import get_run
 
     run_id = launcher.launch(config, runs_dir)
@@ -187,12 +205,14 @@ def _launch_and_wait(runs_dir, config, until=("succeeded", "failed", "stopped", 
 
 
 def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
-    from lab.engine.config import RunConfig
+    from lab.engine.launch.config import RunConfig
 
     empty = tmp_path / "no-images"
     empty.mkdir()
     # A real run that fails: an image folder without images (the trainer exits 2).
-    run_id = _launch_and_wait(runs_dir, RunConfig(dataset=f"imagefolder:{empty}", checkpoint="none"))
+    run_id = _launch_and_wait(
+        runs_dir, RunConfig(dataset=f"imagefolder:{empty}", checkpoint="none")
+    )
     at = _app("pages/2_Live.py")
     assert not at.exception
     assert at.selectbox(key="live_run").value == run_id
@@ -203,10 +223,12 @@ def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
 
 
 def test_live_stop_button_stops_a_running_run(runs_dir):
-    from lab.engine.config import RunConfig
+    from lab.engine.launch.config import RunConfig
     from lab.engine.registry import get_run
 
-    run_id = _launch_and_wait(runs_dir, RunConfig(epochs=500, checkpoint="none"), until=("running",))
+    run_id = _launch_and_wait(
+        runs_dir, RunConfig(epochs=500, checkpoint="none"), until=("running",)
+    )
     at = _app("pages/2_Live.py")
     assert at.selectbox(key="live_run").value == run_id  # the newest running run is the default
     at.button(key="live_stop").click()
@@ -239,8 +261,13 @@ def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir, scaling):
         assert len({c[key] for c in configs}) == 1, key  # same model, data, seed
     assert {m["scaling"] for m in metas.values()} == {scaling}
     batches = {mode: m["config"]["batch_size"] for mode, m in metas.items()}
-    # strong: one global batch; weak: one batch per device (no GPU here: DP is one device, DDP two processes)
-    assert batches == ({"single": 64, "dp": 64, "ddp": 64} if scaling == "strong" else {"single": 64, "dp": 64, "ddp": 128})
+    # strong: one global batch; weak: one batch per device (no GPU here: DP is one device, DDP two
+    # processes)
+    assert batches == (
+        {"single": 64, "dp": 64, "ddp": 64}
+        if scaling == "strong"
+        else {"single": 64, "dp": 64, "ddp": 128}
+    )
     at.button(key="home_stop_sweep").click()
     at.run(timeout=60)
     assert not at.exception
@@ -255,15 +282,22 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
     # FAKE: NVIDIA GPUs are faked (tests/fake_nvml.py in place of pynvml); nothing else is.
     import streamlit as st
 
-    from lab.engine import devices
+    from lab.engine.devices import nvml as devices
     from tests.fake_nvml import FakeGpu, FakeNvml
 
-    monkeypatch.setattr(devices, "pynvml", FakeNvml([FakeGpu(uuid="GPU-0", util=87), FakeGpu(uuid="GPU-1", util=12)]))
+    monkeypatch.setattr(
+        devices,
+        "pynvml",
+        FakeNvml([FakeGpu(uuid="GPU-0", util=87), FakeGpu(uuid="GPU-1", util=12)]),
+    )
     st.cache_data.clear()  # the Launch page caches the device snapshot for a few seconds
     try:
         at = _app()
         labels = [m.value for m in at.markdown]
-        assert "**GPU 0 · NVIDIA H100 80GB HBM3**" in labels and "**GPU 1 · NVIDIA H100 80GB HBM3**" in labels
+        assert (
+            "**GPU 0 · NVIDIA H100 80GB HBM3**" in labels
+            and "**GPU 1 · NVIDIA H100 80GB HBM3**" in labels
+        )
         at.switch_page("pages/1_Launch.py")
         at.run()
         assert not at.exception

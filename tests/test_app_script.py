@@ -8,6 +8,7 @@ script's loss and say its steps per second. A script that writes no event
 files is shown running with its log, and "no event files yet below" its
 folder, and the Live page's Stop ends it.
 """
+
 from __future__ import annotations
 
 import time
@@ -48,18 +49,23 @@ def _launch_script(at: AppTest, script: Path, args: str, cwd: Path, mode: str) -
 
 
 def test_both_examples_from_the_launch_page_succeed_and_their_curves_are_linked(runs_dir, tmp_path):
-    from lab.engine import launcher, registry
+    from lab.engine import registry
+    from lab.engine.launch import launcher
 
     ddp_cwd, single_cwd = tmp_path / "ddp", tmp_path / "single"
     ddp_cwd.mkdir()
     single_cwd.mkdir()
     at = _app("pages/1_Launch.py")
     ddp = _launch_script(at, EXAMPLES / "ddp_digits.py", " ".join(SHORT), ddp_cwd, "ddp")
-    assert registry.get_run(ddp, runs_dir).config["nproc"] == 2  # two gloo ranks by default on the CPU
-    single = _launch_script(_app("pages/1_Launch.py"), EXAMPLES / "dp_digits.py", " ".join(SHORT), single_cwd,
-                            "single")
+    # two gloo ranks by default on the CPU
+    assert registry.get_run(ddp, runs_dir).config["nproc"] == 2
+    single = _launch_script(
+        _app("pages/1_Launch.py"), EXAMPLES / "dp_digits.py", " ".join(SHORT), single_cwd, "single"
+    )
     for rid, cwd, prefix in ((ddp, ddp_cwd, "[default0]:"), (single, single_cwd, "")):
-        assert launcher.wait(rid, runs_dir, 240) == "succeeded", registry.get_run(rid, runs_dir).diagnosis
+        assert launcher.wait(rid, runs_dir, 240) == "succeeded", registry.get_run(
+            rid, runs_dir
+        ).diagnosis
         rec = registry.get_run(rid, runs_dir)
         assert rec.kind == "script"
         check_curves(rec.to_json(), cwd, runs_dir / rid, prefix)
@@ -72,18 +78,25 @@ def test_both_examples_from_the_launch_page_succeed_and_their_curves_are_linked(
     assert [m for m in live.metric if m.label == "Steps/s"]
     charts = live.get("plotly_chart")
     assert charts and any("Loss" in str(c.proto.spec) for c in charts)
-    assert any("rank 1" in str(t.label) for t in live.tabs)  # per-rank logs, as for the trainer's DDP runs
+    # per-rank logs, as for the trainer's DDP runs
+    assert any("rank 1" in str(t.label) for t in live.tabs)
 
 
 def test_a_script_without_event_files_is_watched_and_stopped_from_live(runs_dir, tmp_path):
     from lab.engine import registry
 
     script = tmp_path / "quiet.py"
-    script.write_text("import time\nprint('working without TensorBoard', flush=True)\ntime.sleep(120)\n")
+    script.write_text(
+        "import time\nprint('working without TensorBoard', flush=True)\ntime.sleep(120)\n"
+    )
     at = _app("pages/1_Launch.py")
     rid = _launch_script(at, script, "", tmp_path, "single")
     deadline = time.monotonic() + 30
-    while "working" not in ((runs_dir / rid / "stdout.log").read_text() if (runs_dir / rid / "stdout.log").exists() else ""):
+    while "working" not in (
+        (runs_dir / rid / "stdout.log").read_text()
+        if (runs_dir / rid / "stdout.log").exists()
+        else ""
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     live = _app("pages/2_Live.py")

@@ -1,6 +1,7 @@
-"""lab.views.browse on real event files written by torch's SummaryWriter: folder
+"""lab.views.logs.browse on real event files written by torch's SummaryWriter: folder
 resolution and its messages, the tag regex, x axes, smoothing and the CSV.
 The charts built from them are tested in tests/test_scalar_chart.py."""
+
 from __future__ import annotations
 
 import io
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.views import browse
+from lab.views.logs import browse
 
 WALL0 = 1_700_000_000.0
 
@@ -28,7 +29,9 @@ def _write(dir_, points: dict[str, list[float]], wall0: float = WALL0, dt: float
 def logdir(tmp_path):
     root = tmp_path / "logs"
     _write(root / "a", {"train/loss": [3.0, 2.0, 1.0, 0.5], "train/acc": [0.1, 0.4, 0.7, 0.9]})
-    _write(root / "nested" / "b", {"train/loss": [2.5, 1.5, 0.7], "val/loss": [2.0]}, wall0=WALL0 + 100)
+    _write(
+        root / "nested" / "b", {"train/loss": [2.5, 1.5, 0.7], "val/loss": [2.0]}, wall0=WALL0 + 100
+    )
     return root
 
 
@@ -64,7 +67,10 @@ def test_resolve_logdir_expands_home(tmp_path, logdir, monkeypatch):
 def test_filter_tags_regex_and_bad_regex():
     tags = ["train/loss", "val/loss", "train/acc", "sys/cpu_pct"]
     # loss and accuracy first, as a user looks at them first
-    assert browse.filter_tags(tags, "") == (["train/loss", "val/loss", "train/acc", "sys/cpu_pct"], None)
+    assert browse.filter_tags(tags, "") == (
+        ["train/loss", "val/loss", "train/acc", "sys/cpu_pct"],
+        None,
+    )
     assert browse.filter_tags(tags, "loss$")[0] == ["train/loss", "val/loss"]
     assert browse.filter_tags(tags, "^sys/")[0] == ["sys/cpu_pct"]
     got, err = browse.filter_tags(tags, "train/(loss")
@@ -99,7 +105,8 @@ def test_folder_choices(tmp_path):
     runs, samples = tmp_path / "runs", tmp_path / "samples"
     runs.mkdir()
     samples.mkdir()
-    assert list(browse.folder_choices(runs, samples).values()) == [samples]  # empty runs folder is not offered
+    # empty runs folder is not offered
+    assert list(browse.folder_choices(runs, samples).values()) == [samples]
     (runs / "x").mkdir()
     assert list(browse.folder_choices(runs, samples).values()) == [runs, samples]
 
@@ -110,12 +117,27 @@ def test_smooth_is_tensorboards_debiased_ema(logdir):
     last, out = 0.0, []
     for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):
         last = last * 0.6 + 0.4 * v
-        out.append(last / (1 - 0.6 ** i))
+        out.append(last / (1 - 0.6**i))
     np.testing.assert_allclose(browse.smooth(s.value, 0.6), out, rtol=1e-6)
     np.testing.assert_array_equal(browse.smooth(s.value, 0.0), [3.0, 2.0, 1.0, 0.5])
 
 
 def test_order_tags_puts_loss_and_accuracy_first():
-    tags = ["mem/cpu0/peak_mib", "zeta", "perf/samples_per_sec", "val/acc", "train/lr", "train/loss", "sys/cpu_pct"]
-    assert browse.order_tags(tags) == ["train/loss", "val/acc", "train/lr", "perf/samples_per_sec", "sys/cpu_pct",
-                                       "mem/cpu0/peak_mib", "zeta"]
+    tags = [
+        "mem/cpu0/peak_mib",
+        "zeta",
+        "perf/samples_per_sec",
+        "val/acc",
+        "train/lr",
+        "train/loss",
+        "sys/cpu_pct",
+    ]
+    assert browse.order_tags(tags) == [
+        "train/loss",
+        "val/acc",
+        "train/lr",
+        "perf/samples_per_sec",
+        "sys/cpu_pct",
+        "mem/cpu0/peak_mib",
+        "zeta",
+    ]

@@ -1,11 +1,12 @@
-"""lab.views.compare (the table's figures, exact; the baseline; the columns and their formats; CSV),
-lab.views.compare_runs (loading through the registry, the default selection, labels, provenance) and
-lab.views.fairness (the warnings).
+"""lab.views.compare.table (the table's figures, exact; the baseline; the columns and their formats;
+CSV), lab.views.compare.runs (loading through the registry, the default selection, labels,
+provenance) and lab.views.compare.fairness (the warnings).
 
 Run folders here are written by the test (run.json, status.json and
 summary.json in the contract's shape) so that every expected number is known
 exactly.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,10 +17,12 @@ import pandas as pd
 import pytest
 
 from lab.engine import registry
-from lab.views import compare, compare_columns, compare_runs
-from lab.views.compare import compare_table
-from lab.views.compare_runs import load_runs
-from lab.views.fairness import fairness_warnings
+from lab.views.compare import columns as compare_columns
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
+from lab.views.compare.fairness import fairness_warnings
+from lab.views.compare.runs import load_runs
+from lab.views.compare.table import compare_table
 
 
 def make_run(
@@ -45,36 +48,97 @@ def make_run(
 ) -> Path:
     d = root / run_id
     d.mkdir(parents=True)
-    config = {"mode": mode, "model": model, "dataset": dataset, "batch_size": batch, "seed": seed, "amp": amp}
-    (d / "run.json").write_text(json.dumps({
-        "run_id": run_id, "name": run_id, "config": config, "created_at": created_at,
-        "host": host, "sweep_id": sweep_id, "recorded_on": f"test, {host}",
-    }))
+    config = {
+        "mode": mode,
+        "model": model,
+        "dataset": dataset,
+        "batch_size": batch,
+        "seed": seed,
+        "amp": amp,
+    }
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "name": run_id,
+                "config": config,
+                "created_at": created_at,
+                "host": host,
+                "sweep_id": sweep_id,
+                "recorded_on": f"test, {host}",
+            }
+        )
+    )
     # The supervisor's record: ended well with a summary, else failed before writing one.
-    (d / "status.json").write_text(json.dumps({"state": state or ("succeeded" if summary else "failed")}))
+    (d / "status.json").write_text(
+        json.dumps({"state": state or ("succeeded" if summary else "failed")})
+    )
     if summary:
         ws = len(devices) if mode == "ddp" else 1
-        (d / "summary.json").write_text(json.dumps({
-            "config": config, "mode": mode, "effective_mode": effective_mode or mode,
-            "effective_mode_reason": reason, "world_size": ws, "devices": list(devices),
-            "global_batch": batch, "per_device_batch": batch // ws, "steps": 100,
-            "steady_throughput_samples_per_sec": throughput, "throughput_samples_per_sec": throughput * 0.9,
-            "epoch_time_s": 6400 / throughput, "peak_mem_mib": peaks or {dv: 500.0 for dv in devices},
-            "final": {"train_loss": 0.25, "train_acc": 0.9, "val_loss": 0.3, "val_acc": 0.875},
-            "amp": amp, "hostname": host, "started_at": created_at, "completed": True,
-        }))
+        (d / "summary.json").write_text(
+            json.dumps(
+                {
+                    "config": config,
+                    "mode": mode,
+                    "effective_mode": effective_mode or mode,
+                    "effective_mode_reason": reason,
+                    "world_size": ws,
+                    "devices": list(devices),
+                    "global_batch": batch,
+                    "per_device_batch": batch // ws,
+                    "steps": 100,
+                    "steady_throughput_samples_per_sec": throughput,
+                    "throughput_samples_per_sec": throughput * 0.9,
+                    "epoch_time_s": 6400 / throughput,
+                    "peak_mem_mib": peaks or {dv: 500.0 for dv in devices},
+                    "final": {
+                        "train_loss": 0.25,
+                        "train_acc": 0.9,
+                        "val_loss": 0.3,
+                        "val_acc": 0.875,
+                    },
+                    "amp": amp,
+                    "hostname": host,
+                    "started_at": created_at,
+                    "completed": True,
+                }
+            )
+        )
     return d
 
 
 @pytest.fixture
 def trio(tmp_path):
     root = tmp_path / "runs"
-    make_run(root, "a-single", mode="single", throughput=1000.0, peaks={"cuda0": 400.0},
-             created_at="2026-11-29T07:00:00+00:00", sweep_id="s1")
-    make_run(root, "b-dp", mode="dp", devices=("cuda0", "cuda1"), throughput=1500.0,
-             peaks={"cuda0": 900.0, "cuda1": 500.0}, created_at="2026-11-29T07:01:00+00:00", sweep_id="s1")
-    make_run(root, "c-ddp", mode="ddp", devices=("cuda0", "cuda1"), throughput=1800.0,
-             peaks={"cuda0": 600.0, "cuda1": 600.0}, created_at="2026-11-29T07:02:00+00:00", sweep_id="s1")
+    make_run(
+        root,
+        "a-single",
+        mode="single",
+        throughput=1000.0,
+        peaks={"cuda0": 400.0},
+        created_at="2026-11-29T07:00:00+00:00",
+        sweep_id="s1",
+    )
+    make_run(
+        root,
+        "b-dp",
+        mode="dp",
+        devices=("cuda0", "cuda1"),
+        throughput=1500.0,
+        peaks={"cuda0": 900.0, "cuda1": 500.0},
+        created_at="2026-11-29T07:01:00+00:00",
+        sweep_id="s1",
+    )
+    make_run(
+        root,
+        "c-ddp",
+        mode="ddp",
+        devices=("cuda0", "cuda1"),
+        throughput=1800.0,
+        peaks={"cuda0": 600.0, "cuda1": 600.0},
+        created_at="2026-11-29T07:02:00+00:00",
+        sweep_id="s1",
+    )
     return load_runs(root)
 
 
@@ -89,13 +153,16 @@ def test_table_figures_are_exact(trio):
     assert df.loc["b-dp", "memory imbalance"] == pytest.approx((900 - 500) / 700)
     assert df.loc["c-ddp", "memory imbalance"] == pytest.approx(0.0)
     assert pd.isna(df.loc["a-single", "memory imbalance"])  # one device: no imbalance to speak of
-    assert df.loc["b-dp", "peak MiB cuda0"] == 900.0 and df.loc["a-single", "peak MiB cuda0"] == 400.0
+    assert (
+        df.loc["b-dp", "peak MiB cuda0"] == 900.0 and df.loc["a-single", "peak MiB cuda0"] == 400.0
+    )
     assert pd.isna(df.loc["a-single", "peak MiB cuda1"])
     assert df.loc["c-ddp", "world size"] == 2 and df.loc["c-ddp", "per-device batch"] == 32
     assert df.loc["c-ddp", "epoch time (s)"] == pytest.approx(6400 / 1800)
     assert df.loc["a-single", "final val acc"] == 0.875
     assert df.loc["b-dp", "devices"] == "cuda0, cuda1"
-    assert list(df["scaling"]) == ["strong"] * 3  # one global batch, no scaling recorded: read from the batches
+    # one global batch, no scaling recorded: read from the batches
+    assert list(df["scaling"]) == ["strong"] * 3
 
 
 def test_baseline_choice(trio):
@@ -106,14 +173,30 @@ def test_baseline_choice(trio):
     assert df.loc["a-single", "speedup"] == pytest.approx(1000 / 1800)
     assert df.loc["a-single", "efficiency"] == pytest.approx((1000 / 1800) / (1 / 2))
     # An unknown baseline falls back to the default rather than failing.
-    assert compare_table(trio, baseline_key="nope").set_index("run").loc["a-single", "speedup"] == 1.0
+    assert (
+        compare_table(trio, baseline_key="nope").set_index("run").loc["a-single", "speedup"] == 1.0
+    )
 
 
 def test_baseline_skips_dp_that_fell_back(tmp_path):
     root = tmp_path / "r"
-    make_run(root, "dp", mode="dp", effective_mode="single", devices=("cpu0",), throughput=900.0,
-             created_at="2026-11-29T07:00:00+00:00")
-    make_run(root, "one", mode="single", devices=("cpu0",), throughput=1000.0, created_at="2026-11-29T07:01:00+00:00")
+    make_run(
+        root,
+        "dp",
+        mode="dp",
+        effective_mode="single",
+        devices=("cpu0",),
+        throughput=900.0,
+        created_at="2026-11-29T07:00:00+00:00",
+    )
+    make_run(
+        root,
+        "one",
+        mode="single",
+        devices=("cpu0",),
+        throughput=1000.0,
+        created_at="2026-11-29T07:01:00+00:00",
+    )
     assert compare.choose_baseline(load_runs(root)) == "one"
 
 
@@ -142,7 +225,14 @@ def test_no_warnings_for_a_fair_sweep(trio):
 def test_each_mismatch_warns(tmp_path, field, kw, key):
     root = tmp_path / "r"
     make_run(root, "one", created_at="2026-11-29T07:00:00+00:00")
-    make_run(root, "two", mode="ddp", devices=("cuda0", "cuda1"), created_at="2026-11-29T07:01:00+00:00", **kw)
+    make_run(
+        root,
+        "two",
+        mode="ddp",
+        devices=("cuda0", "cuda1"),
+        created_at="2026-11-29T07:01:00+00:00",
+        **kw,
+    )
     warns = fairness_warnings(load_runs(root))
     assert [w.key for w in warns] == [key]
     assert "one=" in warns[0].message and "two=" in warns[0].message
@@ -150,10 +240,25 @@ def test_each_mismatch_warns(tmp_path, field, kw, key):
 
 def test_device_count_and_fallback_warnings(tmp_path):
     root = tmp_path / "r"
-    make_run(root, "ddp2", mode="ddp", devices=("cuda0", "cuda1"), created_at="2026-11-29T07:00:00+00:00")
-    make_run(root, "ddp4", mode="ddp", devices=("cuda0", "cuda1", "cuda2", "cuda3"), created_at="2026-11-29T07:01:00+00:00")
-    make_run(root, "dp", mode="dp", effective_mode="single", devices=("cuda0",),
-             reason="DataParallel needs at least two GPUs; 1 visible", created_at="2026-11-29T07:02:00+00:00")
+    make_run(
+        root, "ddp2", mode="ddp", devices=("cuda0", "cuda1"), created_at="2026-11-29T07:00:00+00:00"
+    )
+    make_run(
+        root,
+        "ddp4",
+        mode="ddp",
+        devices=("cuda0", "cuda1", "cuda2", "cuda3"),
+        created_at="2026-11-29T07:01:00+00:00",
+    )
+    make_run(
+        root,
+        "dp",
+        mode="dp",
+        effective_mode="single",
+        devices=("cuda0",),
+        reason="DataParallel needs at least two GPUs; 1 visible",
+        created_at="2026-11-29T07:02:00+00:00",
+    )
     warns = fairness_warnings(load_runs(root))
     keys = [w.key for w in warns]
     assert keys.count("device_count") == 1 and keys.count("effective_mode") == 1
@@ -173,14 +278,21 @@ def test_unfinished_run_warns_and_uses_events(tmp_path):
     class S:  # the shape of lab.events.Series
         def __init__(self, v):
             import numpy as np
+
             self.value = np.asarray(v, dtype=float)
             self.step = np.arange(len(v)) * 10.0
             self.wall_time = 100.0 + self.step
 
-    scalars = {"half": {"perf/samples_per_sec": S([10.0, 2000.0, 1000.0]),
-                        "mem/cuda0/peak_mib": S([100.0, 300.0, 200.0]), "train/loss": S([2.0, 1.0, 0.5])}}
+    scalars = {
+        "half": {
+            "perf/samples_per_sec": S([10.0, 2000.0, 1000.0]),
+            "mem/cuda0/peak_mib": S([100.0, 300.0, 200.0]),
+            "train/loss": S([2.0, 1.0, 0.5]),
+        }
+    }
     df = compare_table(runs, scalars=scalars).set_index("run")
-    assert df.loc["half", "throughput (samples/s)"] == pytest.approx(1500.0)  # first window excluded
+    # first window excluded
+    assert df.loc["half", "throughput (samples/s)"] == pytest.approx(1500.0)
     assert df.loc["half", "speedup"] == pytest.approx(1.5)
     assert df.loc["half", "peak MiB cuda0"] == 300.0
     assert df.loc["half", "final train loss"] == 0.5
@@ -189,14 +301,26 @@ def test_unfinished_run_warns_and_uses_events(tmp_path):
 def test_default_selection(tmp_path):
     user, sample = tmp_path / "u", tmp_path / "s"
     make_run(sample, "s-single", created_at="2026-01-01T00:00:00+00:00")
-    make_run(sample, "s-ddp", mode="ddp", devices=("cpu0", "cpu1"), created_at="2026-01-01T00:01:00+00:00")
+    make_run(
+        sample,
+        "s-ddp",
+        mode="ddp",
+        devices=("cpu0", "cpu1"),
+        created_at="2026-01-01T00:01:00+00:00",
+    )
     # Fresh install: the sample runs, sample keys prefixed.
-    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == ["sample/s-single", "sample/s-ddp"]
+    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == [
+        "sample/s-single",
+        "sample/s-ddp",
+    ]
     make_run(user, "old1", sweep_id="sw-old", created_at="2026-11-29T06:00:00+00:00")
     make_run(user, "new1", sweep_id="sw-new", created_at="2026-11-29T07:00:00+00:00")
     make_run(user, "new2", sweep_id="sw-new", created_at="2026-11-29T07:00:05+00:00")
     make_run(user, "loose", created_at="2026-11-29T08:00:00+00:00")
-    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == ["new1", "new2"]
+    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == [
+        "new1",
+        "new2",
+    ]
 
 
 def test_default_selection_without_sweeps(tmp_path):
@@ -217,7 +341,9 @@ def test_csv_columns_and_values(trio):
     df = compare_table(trio)
     back = pd.read_csv(io.BytesIO(compare.table_csv(df)))
     assert list(back.columns) == (
-        compare_columns.COLUMNS_BEFORE_DEVICES + ["peak MiB cuda0", "peak MiB cuda1"] + compare_columns.COLUMNS_AFTER_DEVICES
+        compare_columns.COLUMNS_BEFORE_DEVICES
+        + ["peak MiB cuda0", "peak MiB cuda1"]
+        + compare_columns.COLUMNS_AFTER_DEVICES
         + compare_columns.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
     )
     assert back["speedup"].tolist() == pytest.approx([1.8, 1.5, 1.0])
@@ -253,9 +379,11 @@ class _S:
 def test_loss_agreement_finds_where_curves_part():
     base = _S([0, 10, 20, 30, 40], [2.0, 1.5, 1.0, 0.8, 0.6])
     same_then_apart = _S([0, 10, 20, 30, 40], [2.0, 1.5 * (1 + 5e-4), 1.0, 0.8 * 1.01, 0.6])
-    assert compare.loss_agreement(same_then_apart, base) == 20  # parts at 30, even if 40 agrees again
+    # parts at 30, even if 40 agrees again
+    assert compare.loss_agreement(same_then_apart, base) == 20
     assert compare.loss_agreement(base, base) == 40
-    assert compare.loss_agreement(_S([0, 10], [3.0, 1.5]), base) is None  # differs at the first step
+    # differs at the first step
+    assert compare.loss_agreement(_S([0, 10], [3.0, 1.5]), base) is None
     assert compare.loss_agreement(_S([5, 15], [1.0, 1.0]), base) is None  # no common step
     only_some = _S([10, 20, 25], [1.5, 1.0, 9.0])  # compared on common steps only
     assert compare.loss_agreement(only_some, base) == 20
@@ -280,8 +408,9 @@ def test_runs_are_the_registrys_records(tmp_path):
     make_run(root, "live", summary=False, state="running", created_at="2026-11-29T07:01:00+00:00")
     by_hand = root / "by-hand"  # a trainer run by hand (python -m training.train): only its summary
     by_hand.mkdir()
-    (by_hand / "summary.json").write_text(json.dumps({"mode": "single", "completed": True,
-                                                     "started_at": "2026-11-29T06:00:00+00:00"}))
+    (by_hand / "summary.json").write_text(
+        json.dumps({"mode": "single", "completed": True, "started_at": "2026-11-29T06:00:00+00:00"})
+    )
     runs = {r.run_id: r for r in load_runs(root)}
     for run_id, r in runs.items():  # one parser: Compare sees what the Live page sees
         assert r.record == registry.get_run(run_id, root)

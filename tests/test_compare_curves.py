@@ -1,9 +1,10 @@
-"""lab.views.compare_curves' curve and timeline data, read from real event files through lab.events.
+"""lab.views.compare.curves' curve and timeline data, read from real event files through lab.events.
 
-Event files are written with lab.engine.sampler.ScalarWriter (tensorboard's own
+Event files are written with lab.engine.supervise.sampler.ScalarWriter (tensorboard's own
 writer). The sys/gpu<i>/... samples here are written by the test: there is
 no GPU on the test machine, so these stand in for NVML samples.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,13 @@ import json
 import numpy as np
 import pytest
 
+from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
-from lab.views import compare, compare_curves, compare_runs
-from lab.views.runscalars import run_scalars
 from lab.runfolder import SAMPLE_RUNS
-from lab.engine.sampler import ScalarWriter
+from lab.views.compare import curves as compare_curves
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
+from lab.views.runscalars import run_scalars
 from tests.test_compare import make_run
 
 T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00
@@ -37,18 +40,42 @@ def scalars_of(runs):
 def two_runs(tmp_path):
     root = tmp_path / "runs"
     a = make_run(root, "a", created_at="2025-11-29T07:06:40+00:00", batch=64)
-    b = make_run(root, "b", mode="ddp", devices=("cpu0", "cpu1"), created_at="2025-11-29T07:07:00+00:00", batch=64)
+    b = make_run(
+        root,
+        "b",
+        mode="ddp",
+        devices=("cpu0", "cpu1"),
+        created_at="2025-11-29T07:07:00+00:00",
+        batch=64,
+    )
     # a: the trainer started at T0 (summary started_at), first loss 1 s later
-    write(a, "tb", [(10, T0 + 1, {"train/loss": 2.0}), (20, T0 + 2, {"train/loss": 1.0}),
-                    (30, T0 + 3, {"train/loss": 0.5})])
+    write(
+        a,
+        "tb",
+        [
+            (10, T0 + 1, {"train/loss": 2.0}),
+            (20, T0 + 2, {"train/loss": 1.0}),
+            (30, T0 + 3, {"train/loss": 0.5}),
+        ],
+    )
     # b: no usable started_at -> time counts from its first event
     s = json.loads((b / "summary.json").read_text())
     s["started_at"] = None
     (b / "summary.json").write_text(json.dumps(s))
     write(b, "tb", [(10, T0 + 100, {"train/loss": 2.1}), (20, T0 + 100.5, {"train/loss": 1.1})])
-    write(a, "sys", [(i, T0 + i, {"sys/gpu0/util_pct": 50.0 + i, "sys/gpu1/util_pct": 10.0 * i})
-                     for i in range(4)])
-    write(b, "sys", [(i, T0 + 50 + 2 * i, {"sys/cpu_pct": 150.0, "sys/rss_mib": 700.0 + i}) for i in range(3)])
+    write(
+        a,
+        "sys",
+        [
+            (i, T0 + i, {"sys/gpu0/util_pct": 50.0 + i, "sys/gpu1/util_pct": 10.0 * i})
+            for i in range(4)
+        ],
+    )
+    write(
+        b,
+        "sys",
+        [(i, T0 + 50 + 2 * i, {"sys/cpu_pct": 150.0, "sys/rss_mib": 700.0 + i}) for i in range(3)],
+    )
     runs = compare_runs.load_runs(root)[::-1]  # a, b
     return runs, scalars_of(runs)
 
@@ -98,11 +125,18 @@ def test_sample_runs_line_up_step_for_step():
     steps of 20 epochs), so only the first logged points are held to 1e-4.
     """
     shipped = compare_runs.load_runs(SAMPLE_RUNS, sample=True)
-    assert shipped, f"{SAMPLE_RUNS} holds no recorded runs: the project ships them (scripts/record_sample_runs.py)"
+    assert shipped, (
+        f"{SAMPLE_RUNS} holds no recorded runs: the project ships them "
+        "(scripts/record_sample_runs.py)"
+    )
     # the strong-scaling runs (same global batch), one of each mode: the first repeat of the sweep
     strong = [r for r in shipped if r.scaling != "weak"]
-    runs = [next(r for r in strong if compare.run_metrics(r)["mode"] == m) for m in ("single", "dp", "ddp")]
-    assert len(strong) % 3 == 0 and len(shipped) > len(strong)  # repeats of the three modes, and a weak run
+    runs = [
+        next(r for r in strong if compare.run_metrics(r)["mode"] == m)
+        for m in ("single", "dp", "ddp")
+    ]
+    # repeats of the three modes, and a weak run
+    assert len(strong) % 3 == 0 and len(shipped) > len(strong)
     traces = compare_curves.curve_traces(runs, scalars_of(runs), x="step")
     assert len(traces) == 3
     steps = [t[1] for t in traces]
@@ -120,14 +154,17 @@ def test_sample_runs_line_up_step_for_step():
 
 def test_live_and_compare_draw_the_same_device_traces(two_runs):
     """One builder: the Live page's device charts of a run hold the traces Compare shows for it."""
-    from lab.views import run_charts
+    from lab.views.live import run_charts
     from lab.views.runscalars import split_sys
 
     runs, sc = two_runs
-    for run, metric, title in ((runs[0], "util", "GPU utilisation"), (runs[1], "mem", "Memory (RSS) of the run's processes")):
+    for run, metric, title in (
+        (runs[0], "util", "GPU utilisation"),
+        (runs[1], "mem", "Memory (RSS) of the run's processes"),
+    ):
         specs, _ = run_charts.sys_charts(split_sys(sc[run.key])[1])
         live = next(s for s in specs if s.title == title).traces
-        (_, panel), = compare_curves.system_panels([run], sc, metric=metric).panels
+        ((_, panel),) = compare_curves.system_panels([run], sc, metric=metric).panels
         assert [t[0] for t in live] == [t[0] for t in panel] and len(live) >= 1
         for (_, lx, ly), (_, px, py) in zip(live, panel):
             np.testing.assert_array_equal(lx, px)

@@ -1,12 +1,14 @@
-"""Compare shows a user's script beside the trainer, on real runs: ``python -m lab compare`` and the Compare page.
+"""Compare shows a user's script beside the trainer, on real runs: ``python -m lab compare`` and the
+Compare page.
 
 One recording for the module: examples/ddp_digits.py launched as the user's own script through
-``python -m lab launch --script … --mode ddp --nproc 2`` (two gloo ranks under torchrun, its curves in the
-folder its plain ``SummaryWriter()`` chose below its working directory) and a trainer run in single mode, at
-the same global batch (64), both a few steps long, logging every step. The script has no summary.json: its
-row must say ``derived``, its speedup must be of steps/s (the step rate of train/loss against the trainer's)
-and say so, and the page must read its curves from the linked folder outside the run folder.
-"""
+``python -m lab launch --script … --mode ddp --nproc 2`` (two gloo ranks under torchrun, its curves
+in the folder its plain ``SummaryWriter()`` chose below its working directory) and a trainer run in
+single mode, at the same global batch (64), both a few steps long, logging every step. The script
+has no summary.json: its row must say ``derived``, its speedup must be of steps/s (the step rate of
+train/loss against the trainer's) and say so, and the page must read its curves from the linked
+folder outside the run folder."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +22,13 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lab.engine import launcher, registry
+from lab.engine import registry
+from lab.engine.launch import launcher
 from lab.events import LogdirReader, RunReader
 from lab.runfolder import REPO_ROOT
-from lab.views import compare, compare_runs, derived
+from lab.views.compare import derived
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
 from lab.views.runscalars import folder_scalars
 
 pytestmark = pytest.mark.slow
@@ -33,8 +38,14 @@ STEPS = "8"
 
 def lab(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, LAB_RUNS_DIR=str(root), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def launch(root: Path, *args: str) -> str:
@@ -49,10 +60,43 @@ def recorded(tmp_path_factory):
     base = tmp_path_factory.mktemp("compare-script")
     root, work = base / "runs", base / "work"
     work.mkdir()
-    script = launch(root, "--script", str(REPO_ROOT / "examples" / "ddp_digits.py"), "--mode", "ddp", "--nproc", "2",
-                    "--cwd", str(work), "--", "--epochs", "1", "--max-steps", STEPS, "--log-every", "1")
-    trainer = launch(root, "--mode", "single", "--batch-size", "64", "--image-size", "16", "--epochs", "1",
-                     "--max-steps", STEPS, "--log-every", "1", "--checkpoint", "none", "--name", "trainer")
+    script = launch(
+        root,
+        "--script",
+        str(REPO_ROOT / "examples" / "ddp_digits.py"),
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--cwd",
+        str(work),
+        "--",
+        "--epochs",
+        "1",
+        "--max-steps",
+        STEPS,
+        "--log-every",
+        "1",
+    )
+    trainer = launch(
+        root,
+        "--mode",
+        "single",
+        "--batch-size",
+        "64",
+        "--image-size",
+        "16",
+        "--epochs",
+        "1",
+        "--max-steps",
+        STEPS,
+        "--log-every",
+        "1",
+        "--checkpoint",
+        "none",
+        "--name",
+        "trainer",
+    )
     for rid in (script, trainer):
         state = launcher.wait(rid, root, 240)
         assert state == "succeeded", (rid, state, (root / rid / "stdout.log").read_text()[-2000:])
@@ -60,7 +104,8 @@ def recorded(tmp_path_factory):
 
 
 def _rates(folder: str) -> np.ndarray:
-    """Steps per second between the logged points of train/loss, read straight from the event files."""
+    """Steps per second between the logged points of train/loss, read straight from the event
+    files."""
     loss = RunReader(folder)
     loss.refresh()
     s = loss.scalars()["train/loss"]
@@ -74,26 +119,43 @@ def test_lab_compare_json_marks_the_scripts_derived_figures(recorded):
     doc = json.loads(r.stdout)
     runs = {x["run_id"]: x for x in doc["runs"]}
     base, mine = runs[trainer], runs[script]
-    assert doc["baseline"] == trainer and doc["throughput_tag"] == derived.STEP_RATE  # the example logs no rate
-    assert (base["figures"], base["kind"], base["speedup_of"]) == ("measured", "trainer", "samples/s")
+    # the example logs no rate
+    assert doc["baseline"] == trainer and doc["throughput_tag"] == derived.STEP_RATE
+    assert (base["figures"], base["kind"], base["speedup_of"]) == (
+        "measured",
+        "trainer",
+        "samples/s",
+    )
     assert base["throughput"]["median"] > 0 and base["peak_mem_of"] == "allocator"
     assert (mine["figures"], mine["kind"], mine["mode"]) == ("derived", "script", "ddp")
     assert mine["devices"] == ["cpu0", "cpu1"] and mine["throughput"] is None
     assert mine["speedup_of"] == "steps/s of train/loss"
-    # steps/s: medians of the real step rates of each run's own events (the script's in its linked folder)
+    # steps/s: medians of the real step rates of each run's own events (the script's in its linked
+    # folder)
     linked = registry.get_run(script, root).events_dirs
     assert len(linked) == 1 and Path(linked[0]).parent.name == "runs"
     for rates, fig in ((_rates(linked[0]), mine), (_rates(str(root / trainer / "tb")), base)):
         steady = np.sort(rates[1:])
         assert fig["steps_per_sec"]["median"] == pytest.approx(float(np.median(steady)))
-        assert steady[0] <= fig["steps_per_sec"]["ci_low"] <= fig["steps_per_sec"]["ci_high"] <= steady[-1]
-    assert mine["speedup"]["value"] == pytest.approx(mine["steps_per_sec"]["median"] / base["steps_per_sec"]["median"])
-    assert mine["efficiency"]["value"] == pytest.approx(mine["speedup"]["value"] / 2)  # 2 processes vs 1
-    assert mine["wall_time_s"] > 0 and mine["peak_mem_mib"] == {}  # no GPU here: no NVML memory to derive
+        assert (
+            steady[0]
+            <= fig["steps_per_sec"]["ci_low"]
+            <= fig["steps_per_sec"]["ci_high"]
+            <= steady[-1]
+        )
+    assert mine["speedup"]["value"] == pytest.approx(
+        mine["steps_per_sec"]["median"] / base["steps_per_sec"]["median"]
+    )
+    # 2 processes vs 1
+    assert mine["efficiency"]["value"] == pytest.approx(mine["speedup"]["value"] / 2)
+    # no GPU here: no NVML memory to derive
+    assert mine["wall_time_s"] > 0 and mine["peak_mem_mib"] == {}
     warnings = " ".join(doc["warnings"])
     assert "figures are derived (a user's script" in warnings and "is of steps/s" in warnings
     text = lab(root, "compare", trainer, script)
-    assert text.returncode == 0 and "derived" in text.stdout and "steps/s of train/loss" in text.stdout
+    assert (
+        text.returncode == 0 and "derived" in text.stdout and "steps/s of train/loss" in text.stdout
+    )
 
 
 def test_the_compare_page_shows_the_script_beside_the_trainer(recorded, monkeypatch):
@@ -101,7 +163,8 @@ def test_the_compare_page_shows_the_script_beside_the_trainer(recorded, monkeypa
     monkeypatch.setenv("LAB_RUNS_DIR", str(root))
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
-    assert sorted(at.multiselect(key="cmp_runs").value) == sorted([trainer, script])  # both finished: chosen
+    # both finished: chosen
+    assert sorted(at.multiselect(key="cmp_runs").value) == sorted([trainer, script])
     assert at.selectbox(key="cmp_baseline").value == trainer
     assert at.selectbox(key="cmp_tp_tag").value == derived.STEP_RATE
     assert at.selectbox(key="cmp_loss_tag").value == "train/loss"
@@ -112,15 +175,22 @@ def test_the_compare_page_shows_the_script_beside_the_trainer(recorded, monkeypa
     expected = compare.compare_table(runs, trainer, scalars, derived.STEP_RATE, "train/loss")
     pd.testing.assert_frame_equal(shown, expected, check_dtype=False)
     table = shown.set_index("figures")
-    assert table.loc["derived", "speedup of"] == "steps/s of train/loss" and table.loc["measured", "speedup"] == 1.0
+    assert (
+        table.loc["derived", "speedup of"] == "steps/s of train/loss"
+        and table.loc["measured", "speedup"] == 1.0
+    )
     assert table.loc["derived", "scaling"] == "strong (assumed)"
     # its final loss can only come from the folder SummaryWriter() chose, outside the run folder
     assert table.loc["derived", "final train loss"] == pytest.approx(
-        float(scalars[script]["train/loss"].value[-1]))
+        float(scalars[script]["train/loss"].value[-1])
+    )
     warnings = [w.value for w in at.warning]
-    assert any("figures are derived" in w for w in warnings) and any("is of steps/s" in w for w in warnings)
+    assert any("figures are derived" in w for w in warnings) and any(
+        "is of steps/s" in w for w in warnings
+    )
     assert any("Loss tag" in s.label for s in at.selectbox)
-    at.selectbox(key="cmp_baseline").set_value(script).run()  # the script as baseline: the trainer by steps/s
+    # the script as baseline: the trainer by steps/s
+    at.selectbox(key="cmp_baseline").set_value(script).run()
     assert not at.exception
     row = at.dataframe[0].value.set_index("figures").loc["measured"]
     assert row["speedup of"] == "steps/s of train/loss" and row["speedup"] > 0

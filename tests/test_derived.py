@@ -1,13 +1,14 @@
-"""Derived figures of runs without summary.json: lab.views.derived, compare_speed and derived_text, through
-lab.views.compare's table, lab.views.fairness, lab.views.compare_runs (foreign logs) and ``python -m lab compare``.
+"""Derived figures of runs without summary.json: lab.views.compare.derived, compare_speed and
+derived_text, through lab.views.compare.table's table, lab.views.compare.fairness,
+lab.views.compare.runs (foreign logs) and ``python -m lab compare``.
 
 The run folders are written by the test in the contract's shape: a user's script run (run.json and
-status.json with ``kind: "script"``, its curves in a folder linked through ``events_dirs`` outside the run
-folder, written by torch's SummaryWriter as a user's script writes them), device samples in ``sys/`` written by
-the supervisor's own writer (``lab.engine.sampler.ScalarWriter``), and a trainer run with summary.json. Every
-event file is real and read back through lab.events; the wall times are chosen so that every expected number
-is known exactly.
-"""
+status.json with ``kind: "script"``, its curves in a folder linked through ``events_dirs`` outside
+the run folder, written by torch's SummaryWriter as a user's script writes them), device samples in
+``sys/`` written by the supervisor's own writer (``lab.engine.supervise.sampler.ScalarWriter``), and
+a trainer run with summary.json. Every event file is real and read back through lab.events; the wall
+times are chosen so that every expected number is known exactly."""
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,22 @@ import pandas as pd
 import pytest
 
 from lab import cli
-from lab.engine.sampler import ScalarWriter
+from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
-from lab.views import compare, compare_columns, compare_json, compare_runs, derived, derived_text
-from lab.views.compare_runs import load_runs
-from lab.views.fairness import fairness_warnings
+from lab.views.compare import columns as compare_columns
+from lab.views.compare import derived, derived_text
+from lab.views.compare import document as compare_json
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
+from lab.views.compare.fairness import fairness_warnings
+from lab.views.compare.runs import load_runs
 from lab.views.runscalars import folder_scalars
 from tests.test_compare import make_run
 
 T0 = 1_800_000_000.0
 ISO = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
-# the script's loss: step rates 2, 2, 4, 4, 4 steps/s; the first is warm-up, the median of the rest is 4
+# the script's loss: step rates 2, 2, 4, 4, 4 steps/s; the first is warm-up, the median of the rest
+# is 4
 SCRIPT_WALL = [0.0, 0.5, 1.0, 1.25, 1.5, 1.75]
 # the trainer's: 10 steps every second, so 10 steps/s in every window
 BASE_WALL = [0.0, 1.0, 2.0, 3.0, 4.0]
@@ -45,7 +51,8 @@ class S:
 
 
 def _tb(folder: Path, points: dict[str, list[tuple[int, float, float]]]) -> None:
-    """Events as a user's script writes them: torch's SummaryWriter, ``(step, seconds after T0, value)``."""
+    """Events as a user's script writes them: torch's SummaryWriter, ``(step, seconds after T0,
+    value)``."""
     from torch.utils.tensorboard import SummaryWriter
 
     w = SummaryWriter(str(folder))
@@ -66,24 +73,59 @@ def _sys(folder: Path, samples: dict[str, list[float]]) -> None:
 def script_run(root: Path, run_id: str, cwd: Path, *, gpus=(2, 3), extra_tags=None) -> Path:
     d = root / run_id
     d.mkdir(parents=True)
-    config = {"kind": "script", "script": str(cwd / "train.py"), "args": [], "cwd": str(cwd), "mode": "ddp",
-              "gpus": list(gpus), "nproc": 2, "nnodes": 1}
-    (d / "run.json").write_text(json.dumps({"run_id": run_id, "name": run_id, "kind": "script", "config": config,
-                                            "created_at": ISO(T0 + 60), "host": "box", "cwd": str(cwd)}))
+    config = {
+        "kind": "script",
+        "script": str(cwd / "train.py"),
+        "args": [],
+        "cwd": str(cwd),
+        "mode": "ddp",
+        "gpus": list(gpus),
+        "nproc": 2,
+        "nnodes": 1,
+    }
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "name": run_id,
+                "kind": "script",
+                "config": config,
+                "created_at": ISO(T0 + 60),
+                "host": "box",
+                "cwd": str(cwd),
+            }
+        )
+    )
     linked = cwd / "runs" / "Nov29_box"
-    (d / "status.json").write_text(json.dumps({
-        "state": "succeeded", "kind": "script", "started_at": ISO(T0 - 5), "ended_at": ISO(T0 + 25),
-        "events_dirs": [str(linked)]}))
+    (d / "status.json").write_text(
+        json.dumps(
+            {
+                "state": "succeeded",
+                "kind": "script",
+                "started_at": ISO(T0 - 5),
+                "ended_at": ISO(T0 + 25),
+                "events_dirs": [str(linked)],
+            }
+        )
+    )
     rows = [(i + 1, t, 2.0 - 0.1 * i) for i, t in enumerate(SCRIPT_WALL)]
     _tb(linked, {"train/loss": rows, **(extra_tags or {})})
-    _sys(d / "sys", {"sys/gpu2/util_pct": [90, 95, 100], "sys/gpu2/mem_used_mib": [1000, 3000, 2000],
-                     "sys/gpu3/util_pct": [0, 1, 2], "sys/gpu3/mem_used_mib": [500, 800, 700]})
+    _sys(
+        d / "sys",
+        {
+            "sys/gpu2/util_pct": [90, 95, 100],
+            "sys/gpu2/mem_used_mib": [1000, 3000, 2000],
+            "sys/gpu3/util_pct": [0, 1, 2],
+            "sys/gpu3/mem_used_mib": [500, 800, 700],
+        },
+    )
     return d
 
 
 @pytest.fixture
 def pair(tmp_path):
-    """A trainer single run with summary.json (the baseline) and a user's DDP script on gpu2 and gpu3."""
+    """A trainer single run with summary.json (the baseline) and a user's DDP script on gpu2 and
+    gpu3."""
     root = tmp_path / "runs"
     base = make_run(root, "base", created_at=ISO(T0))
     _tb(base / "tb", {"train/loss": [(10 * (i + 1), t, 1.0) for i, t in enumerate(BASE_WALL)]})
@@ -97,21 +139,44 @@ def test_step_rate_is_the_median_of_the_steady_windows():
     rate, spread = derived.step_rate(S([1, 2, 3, 4, 5, 6], SCRIPT_WALL))
     assert rate == 4.0 and spread.median == 4.0 and (spread.ci_low, spread.ci_high) == (2.0, 4.0)
     assert spread.windows == 4
-    rate, spread = derived.step_rate(S([5, 10], [0.0, 2.0]))  # one window: the span's rate, no interval
+    # one window: the span's rate, no interval
+    rate, spread = derived.step_rate(S([5, 10], [0.0, 2.0]))
     assert rate == 2.5 and spread is None
-    rate, _ = derived.step_rate(S([1, 1, 2, 3], [0.0, 0.1, 1.0, 2.0]))  # a step logged twice is no rate
+    # a step logged twice is no rate
+    rate, _ = derived.step_rate(S([1, 1, 2, 3], [0.0, 0.1, 1.0, 2.0]))
     assert rate == 1.0
-    assert derived.step_rate(S([3], [1.0])) == (None, None) and derived.step_rate(None) == (None, None)
+    assert derived.step_rate(S([3], [1.0])) == (None, None) and derived.step_rate(None) == (
+        None,
+        None,
+    )
 
 
 def test_throughput_and_loss_tags_offered():
-    sc = {"a": {"throughput/img_per_sec": S([1], [0]), "zeta": S([1], [0]), "Loss/train": S([1], [0]),
-                "sys/gpu0/util_pct": S([1], [0])},
-          "b": {"train/loss": S([1], [0]), "perf/samples_per_sec": S([1], [0]), "val/loss": S([1], [0])}}
-    assert derived.throughput_options(sc) == ["perf/samples_per_sec", "throughput/img_per_sec", derived.STEP_RATE,
-                                              "Loss/train", "train/loss", "val/loss", "zeta"]
+    sc = {
+        "a": {
+            "throughput/img_per_sec": S([1], [0]),
+            "zeta": S([1], [0]),
+            "Loss/train": S([1], [0]),
+            "sys/gpu0/util_pct": S([1], [0]),
+        },
+        "b": {
+            "train/loss": S([1], [0]),
+            "perf/samples_per_sec": S([1], [0]),
+            "val/loss": S([1], [0]),
+        },
+    }
+    assert derived.throughput_options(sc) == [
+        "perf/samples_per_sec",
+        "throughput/img_per_sec",
+        derived.STEP_RATE,
+        "Loss/train",
+        "train/loss",
+        "val/loss",
+        "zeta",
+    ]
     assert derived.loss_options(sc)[:3] == ["train/loss", "Loss/train", "val/loss"]
-    assert derived.loss_tag_of(sc["a"], "train/loss") == "Loss/train"  # its own, when it lacks the chosen one
+    # its own, when it lacks the chosen one
+    assert derived.loss_tag_of(sc["a"], "train/loss") == "Loss/train"
     assert derived.loss_tag_of(sc["b"], "val/loss") == "val/loss"
     assert derived.loss_tag_of({"acc": S([1], [0])}) is None
     assert derived.option_label(derived.STEP_RATE) == "steps/s of the loss tag"
@@ -127,9 +192,16 @@ def test_a_script_beside_the_trainer_gets_derived_figures_marked(pair):
     assert df.loc["mine", "speedup"] == pytest.approx(0.4)
     assert df.loc["mine", "efficiency"] == pytest.approx(0.2)  # strong, assumed: 0.4 x 1 device / 2
     assert df.loc["mine", "scaling"] == "strong (assumed)"
-    assert df.loc["mine", "speedup (95% interval)"] == "0.40× (0.20–0.40)" and df.loc["mine", "noise"] == "slower"
-    assert pd.isna(df.loc["mine", "throughput (samples/s)"]) and df.loc["base", "throughput (samples/s)"] == 1000.0
-    # NVML's used memory per physical GPU, its imbalance; the trainer's allocator peak in a column of its own
+    assert (
+        df.loc["mine", "speedup (95% interval)"] == "0.40× (0.20–0.40)"
+        and df.loc["mine", "noise"] == "slower"
+    )
+    assert (
+        pd.isna(df.loc["mine", "throughput (samples/s)"])
+        and df.loc["base", "throughput (samples/s)"] == 1000.0
+    )
+    # NVML's used memory per physical GPU, its imbalance; the trainer's allocator peak in a column
+    # of its own
     assert df.loc["mine", "peak MiB gpu2"] == 3000.0 and df.loc["mine", "peak MiB gpu3"] == 800.0
     assert pd.isna(df.loc["mine", "peak MiB cuda0"]) and pd.isna(df.loc["base", "peak MiB gpu2"])
     assert df.loc["mine", "memory imbalance"] == pytest.approx((3000 - 800) / 1900)
@@ -143,10 +215,17 @@ def test_the_warnings_say_what_is_derived_and_what_the_lab_cannot_see(pair):
     warns = {w.key: w.message for w in fairness_warnings(runs, "base", scalars)}
     assert set(warns) == {"derived", "steps_speedup", "lab_sees", "idle_gpus"}, warns
     assert "steps/s of train/loss" in warns["derived"] and "NVML's used memory" in warns["derived"]
-    assert "The speedup of mine is of steps/s" in warns["steps_speedup"] and "assumes" in warns["steps_speedup"]
-    assert "devices it gave (gpu2, gpu3)" in warns["lab_sees"] and "mode it launched (ddp)" in warns["lab_sees"]
+    assert (
+        "The speedup of mine is of steps/s" in warns["steps_speedup"]
+        and "assumes" in warns["steps_speedup"]
+    )
+    assert (
+        "devices it gave (gpu2, gpu3)" in warns["lab_sees"]
+        and "mode it launched (ddp)" in warns["lab_sees"]
+    )
     assert warns["idle_gpus"].startswith("gpu3 given to mine stayed idle")
-    # the script's unknown model, batch and seed are not "differences"; no summary is the derived warning
+    # the script's unknown model, batch and seed are not "differences"; no summary is the derived
+    # warning
     assert not {"model", "global_batch", "seed", "amp", "no_summary", "scaling"} & set(warns)
 
 
@@ -158,45 +237,67 @@ def test_a_picked_throughput_tag_is_divided_by_the_baselines_samples(tmp_path):
     runs = load_runs(root)
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
     assert derived.default_throughput(runs, scalars) == "throughput/img_per_sec"
-    df = compare.compare_table(runs, "base", scalars, throughput_tag="throughput/img_per_sec").set_index("run")
-    assert df.loc["mine", "throughput (samples/s)"] == 600.0  # median of the windows after the first
+    df = compare.compare_table(
+        runs, "base", scalars, throughput_tag="throughput/img_per_sec"
+    ).set_index("run")
+    # median of the windows after the first
+    assert df.loc["mine", "throughput (samples/s)"] == 600.0
     assert df.loc["mine", "speedup"] == pytest.approx(0.6)
     assert df.loc["mine", "speedup of"] == "throughput/img_per_sec against the baseline's samples/s"
     keys = [w.key for w in fairness_warnings(runs, "base", scalars, "throughput/img_per_sec")]
     assert "picked_tag" in keys and "steps_speedup" not in keys
     # steps/s chosen instead: no figure in common until the baseline logs its loss too
-    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index("run")
+    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index(
+        "run"
+    )
     assert pd.isna(df.loc["mine", "throughput (samples/s)"]) and pd.isna(df.loc["mine", "speedup"])
     assert df.loc["mine", "speedup (95% interval)"] == "" and pd.isna(df.loc["mine", "speedup of"])
     _tb(base / "tb", {"train/loss": [(10 * (i + 1), t, 1.0) for i, t in enumerate(BASE_WALL)]})
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
-    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index("run")
-    assert df.loc["mine", "speedup of"] == "steps/s of train/loss" and df.loc["mine", "speedup"] == pytest.approx(0.4)
+    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index(
+        "run"
+    )
+    assert df.loc["mine", "speedup of"] == "steps/s of train/loss" and df.loc[
+        "mine", "speedup"
+    ] == pytest.approx(0.4)
 
 
 def test_a_script_as_the_baseline_makes_the_trainer_compare_by_steps(pair):
     runs, scalars = pair
     df = compare.compare_table(runs, baseline_key="mine", scalars=scalars).set_index("run")
-    assert df.loc["base", "speedup of"] == "steps/s of train/loss" and df.loc["base", "speedup"] == pytest.approx(2.5)
+    assert df.loc["base", "speedup of"] == "steps/s of train/loss" and df.loc[
+        "base", "speedup"
+    ] == pytest.approx(2.5)
     assert df.loc["base", "efficiency"] == pytest.approx(5.0)  # 2.5 x 2 devices / 1
     warns = [w.key for w in fairness_warnings(runs, "mine", scalars)]
     assert "steps_speedup" in warns and "scaling" not in warns
 
 
 def test_columns_say_what_derived_figures_are():
-    formats = compare_columns.column_formats(["peak MiB gpu2", "peak MiB cuda0", "steps/s", "wall time (s)"])
-    assert formats["peak MiB gpu2"].help == derived_text.PEAK_NVML_HELP and "not the allocator" in formats[
-        "peak MiB gpu2"].help
-    assert formats["peak MiB cuda0"].help == derived_text.PEAK_HELP and formats["steps/s"].format == "%.3g"
+    formats = compare_columns.column_formats(
+        ["peak MiB gpu2", "peak MiB cuda0", "steps/s", "wall time (s)"]
+    )
+    assert (
+        formats["peak MiB gpu2"].help == derived_text.PEAK_NVML_HELP
+        and "not the allocator" in formats["peak MiB gpu2"].help
+    )
+    assert (
+        formats["peak MiB cuda0"].help == derived_text.PEAK_HELP
+        and formats["steps/s"].format == "%.3g"
+    )
     helps = compare_columns.text_help(["run", "figures", "speedup of", "noise"])
     assert set(helps) == {"figures", "speedup of", "noise"} and "derived" in helps["figures"]
 
 
 def _foreign(root: Path) -> Path:
-    """Foreign logs: a folder of someone's events with the supervisor's sys/ beside them, and no run files."""
+    """Foreign logs: a folder of someone's events with the supervisor's sys/ beside them, and no run
+    files."""
     folder = root / "their-logs"
     _tb(folder / "train", {"Loss/train": [(i * 4, float(i), 1.0) for i in range(5)]})
-    _sys(folder / "sys", {"sys/gpu0/util_pct": [80, 90, 85, 95], "sys/gpu0/mem_used_mib": [100, 400, 300, 200]})
+    _sys(
+        folder / "sys",
+        {"sys/gpu0/util_pct": [80, 90, 85, 95], "sys/gpu0/mem_used_mib": [100, 400, 300, 200]},
+    )
     return folder
 
 
@@ -208,12 +309,16 @@ def test_foreign_logs_with_device_samples_are_a_run(pair, tmp_path):
     foreign = [r for r in runs if r.foreign]
     assert [r.name for r in foreign] == ["their-logs"] and foreign[0].kind == compare_runs.FOREIGN
     assert foreign[0].key == str(folder.resolve())
-    assert datetime.fromisoformat(foreign[0].created_at).tzinfo is not None  # dated by its oldest event file
+    # dated by its oldest event file
+    assert datetime.fromisoformat(foreign[0].created_at).tzinfo is not None
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
     df = compare.compare_table(runs, baseline_key="base", scalars=scalars).set_index("run")
     row = df.loc["their-logs"]
-    assert row["figures"] == "derived" and row["devices"] == "gpu0" and row["peak MiB gpu0"] == 400.0
-    assert row["wall time (s)"] == 3.0 and row["steps/s"] == 4.0  # the sys/ span; Loss/train, its own loss tag
+    assert (
+        row["figures"] == "derived" and row["devices"] == "gpu0" and row["peak MiB gpu0"] == 400.0
+    )
+    # the sys/ span; Loss/train, its own loss tag
+    assert row["wall time (s)"] == 3.0 and row["steps/s"] == 4.0
     assert row["speedup of"] == "steps/s of Loss/train against the baseline's train/loss"
     warns = {w.key: w.message for w in fairness_warnings(runs, "base", scalars)}
     assert "only the GPUs sampled in its sys/ (gpu0)" in warns["lab_sees"]
@@ -225,7 +330,9 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-def test_the_compare_command_names_folders_and_a_throughput_tag(pair, tmp_path, monkeypatch, capsys):
+def test_the_compare_command_names_folders_and_a_throughput_tag(
+    pair, tmp_path, monkeypatch, capsys
+):
     root = tmp_path / "runs"
     monkeypatch.setenv("LAB_RUNS_DIR", str(root))
     folder = _foreign(tmp_path / "elsewhere")
@@ -235,8 +342,14 @@ def test_the_compare_command_names_folders_and_a_throughput_tag(pair, tmp_path, 
     by_id = {r["run_id"]: r for r in doc["runs"]}
     assert doc["baseline"] == "base" and doc["throughput_tag"] == derived.STEP_RATE
     mine = by_id["mine"]
-    assert (mine["kind"], mine["figures"], mine["speedup_of"]) == ("script", "derived", "steps/s of train/loss")
-    assert mine["speedup"]["value"] == pytest.approx(0.4) and mine["efficiency"]["value"] == pytest.approx(0.2)
+    assert (mine["kind"], mine["figures"], mine["speedup_of"]) == (
+        "script",
+        "derived",
+        "steps/s of train/loss",
+    )
+    assert mine["speedup"]["value"] == pytest.approx(0.4) and mine["efficiency"][
+        "value"
+    ] == pytest.approx(0.2)
     assert mine["steps_per_sec"]["median"] == 4.0 and mine["throughput"] is None
     assert mine["peak_mem_mib"] == {"gpu2": 3000.0, "gpu3": 800.0} and mine["peak_mem_of"] == "nvml"
     assert mine["wall_time_s"] == 30.0
@@ -245,7 +358,11 @@ def test_the_compare_command_names_folders_and_a_throughput_tag(pair, tmp_path, 
     rc, out, err = _cli(capsys, "compare", "base", "mine")
     assert rc == 0 and "derived" in out and "steps/s of train/loss" in out
     rc, out, err = _cli(capsys, "compare", "base", "mine", "--throughput-tag", "nope")
-    assert rc == 2 and out == "" and err.startswith("error: --throughput-tag nope: none of these runs logs it")
+    assert (
+        rc == 2
+        and out == ""
+        and err.startswith("error: --throughput-tag nope: none of these runs logs it")
+    )
     assert derived.STEP_RATE in err and "\n" not in err.strip()
     rc, out, err = _cli(capsys, "compare", "base", str(tmp_path / "empty") + "/")
     assert rc == 2 and "holds no run and no event files" in err

@@ -1,9 +1,11 @@
-"""lab/engine/devices.py and the supervisor's sampler (lab/engine/sampler.py): the real GPU-less path, and a fake NVML.
+"""lab/engine/devices/nvml.py and the supervisor's sampler (lab/engine/supervise/sampler.py): the
+real GPU-less path, and a fake NVML.
 
 FAKE: the GPU tests inject tests/fake_nvml.py in place of the ``pynvml``
-module that lab/engine/devices.py imports (this machine has no NVIDIA GPU). The CPU
+module that lab/engine/devices/nvml.py imports (this machine has no NVIDIA GPU). The CPU
 view, psutil, processes and event files are all real.
 """
+
 from __future__ import annotations
 
 import glob
@@ -14,8 +16,10 @@ import time
 import psutil
 import pytest
 
-from lab.engine import device_notes, devices, registry
-from lab.engine.config import RunConfig, problems
+from lab.engine import registry
+from lab.engine.devices import notes as device_notes
+from lab.engine.devices import nvml as devices
+from lab.engine.launch.config import RunConfig, problems
 from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
 
@@ -28,7 +32,11 @@ def _load_scalars(logdir) -> dict[str, list[float]]:
     for f in glob.glob(f"{logdir}/events.out.tfevents.*"):
         for ev in EventFileLoader(f).Load():
             for v in ev.summary.value:
-                val = v.simple_value if v.HasField("simple_value") else float(tensor_util.make_ndarray(v.tensor))
+                val = (
+                    v.simple_value
+                    if v.HasField("simple_value")
+                    else float(tensor_util.make_ndarray(v.tensor))
+                )
                 out.setdefault(v.tag, []).append(val)
     return out
 
@@ -39,6 +47,7 @@ def fake(monkeypatch):
         mod = FakeNvml(gpus, no_driver)
         monkeypatch.setattr(devices, "pynvml", mod)
         return mod
+
     return install
 
 
@@ -55,14 +64,20 @@ def test_real_machine_without_driver_gives_cpu_view_and_one_reason():
 
 
 def test_fake_gpus_with_unsupported_metrics(fake):
-    nv = fake([FakeGpu(uuid="GPU-a"), FakeGpu(uuid="GPU-b", unsupported={"power", "temp", "util"}),
-               FakeGpu(uuid="GPU-c", name=b"Tesla T4", mem_used_mib=100)])
+    nv = fake(
+        [
+            FakeGpu(uuid="GPU-a"),
+            FakeGpu(uuid="GPU-b", unsupported={"power", "temp", "util"}),
+            FakeGpu(uuid="GPU-c", name=b"Tesla T4", mem_used_mib=100),
+        ]
+    )
     snap = devices.snapshot()
     assert snap.reason is None
     assert [g.index for g in snap.gpus] == [0, 1, 2]
     g0, g1, g2 = snap.gpus
     assert (g0.util_pct, g0.power_w, g0.temp_c, g0.mem_total_mib) == (50.0, 250.0, 60.0, 81559.0)
-    assert (g1.util_pct, g1.power_w, g1.temp_c) == (None, None, None)  # NotSupported -> None, no exception
+    # NotSupported -> None, no exception
+    assert (g1.util_pct, g1.power_w, g1.temp_c) == (None, None, None)
     assert g1.mem_used_mib == 1024.0
     assert g2.name == "Tesla T4"  # bytes names (old drivers) decoded
     assert devices.gpu_count() == 3
@@ -77,7 +92,8 @@ def test_fake_no_driver_reason(fake):
 
 
 def test_gpu_processes_are_named_by_the_owner_the_caller_gives(fake):
-    """devices knows no run folder: it asks the ``owner`` callable, and only when NVML lists processes."""
+    """devices knows no run folder: it asks the ``owner`` callable, and only when NVML lists
+    processes."""
     asked: list[int] = []
 
     def owner(pid: int) -> str | None:
@@ -93,11 +109,15 @@ def test_gpu_processes_are_named_by_the_owner_the_caller_gives(fake):
 
 
 def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
-    # a real process tree: this test process plays the run's supervisor, a real child holds "GPU memory"
+    # a real process tree: this test process plays the run's supervisor, a real child holds "GPU
+    # memory"
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (runs_dir / "run-a").mkdir()
-        write_json_atomic(runs_dir / "run-a" / "status.json", {"state": "running", "supervisor_pid": psutil.Process().pid})
+        write_json_atomic(
+            runs_dir / "run-a" / "status.json",
+            {"state": "running", "supervisor_pid": psutil.Process().pid},
+        )
         (runs_dir / ".hidden").mkdir()  # skipped
         vanished = 4_000_000  # above pid_max: a process gone between NVML's list and our walk
         fake([FakeGpu(), FakeGpu(processes=[(child.pid, 3174), (vanished, 512), (1, None)])])
@@ -109,7 +129,10 @@ def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
         lines = device_notes.holders(snap)
         assert "run run-a holds 3.1 GiB on GPU 1" in lines
         assert not procs[vanished].visible and procs[child.pid].visible
-        assert f"process {vanished} (not visible here: another container's or the host's, or it ended) holds 0.5 GiB on GPU 1" in lines
+        assert (
+            f"process {vanished} (not visible here: another container's or the host's, or it "
+            "ended) holds 0.5 GiB on GPU 1" in lines
+        )
     finally:
         child.kill()
         child.wait()
@@ -125,10 +148,12 @@ def test_gpu_count_from_fake_drives_validation(fake):
 
 
 def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
-    from lab.engine.sampler import SysSampler
+    from lab.engine.supervise.sampler import SysSampler
 
     fake([FakeGpu(util=10), FakeGpu(util=77, unsupported={"power"})])
-    child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(30)"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(30)"]
+    )
     try:
         time.sleep(0.5)
         s = SysSampler(tmp_path, gpus=(1,))

@@ -1,4 +1,4 @@
-"""lab/engine/diagnose.py against real failures where this machine can produce them.
+"""lab/engine/supervise/diagnose.py against real failures where this machine can produce them.
 
 Real (triggered here, all at once to save time): a port clash (torchrun on a
 port we hold), an exception raised in rank 1 of a tiny torchrun job, and a
@@ -7,6 +7,7 @@ batch that does not split (the real trainer under torchrun). The killed rank
 because this machine has no GPU: CUDA out of memory, NCCL errors and tensors
 on different devices use log lines as PyTorch prints them.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.engine.diagnose import diagnose
+from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT
 
 RAISE_IN_RANK1 = """
@@ -32,16 +33,39 @@ dist.destroy_process_group()
 
 
 def _torchrun(run_dir: Path, port: int, nproc: int, target: list[str]) -> subprocess.Popen:
-    """Start torchrun the way the supervisor does: output to RUN_DIR/stdout.log, logs and error file in RUN_DIR."""
+    """Start torchrun the way the supervisor does: output to RUN_DIR/stdout.log, logs and error file
+    in RUN_DIR."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="",
-               TORCHELASTIC_ERROR_FILE=str(run_dir / "error.json"),
-               PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--nnodes", "1",
-            "--master-addr", "127.0.0.1", "--master-port", str(port), "--log-dir", str(run_dir / "logs"),
-            "--tee", "3", *target]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        CUDA_VISIBLE_DEVICES="",
+        TORCHELASTIC_ERROR_FILE=str(run_dir / "error.json"),
+        PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--nnodes",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        "--log-dir",
+        str(run_dir / "logs"),
+        "--tee",
+        "3",
+        *target,
+    ]
     out = open(run_dir / "stdout.log", "wb")
-    p = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    p = subprocess.Popen(
+        argv, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
     out.close()
     return p
 
@@ -60,9 +84,32 @@ def real_failures(tmp_path_factory):
     try:
         jobs["port"] = (root / "port", _torchrun(root / "port", busy_port, 1, [str(script)]))
         jobs["raise"] = (root / "raise", _torchrun(root / "raise", _free(), 2, [str(script)]))
-        jobs["batch"] = (root / "batch", _torchrun(root / "batch", _free(), 2, [
-            "-m", "training.train", "--mode", "ddp", "--batch-size", "33", "--max-steps", "1", "--image-size", "8",
-            "--log-dir", str(root / "batch"), "--device", "cpu", "--checkpoint", "none"]))
+        jobs["batch"] = (
+            root / "batch",
+            _torchrun(
+                root / "batch",
+                _free(),
+                2,
+                [
+                    "-m",
+                    "training.train",
+                    "--mode",
+                    "ddp",
+                    "--batch-size",
+                    "33",
+                    "--max-steps",
+                    "1",
+                    "--image-size",
+                    "8",
+                    "--log-dir",
+                    str(root / "batch"),
+                    "--device",
+                    "cpu",
+                    "--checkpoint",
+                    "none",
+                ],
+            ),
+        )
         out = {}
         for name, (d, p) in jobs.items():
             out[name] = (d, p.wait(timeout=180))
@@ -96,7 +143,9 @@ def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_fail
     diag = diagnose(d, rc)
     assert diag.key == "rank_crashed" and diag.rank == 1 and diag.exit_code == 1
     assert "Rank 1 crashed with exit code 1: RuntimeError: boom in rank 1" == diag.cause
-    assert diag.excerpt.startswith("Traceback") and diag.excerpt.endswith("RuntimeError: boom in rank 1")
+    assert diag.excerpt.startswith("Traceback") and diag.excerpt.endswith(
+        "RuntimeError: boom in rank 1"
+    )
     assert "--rank 1" in diag.fix
 
 
@@ -133,22 +182,32 @@ Root Cause (first observed failure):
 
 
 def test_captured_cuda_out_of_memory(tmp_path):  # CAPTURED: no GPU here
-    err = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-           "79.10 GiB of which 1.19 GiB is free.")
+    err = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of "
+        "79.10 GiB of which 1.19 GiB is free."
+    )
     diag = diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=err)), 1)
     assert diag.key == "cuda_oom" and diag.rank == 0 and "batch size" in diag.fix
 
 
 def test_captured_nccl_error(tmp_path):  # CAPTURED: no GPU here
-    err = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
-           "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")
+    err = (
+        "torch.distributed.DistBackendError: NCCL error in: "
+        "../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5"
+    )
     diag = diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=err)), 1)
     assert diag.key == "nccl" and "NCCL_DEBUG=INFO" in diag.fix
 
 
 def test_captured_tensors_on_different_devices(tmp_path):  # CAPTURED: no GPU here
-    err = ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
-           "cuda:0 and cpu! (when checking argument for argument target in method wrapper_CUDA_nll_loss_forward)")
+    err = (
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+        "devices, "
+        "cuda:0 and cpu! (when checking argument for argument target in method "
+        "wrapper_CUDA_nll_loss_forward)"
+    )
     diag = diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=err)), 1)
     assert diag.key == "different_devices" and "criterion" in diag.fix
 
@@ -159,7 +218,16 @@ def test_single_process_killed_by_signal_9_points_at_host_memory(tmp_path):
 
 
 def test_torchrun_error_file_message_is_used(tmp_path):
-    err = {"message": {"message": "ValueError: bad shape", "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File x\nValueError: bad shape"}}, "rank": 3}
+    err = {
+        "message": {
+            "message": "ValueError: bad shape",
+            "extraInfo": {
+                "py_callstack": "Traceback (most recent call last):\n  File x\nValueError: bad "
+                "shape"
+            },
+        },
+        "rank": 3,
+    }
     diag = diagnose(_captured(tmp_path, "", err), 1)
     assert diag.rank == 3 and diag.key == "rank_crashed" and "ValueError: bad shape" in diag.cause
 

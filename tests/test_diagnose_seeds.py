@@ -1,4 +1,5 @@
-"""The failure signatures the seeds quote, in lab/engine/diagnose.py (issue 12, section 2).
+"""The failure signatures the seeds quote, in lab/engine/supervise/diagnose.py (issue 12, section
+2).
 
 REAL, triggered on this machine side by side: DDP over a model with a layer
 its forward never uses (a user-style script under torchrun, 2 gloo ranks);
@@ -14,6 +15,7 @@ public issue threads), NCCL's watchdog form of collective_timeout and the GPU
 forms of bad_device_ids. address_unavailable wraps the real errno text of a
 local bind to a non-local address (binding sends nothing) in torchrun's frame.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +30,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab.engine.diagnose import diagnose
+from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT
 from tests.test_diagnose import ROOT_CAUSE, _captured, _free, _torchrun
 from training import models
@@ -57,7 +59,8 @@ CPU_MODEL_WITH_DEVICE_IDS = """
 import os, torch.distributed as dist
 from torch import nn
 dist.init_process_group("gloo")
-model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2), device_ids=[int(os.environ["LOCAL_RANK"])])
+rank = int(os.environ["LOCAL_RANK"])
+model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2), device_ids=[rank])
 """
 
 TIMEOUT_S = 10  # long enough that ranks starting a few seconds apart under load still meet
@@ -74,19 +77,27 @@ def _rank_process(torchrun: subprocess.Popen, rank: int) -> psutil.Process | Non
 
 
 def _freeze_rank_1_once_training(run_dir: Path, job: subprocess.Popen) -> None:
-    """SIGSTOP rank 1 after the first logged step, and SIGCONT it once rank 0 has timed out (or given up on)."""
+    """SIGSTOP rank 1 after the first logged step, and SIGCONT it once rank 0 has timed out (or
+    given up on)."""
     deadline = time.monotonic() + 180
-    while not (run_dir / "progress.json").exists() and job.poll() is None and time.monotonic() < deadline:
+    while (
+        not (run_dir / "progress.json").exists()
+        and job.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.2)
     rank1 = _rank_process(job, 1)
     assert rank1 is not None and job.poll() is None, (run_dir / "stdout.log").read_text()[-2000:]
     rank1.send_signal(signal.SIGSTOP)
     try:
         until = time.monotonic() + TIMEOUT_S + 60
-        while b"Timed out" not in (run_dir / "stdout.log").read_bytes() and time.monotonic() < until:
+        while (
+            b"Timed out" not in (run_dir / "stdout.log").read_bytes() and time.monotonic() < until
+        ):
             time.sleep(0.2)
     finally:
-        rank1.send_signal(signal.SIGCONT)  # torchrun can then end it at once instead of waiting to SIGKILL
+        # torchrun can then end it at once instead of waiting to SIGKILL
+        rank1.send_signal(signal.SIGCONT)
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +106,37 @@ def real(tmp_path_factory):
     root = tmp_path_factory.mktemp("seeds")
     for name, text in (("unused.py", UNUSED_LAYER), ("device_ids.py", CPU_MODEL_WITH_DEVICE_IDS)):
         (root / name).write_text(text)
-    trainer = ["-m", "training.train", "--mode", "ddp", "--epochs", "1000", "--batch-size", "16", "--device", "cpu",
-               "--checkpoint", "none", "--log-every", "1", "--dist-timeout", str(TIMEOUT_S)]
+    trainer = [
+        "-m",
+        "training.train",
+        "--mode",
+        "ddp",
+        "--epochs",
+        "1000",
+        "--batch-size",
+        "16",
+        "--device",
+        "cpu",
+        "--checkpoint",
+        "none",
+        "--log-every",
+        "1",
+        "--dist-timeout",
+        str(TIMEOUT_S),
+    ]
     jobs = {
-        "unused": (root / "unused", _torchrun(root / "unused", _free(), 2, [str(root / "unused.py")])),
-        "device_ids": (root / "device_ids", _torchrun(root / "device_ids", _free(), 1, [str(root / "device_ids.py")])),
-        "timeout": (root / "timeout", _torchrun(root / "timeout", _free(), 2,
-                                                trainer + ["--log-dir", str(root / "timeout")])),
+        "unused": (
+            root / "unused",
+            _torchrun(root / "unused", _free(), 2, [str(root / "unused.py")]),
+        ),
+        "device_ids": (
+            root / "device_ids",
+            _torchrun(root / "device_ids", _free(), 1, [str(root / "device_ids.py")]),
+        ),
+        "timeout": (
+            root / "timeout",
+            _torchrun(root / "timeout", _free(), 2, trainer + ["--log-dir", str(root / "timeout")]),
+        ),
         "prefix": (root / "prefix", _trainer_resuming_a_wrapped_checkpoint(root)),
     }
     try:
@@ -116,9 +151,12 @@ def real(tmp_path_factory):
 
 def _wrapped_checkpoint(path: Path) -> None:
     """A checkpoint in the trainer's format whose model was saved from its DataParallel wrapper."""
-    wrapped = nn.DataParallel(models.build("tinycnn", 3, 10))  # no GPU: the wrapper only renames the keys
+    # no GPU: the wrapper only renames the keys
+    wrapped = nn.DataParallel(models.build("tinycnn", 3, 10))
     opt = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9)
-    torch.save({"model": wrapped.state_dict(), "optimizer": opt.state_dict(), "step": 3, "epoch": 0}, path)
+    torch.save(
+        {"model": wrapped.state_dict(), "optimizer": opt.state_dict(), "step": 3, "epoch": 0}, path
+    )
 
 
 def _trainer_resuming_a_wrapped_checkpoint(root: Path) -> subprocess.Popen:
@@ -128,9 +166,28 @@ def _trainer_resuming_a_wrapped_checkpoint(root: Path) -> subprocess.Popen:
     _wrapped_checkpoint(root / "wrapped.pt")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     with open(run / "stdout.log", "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "training.train", "--dataset", "synthetic", "--image-size", "8",
-                                 "--resume", str(root / "wrapped.pt"), "--log-dir", str(run), "--device", "cpu"],
-                                env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "training.train",
+                "--dataset",
+                "synthetic",
+                "--image-size",
+                "8",
+                "--resume",
+                str(root / "wrapped.pt"),
+                "--log-dir",
+                str(run),
+                "--device",
+                "cpu",
+            ],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def test_real_unused_parameter_under_ddp(real):
@@ -148,7 +205,8 @@ def test_real_collective_timeout_from_the_trainers_dist_timeout(real):
     assert rc != 0
     diag = diagnose(d, rc)
     assert diag.key == "collective_timeout", (diag, (d / "stdout.log").read_text()[-2000:])
-    # rank 0 is the one that timed out waiting for the frozen rank 1, after --dist-timeout, not gloo's 30 minutes
+    # rank 0 is the one that timed out waiting for the frozen rank 1, after --dist-timeout, not
+    # gloo's 30 minutes
     assert diag.rank == 0 and f"Timed out waiting {TIMEOUT_S * 1000}ms" in diag.excerpt
     assert "--dist-timeout" in diag.fix and "another rank" in diag.cause
 
@@ -178,8 +236,13 @@ def test_real_load_state_dict_error_of_a_users_script(tmp_path):
     wrapped = nn.DataParallel(models.build("tinycnn", 1, 10))
     with pytest.raises(RuntimeError) as err:
         models.build("tinycnn", 1, 10).load_state_dict(wrapped.state_dict())
-    text = f"Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\nRuntimeError: {err.value}"
-    diag = diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=text.replace("\n", "\n[default0]:[rank0]: "))), 1)
+    text = (
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        f"RuntimeError: {err.value}"
+    )
+    diag = diagnose(
+        _captured(tmp_path, ROOT_CAUSE.format(err=text.replace("\n", "\n[default0]:[rank0]: "))), 1
+    )
     assert diag.key == "state_dict_prefix" and diag.rank == 0
     assert "Missing key(s)" in diag.excerpt
 
@@ -193,11 +256,13 @@ def test_a_real_layer_mismatch_is_not_called_a_prefix(tmp_path):
     assert diag.key == "rank_crashed"
 
 
-def test_address_unavailable_from_the_real_errno_text(tmp_path):  # CAPTURED frame around a real errno text
+# CAPTURED frame around a real errno text
+def test_address_unavailable_from_the_real_errno_text(tmp_path):
     import socket
 
     with socket.socket() as s, pytest.raises(OSError) as err:
-        s.bind(("10.255.255.1", 0))  # not an address of this machine: the kernel refuses, nothing is sent
+        # not an address of this machine: the kernel refuses, nothing is sent
+        s.bind(("10.255.255.1", 0))
     assert err.value.errno == 99
     diag = diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=f"OSError: {err.value}")), 1)
     assert diag.key == "address_unavailable" and diag.rank == 0
@@ -205,28 +270,44 @@ def test_address_unavailable_from_the_real_errno_text(tmp_path):  # CAPTURED fra
 
 
 def test_a_clients_retried_connect_with_errno_99_is_not_the_address(tmp_path):
-    warning = ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
-               "(errno: 99 - Cannot assign requested address).\nRuntimeError: boom")
+    warning = (
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
+        "(errno: 99 - Cannot assign requested address).\nRuntimeError: boom"
+    )
     assert diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=warning)), 1).key == "rank_crashed"
 
 
-CAPTURED = {  # CAPTURED: what PyTorch and NCCL print on GPU machines (public issue threads); none can happen here
-    "duplicate_gpu": ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
-                      "ProcessGroupNCCL.cpp:1691, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version "
-                      "2.19.3\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\n"
-                      "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 2000"),
-    "driver_too_old": ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please "
-                       "update your GPU driver by downloading and installing a new version from the URL: "
-                       "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to "
-                       "install a PyTorch version that has been compiled with your version of the CUDA driver."),
-    "dp_scatter_sizes": ("  File \"torch/nn/parallel/data_parallel.py\", line 200, in gather\n"
-                         "RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 10 but got "
-                         "size 11 for tensor number 1 in the list."),
-    "collective_timeout": ("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
-                           "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
-                           "NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out."),
-    "bad_device_ids": ("RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) "
-                       "but found one of them on device: cuda:1"),
+# CAPTURED: what PyTorch and NCCL print on GPU machines (public issue threads); none can happen here
+CAPTURED = {
+    "duplicate_gpu": (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL "
+        "version "
+        "2.19.3\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast "
+        "error:\n"
+        "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 2000"
+    ),
+    "driver_too_old": (
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please "
+        "update your GPU driver by downloading and installing a new version from the URL: "
+        "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to "
+        "install a PyTorch version that has been compiled with your version of the CUDA driver."
+    ),
+    "dp_scatter_sizes": (
+        '  File "torch/nn/parallel/data_parallel.py", line 200, in gather\n'
+        "RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 10 but got "
+        "size 11 for tensor number 1 in the list."
+    ),
+    "collective_timeout": (
+        "[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+        "NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out."
+    ),
+    "bad_device_ids": (
+        "RuntimeError: module must have its parameters and buffers on device cuda:0 "
+        "(device_ids[0]) "
+        "but found one of them on device: cuda:1"
+    ),
 }
 
 
@@ -238,15 +319,21 @@ def test_captured_gpu_signatures(tmp_path, key):
 
 
 def test_captured_invalid_device_ordinal_is_bad_device_ids(tmp_path):  # CAPTURED: no GPU here
-    err = ("torch.AcceleratorError: CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously "
-           "reported at some other API call, so the stacktrace below might be incorrect.")
+    err = (
+        "torch.AcceleratorError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
+        "asynchronously "
+        "reported at some other API call, so the stacktrace below might be incorrect."
+    )
     assert diagnose(_captured(tmp_path, ROOT_CAUSE.format(err=err)), 1).key == "bad_device_ids"
 
 
 def test_driver_warning_then_the_trainers_refusal_is_the_driver(tmp_path):  # CAPTURED: no GPU here
-    text = ("/usr/lib/python3/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization: The NVIDIA "
-            "driver on your system is too old (found version 11000).\n"
-            "error: --device cuda but no CUDA device is visible: use --device cpu or auto\n")
+    text = (
+        "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA "
+        "initialization: The NVIDIA "
+        "driver on your system is too old (found version 11000).\n"
+        "error: --device cuda but no CUDA device is visible: use --device cpu or auto\n"
+    )
     diag = diagnose(_captured(tmp_path, text), 2)
     assert diag.key == "driver_too_old" and "Update the NVIDIA driver" in diag.fix
 
@@ -267,10 +354,22 @@ def test_the_trainers_misfit_message_names_the_prefix_only_when_it_is_the_differ
 
     plain = models.build("tinycnn", 3, 10).state_dict()
     wrapped = nn.DataParallel(models.build("tinycnn", 3, 10)).state_dict()
-    assert prefix_only(plain, wrapped) and prefix_only(wrapped, plain) and not prefix_only(plain, plain)
+    assert (
+        prefix_only(plain, wrapped)
+        and prefix_only(wrapped, plain)
+        and not prefix_only(plain, plain)
+    )
     err = RuntimeError("Error(s) in loading state_dict for TinyCNN:\n\tMissing key(s) ...")
     carry = misfit(err, plain, wrapped, "tinycnn")
-    assert "carry a 'module.' prefix" in carry and "only by the 'module.' prefix" in carry and "\n" not in carry
+    assert (
+        "carry a 'module.' prefix" in carry
+        and "only by the 'module.' prefix" in carry
+        and "\n" not in carry
+    )
     assert "lack the 'module.' prefix" in misfit(err, wrapped, plain, "tinycnn")
     other = misfit(err, plain, models.build("resnet18", 3, 10).state_dict(), "tinycnn")
-    assert other == "--resume: checkpoint does not fit --model tinycnn on this data (Error(s) in loading state_dict for TinyCNN:)"
+    assert (
+        other
+        == "--resume: checkpoint does not fit --model tinycnn on this data (Error(s) in loading "
+        "state_dict for TinyCNN:)"
+    )

@@ -1,4 +1,5 @@
 """lab.views.downsample.minmax: at most max_points, every bucket's min and max kept, in order."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,7 +41,9 @@ def test_spikes_survive_and_short_traces_are_untouched():
     y[99_999] = -7.0
     x = np.arange(len(y))
     gx, gy = minmax(x, y, 500)
-    assert len(gx) <= 500 and 12_345 in gx and 99_999 in gx and gy.max() == 50.0 and gy.min() == -7.0
+    assert (
+        len(gx) <= 500 and 12_345 in gx and 99_999 in gx and gy.max() == 50.0 and gy.min() == -7.0
+    )
     sx, sy = minmax([1, 2, 3], [3.0, 2.0, 1.0], 10)
     assert list(sx) == [1, 2, 3] and list(sy) == [3.0, 2.0, 1.0]
 

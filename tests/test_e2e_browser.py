@@ -13,6 +13,7 @@ no tracked file is written (the README's pictures are refreshed by hand with
 scripts/refresh_screenshots.py). Nothing of the server or the run may be
 left running afterwards.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,13 @@ import time
 import psutil
 import pytest
 
-from tests.e2e_helpers import REPO, chromium_page, processes_mentioning, streamlit_server, wait_ready
+from tests.e2e_helpers import (
+    REPO,
+    chromium_page,
+    processes_mentioning,
+    streamlit_server,
+    wait_ready,
+)
 from tests.logs_fixtures import make_experiments, run_names
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -38,7 +45,9 @@ def _open(page, url: str, artifacts, name: str | None = None) -> None:
 
 
 def _no_exception(page) -> None:
-    assert page.locator('[data-testid="stException"]').count() == 0, page.locator('[data-testid="stException"]').first.inner_text()
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]'
+    ).first.inner_text()
 
 
 def _charts_drawn(page, at_least: int = 1, timeout_ms: int = 30_000) -> None:
@@ -59,7 +68,8 @@ def _wait_gone(runs_dir, timeout_s: float = 20) -> list:
 
 @pytest.fixture
 def server(tmp_path):
-    """The app with an empty private runs folder; ended (SIGTERM, then SIGKILL) and checked at teardown."""
+    """The app with an empty private runs folder; ended (SIGTERM, then SIGKILL) and checked at
+    teardown."""
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
     ARTIFACTS.mkdir(exist_ok=True)
@@ -80,7 +90,9 @@ def test_launch_watch_compare_browse(server, browser_page):
 
     page, runs_dir = browser_page, server.runs_dir
     # The shipped sample runs are what Compare and Logs show on a fresh clone: missing is a defect.
-    assert any(SAMPLES.glob("*/summary.json")), f"{SAMPLES} lost its recorded runs: scripts/record_sample_runs.py"
+    assert any(SAMPLES.glob("*/summary.json")), (
+        f"{SAMPLES} lost its recorded runs: scripts/record_sample_runs.py"
+    )
     # Home: the device strip (CPU here) and the empty runs folder.
     _open(page, server.url, ARTIFACTS, "home")
     expect(page.get_by_text("Parallel Training Lab").first).to_be_visible()
@@ -137,9 +149,11 @@ def test_launch_watch_compare_browse(server, browser_page):
     work.mkdir()
     _open(page, f"{server.url}/Launch", ARTIFACTS)
     page.locator('[data-testid="stRadio"] label', has_text="My script").click()
-    for label, value in (("Script: a .py file, or -m package.module", str(REPO / "examples" / "dp_digits.py")),
-                         ("Its arguments", "--epochs 1 --max-steps 5 --log-every 1"),
-                         ("Working directory (empty: the script's folder)", str(work))):
+    for label, value in (
+        ("Script: a .py file, or -m package.module", str(REPO / "examples" / "dp_digits.py")),
+        ("Its arguments", "--epochs 1 --max-steps 5 --log-every 1"),
+        ("Working directory (empty: the script's folder)", str(work)),
+    ):
         box = page.get_by_label(label, exact=True)
         box.fill(value)
         box.press("Enter")
@@ -149,15 +163,19 @@ def test_launch_watch_compare_browse(server, browser_page):
     expect(code).to_contain_text("--max-steps 5")
     page.get_by_role("button", name="Launch", exact=True).click()
     expect(page.get_by_text("Launched")).to_be_visible(timeout=30_000)
-    script_run = [p.name for p in runs_dir.iterdir() if not p.name.startswith(".") and p.name not in run_ids]
+    script_run = [
+        p.name for p in runs_dir.iterdir() if not p.name.startswith(".") and p.name not in run_ids
+    ]
     assert len(script_run) == 1
     page.get_by_text("Watch it live").click()
     expect(page).to_have_url(re.compile(rf"/Live\?run={re.escape(script_run[0])}"), timeout=20_000)
     expect(page.get_by_role("heading", name="succeeded")).to_be_visible(timeout=120_000)
     loss = page.locator('[data-testid="stPlotlyChart"]', has_text="Loss")
     expect(loss.locator(".main-svg").first).to_be_attached(timeout=20_000)
-    assert list((work / "runs").glob("*/events.out.tfevents.*"))  # where SummaryWriter() put them, linked
+    # where SummaryWriter() put them, linked
+    assert list((work / "runs").glob("*/events.out.tfevents.*"))
     _no_exception(page)
+
 
 def test_logs_filters_300_runs_by_regex(server, browser_page, tmp_path):
     from playwright.sync_api import expect
@@ -176,15 +194,21 @@ def test_logs_filters_300_runs_by_regex(server, browser_page, tmp_path):
     regex = page.get_by_label("Filter runs (regex)")
     regex.fill(r"^exp3/lr0\.1-")
     regex.press("Enter")
-    expect(page.get_by_text("10 of 300 runs match the filter · 6 selected, 0 drawn")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("10 of 300 runs match the filter · 6 selected, 0 drawn")).to_be_visible(
+        timeout=30_000
+    )
     wait_ready(page)
     page.get_by_role("button", name="Select all matching").click()
-    expect(page.get_by_text("10 of 300 runs match the filter · 10 selected, 10 drawn")).to_be_visible(timeout=30_000)
+    expect(
+        page.get_by_text("10 of 300 runs match the filter · 10 selected, 10 drawn")
+    ).to_be_visible(timeout=30_000)
     _charts_drawn(page, at_least=2)
     wait_ready(page)
     _no_exception(page)
     # What plotly drew in the browser: every chart holds exactly the 10 matching runs.
-    drawn = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.map(t => t.name))")
+    drawn = page.evaluate(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.map(t => t.name))"
+    )
     expected = {n for n in run_names(10) if n.startswith("exp3/lr0.1-")}
     assert len(drawn) >= 2 and all(set(names) == expected for names in drawn), drawn
     page.screenshot(path=str(ARTIFACTS / "logs-regex.png"), full_page=True)

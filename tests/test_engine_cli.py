@@ -5,6 +5,7 @@ devices.py's test seam) unless a test says otherwise, so that
 ``--nproc 2`` and "GPU 0 does not exist" mean the same on a GPU box and in the
 fake-GPU mode as here.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,48 @@ import pytest
 
 from lab.runfolder import REPO_ROOT
 
-
-CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}  # runs without GPUs get no CUDA
+# runs without GPUs get no CUDA
+CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}
 
 
 def lab(runs_dir, *args, timeout=120, machine=CPU_BOX):
     env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", **machine)
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
 def test_launch_status_logs_stop_rm(runs_dir):
     t = time.monotonic()
-    r = lab(runs_dir, "launch", "--mode", "ddp", "--nproc", "2", "--max-steps", "2", "--image-size", "8",
-            "--batch-size", "32", "--log-every", "1", "--checkpoint", "none", "--name", "cli", "--tag", "t1", "--json")
+    r = lab(
+        runs_dir,
+        "launch",
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--max-steps",
+        "2",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "32",
+        "--log-every",
+        "1",
+        "--checkpoint",
+        "none",
+        "--name",
+        "cli",
+        "--tag",
+        "t1",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - t < 15  # returns once the supervisor is up (python start-up included)
     out = json.loads(r.stdout)
@@ -58,27 +86,51 @@ def test_launch_status_logs_stop_rm(runs_dir):
     assert r.returncode == 0 and not (runs_dir / run_id).exists()
 
 
-@pytest.mark.parametrize("args,text", [
-    (["launch", "--mode", "ddp", "--nproc", "2", "--batch-size", "33"], "batch 33 does not split over 2 processes: use 32 or 34"),
-    (["launch", "--gpus", "0,1", "--mode", "dp"], "GPU 0 does not exist"),
-    (["launch", "--gpus", "x"], "gpus: 'x' is not a list of GPU numbers"),
-    (["launch", "--env", "1X=y"], "env: '1X' is not a variable name"),  # named as the flag, not the field
-    (["launch", "--dry-run", "--mode", "dp", "--nproc", "2"], "runs in one process, nproc 2 given"),
-    (["launch", "--env", "NOEQUALS"], "is not KEY=VALUE"),
-    (["launch", "--name", "bad name!"], "name"),
-    (["status", "no-such-run"], "no run 'no-such-run'"),
-    (["stop", "../../etc"], "is not a valid run id"),
-    (["logs", "no-such-run"], "no run"),
-    (["sweep", "--modes", "single,fsdp"], "use a comma list of single, dp, ddp"),
-    (["sweep", "--modes", "single,ddp", "--batch-size", "33"], "run 2 (ddp): batch 33 does not split"),
-    (["sweep", "--scaling", "medium"], "scaling: unknown scaling 'medium': use strong (same global batch) or weak"),
-    (["launch", "--profile-steps", "5"], "profile-steps: profile steps '5': not A:B in whole steps"),
-    (["sweep", "--max-steps", "4", "--profile-steps", "3:9"], "stops after max_steps 4: end the window by 5"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (
+            ["launch", "--mode", "ddp", "--nproc", "2", "--batch-size", "33"],
+            "batch 33 does not split over 2 processes: use 32 or 34",
+        ),
+        (["launch", "--gpus", "0,1", "--mode", "dp"], "GPU 0 does not exist"),
+        (["launch", "--gpus", "x"], "gpus: 'x' is not a list of GPU numbers"),
+        # named as the flag, not the field
+        (["launch", "--env", "1X=y"], "env: '1X' is not a variable name"),
+        (
+            ["launch", "--dry-run", "--mode", "dp", "--nproc", "2"],
+            "runs in one process, nproc 2 given",
+        ),
+        (["launch", "--env", "NOEQUALS"], "is not KEY=VALUE"),
+        (["launch", "--name", "bad name!"], "name"),
+        (["status", "no-such-run"], "no run 'no-such-run'"),
+        (["stop", "../../etc"], "is not a valid run id"),
+        (["logs", "no-such-run"], "no run"),
+        (["sweep", "--modes", "single,fsdp"], "use a comma list of single, dp, ddp"),
+        (
+            ["sweep", "--modes", "single,ddp", "--batch-size", "33"],
+            "run 2 (ddp): batch 33 does not split",
+        ),
+        (
+            ["sweep", "--scaling", "medium"],
+            "scaling: unknown scaling 'medium': use strong (same global batch) or weak",
+        ),
+        (
+            ["launch", "--profile-steps", "5"],
+            "profile-steps: profile steps '5': not A:B in whole steps",
+        ),
+        (
+            ["sweep", "--max-steps", "4", "--profile-steps", "3:9"],
+            "stops after max_steps 4: end the window by 5",
+        ),
+    ],
+)
 def test_errors_are_one_line_and_exit_2(runs_dir, args, text):
     r = lab(runs_dir, *args, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and text in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and text in r.stderr, (
+        r.stderr
+    )
     assert "Traceback" not in r.stderr
     assert list(runs_dir.iterdir()) == []  # refused before any folder or process
 
@@ -95,31 +147,69 @@ def test_gpus_json_without_driver(runs_dir):
 
 @pytest.mark.slow
 def test_sweep_json(runs_dir):
-    r = lab(runs_dir, "sweep", "--modes", "single,dp", "--max-steps", "1", "--image-size", "8", "--checkpoint", "none",
-            "--json")
+    r = lab(
+        runs_dir,
+        "sweep",
+        "--modes",
+        "single,dp",
+        "--max-steps",
+        "1",
+        "--image-size",
+        "8",
+        "--checkpoint",
+        "none",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["sweep_id"].startswith("sweep-") and len(out["run_ids"]) == 2
-    modes = [json.loads((runs_dir / rid / "run.json").read_text())["config"]["mode"] for rid in out["run_ids"]]
+    modes = [
+        json.loads((runs_dir / rid / "run.json").read_text())["config"]["mode"]
+        for rid in out["run_ids"]
+    ]
     assert modes == ["single", "dp"]
     r = lab(runs_dir, "stop", out["sweep_id"])  # stop the sweep as a whole: nothing stays alive
     assert r.returncode == 0
-    states = [json.loads(lab(runs_dir, "status", rid, "--json").stdout)["state"] for rid in out["run_ids"]]
+    states = [
+        json.loads(lab(runs_dir, "status", rid, "--json").stdout)["state"] for rid in out["run_ids"]
+    ]
     assert all(s in ("stopped", "succeeded") for s in states), states
 
 
 def test_launch_dry_run_shows_the_command_of_the_defaults_and_starts_nothing(runs_dir):
     """With no options the command is RunConfig's defaults: the CLI restates none of them."""
-    from lab.engine.config import RunConfig
-    from lab.engine.commands import build_command
-    from lab.engine.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER
+    from lab.engine.launch.commands import build_command
+    from lab.engine.launch.config import RunConfig
+    from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER
 
     r = lab(runs_dir, "launch", "--dry-run", "--json", timeout=60)
     assert r.returncode == 0, r.stderr
     shown = json.loads(r.stdout)
-    assert shown["argv"] == build_command(RunConfig(), runs_dir / RUN_ID_PLACEHOLDER, PORT_PLACEHOLDER)[0]
-    assert shown["env"]["CUDA_VISIBLE_DEVICES"] == "" and shown["preflight"][0].startswith("Devices: the CPU")
-    r = lab(runs_dir, "launch", "--dry-run", "--mode", "ddp", "--nproc", "2", "--tag", "a", "--env", "X=1", timeout=60)
+    assert (
+        shown["argv"]
+        == build_command(RunConfig(), runs_dir / RUN_ID_PLACEHOLDER, PORT_PLACEHOLDER)[0]
+    )
+    assert shown["env"]["CUDA_VISIBLE_DEVICES"] == "" and shown["preflight"][0].startswith(
+        "Devices: the CPU"
+    )
+    r = lab(
+        runs_dir,
+        "launch",
+        "--dry-run",
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--tag",
+        "a",
+        "--env",
+        "X=1",
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    assert "--master-port '<port>'" in r.stdout and "X=1" in r.stdout and r.stdout.startswith("# Devices:")
+    assert (
+        "--master-port '<port>'" in r.stdout
+        and "X=1" in r.stdout
+        and r.stdout.startswith("# Devices:")
+    )
     assert list(runs_dir.iterdir()) == []

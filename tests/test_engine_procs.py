@@ -4,6 +4,7 @@ Ending whole trees of real runs (SIGTERM, SIGKILL, stragglers) is covered by
 tests/test_engine_runs.py; here are the small questions: a pid's identity,
 its ancestry, a tree's CPU and memory, the machine's CPU record.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,14 @@ from lab.engine import procs
 @pytest.fixture
 def child():
     """A real child that holds 64 MiB and spins a little, so it has both RSS and CPU time."""
-    p = subprocess.Popen([sys.executable, "-c",
-                          "import time\nx = bytearray(64 << 20)\nend = time.time() + 30\n"
-                          "while time.time() < end:\n    sum(range(10000))\n"])
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nx = bytearray(64 << 20)\nend = time.time() + 30\n"
+            "while time.time() < end:\n    sum(range(10000))\n",
+        ]
+    )
     time.sleep(0.5)
     yield p
     p.kill()
@@ -48,7 +54,8 @@ def test_tree_meter_sums_cpu_and_rss_of_a_tree(child):
     meter = procs.TreeMeter()
     tree = procs.tree(child.pid)
     assert [p.pid for p in tree] == [child.pid]
-    meter.read(tree)  # psutil's first CPU reading of a process is 0: the meter keeps it for the next
+    # psutil's first CPU reading of a process is 0: the meter keeps it for the next
+    meter.read(tree)
     time.sleep(0.3)
     cpu, rss_mib = meter.read(procs.tree(child.pid))  # new Process objects, same processes
     assert cpu > 5 and rss_mib > 60

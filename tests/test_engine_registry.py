@@ -1,4 +1,5 @@
 """lab/engine/registry.py and lab/engine/logs.py on hand-made run folders (no training needed)."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,16 @@ from lab.runfolder import BadRunId, now_iso, write_json_atomic
 def _run(root, run_id, status=None, **extra):
     d = root / run_id
     d.mkdir()
-    write_json_atomic(d / "run.json", {"run_id": run_id, "name": run_id, "config": {"mode": "ddp"},
-                                       "created_at": extra.pop("created_at", "2026-11-29T07:00:00+00:00"),
-                                       "sweep_id": None})
+    write_json_atomic(
+        d / "run.json",
+        {
+            "run_id": run_id,
+            "name": run_id,
+            "config": {"mode": "ddp"},
+            "created_at": extra.pop("created_at", "2026-11-29T07:00:00+00:00"),
+            "sweep_id": None,
+        },
+    )
     if status is not None:
         write_json_atomic(d / "status.json", status)
     for name, data in extra.items():
@@ -27,15 +35,27 @@ def _run(root, run_id, status=None, **extra):
 
 
 def test_records_carry_progress_and_summary_and_skip_hidden(runs_dir):
-    _run(runs_dir, "a", {"state": "succeeded", "exit_code": 0}, progress={"step": 5}, summary={"steps": 5},
-         created_at="2026-11-29T07:00:01+00:00")
+    _run(
+        runs_dir,
+        "a",
+        {"state": "succeeded", "exit_code": 0},
+        progress={"step": 5},
+        summary={"steps": 5},
+        created_at="2026-11-29T07:00:01+00:00",
+    )
     _run(runs_dir, "b", {"state": "failed", "exit_code": 1, "diagnosis": {"key": "cuda_oom"}})
     (runs_dir / ".sweeps").mkdir()
     (runs_dir / "not-a-run").mkdir()
     recs = registry.list_runs()  # default root: LAB_RUNS_DIR
     assert [r.run_id for r in recs] == ["a", "b"]  # newest first
     a, b = recs
-    assert (a.state, a.mode, a.progress, a.summary, a.exit_code) == ("succeeded", "ddp", {"step": 5}, {"steps": 5}, 0)
+    assert (a.state, a.mode, a.progress, a.summary, a.exit_code) == (
+        "succeeded",
+        "ddp",
+        {"step": 5},
+        {"steps": 5},
+        0,
+    )
     assert b.diagnosis == {"key": "cuda_oom"} and b.to_json()["run_id"] == "b"
 
 
@@ -56,9 +76,21 @@ def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):
     me = psutil.Process()
     _run(runs_dir, "dead", {"state": "running", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
     # our own pid with another create time: the pid was reused by an unrelated process
-    _run(runs_dir, "reused", {"state": "starting", "supervisor_pid": me.pid, "supervisor_ct": me.create_time() - 100})
-    _run(runs_dir, "live", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
-    _run(runs_dir, "sweep-queued", {"state": "queued", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    _run(
+        runs_dir,
+        "reused",
+        {"state": "starting", "supervisor_pid": me.pid, "supervisor_ct": me.create_time() - 100},
+    )
+    _run(
+        runs_dir,
+        "live",
+        {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()},
+    )
+    _run(
+        runs_dir,
+        "sweep-queued",
+        {"state": "queued", "supervisor_pid": dead.pid, "supervisor_ct": 1.0},
+    )
     on_disk = {p.name: (p / "status.json").read_bytes() for p in runs_dir.iterdir()}
     mtimes = {p.name: (p / "status.json").stat().st_mtime_ns for p in runs_dir.iterdir()}
     states = {r.run_id: r.state for r in registry.list_runs(runs_dir)}
@@ -74,7 +106,11 @@ def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):
 def test_get_and_delete(runs_dir):
     me = psutil.Process()
     _run(runs_dir, "done", {"state": "succeeded"})
-    _run(runs_dir, "live", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
+    _run(
+        runs_dir,
+        "live",
+        {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()},
+    )
     with pytest.raises(registry.RunNotFound):
         registry.get_run("nope", runs_dir)
     with pytest.raises(BadRunId):
@@ -107,19 +143,32 @@ def test_logs_tail_ranks_and_follow(runs_dir):
 def test_folder_states_without_a_status_file(runs_dir):
     _run(runs_dir, "just-created", None, created_at=now_iso())
     _run(runs_dir, "abandoned", None, created_at="2026-11-29T07:00:00+00:00")
-    (runs_dir / "by-hand").mkdir()  # python -m training.train --log-dir by-hand: only the trainer's files
-    (runs_dir / "by-hand" / "summary.json").write_text(json.dumps({"completed": True, "mode": "dp", "config": {"mode": "dp"}}))
+    # python -m training.train --log-dir by-hand: only the trainer's files
+    (runs_dir / "by-hand").mkdir()
+    (runs_dir / "by-hand" / "summary.json").write_text(
+        json.dumps({"completed": True, "mode": "dp", "config": {"mode": "dp"}})
+    )
     states = {r.run_id: (r.state, r.mode) for r in registry.list_runs(runs_dir)}
-    assert states == {"just-created": ("queued", "ddp"), "abandoned": ("lost", "ddp"), "by-hand": ("succeeded", "dp")}
-    assert not any((runs_dir / r / "status.json").exists() for r in states)  # nothing written by the listing
+    assert states == {
+        "just-created": ("queued", "ddp"),
+        "abandoned": ("lost", "ddp"),
+        "by-hand": ("succeeded", "dp"),
+    }
+    # nothing written by the listing
+    assert not any((runs_dir / r / "status.json").exists() for r in states)
 
 
 def test_process_owner_walks_ancestry_to_a_recorded_pid(runs_dir):
-    """A real child of this process belongs to the run that recorded this process; strangers to none."""
+    """A real child of this process belongs to the run that recorded this process; strangers to
+    none."""
     me = psutil.Process()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        _run(runs_dir, "mine", {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()})
+        _run(
+            runs_dir,
+            "mine",
+            {"state": "running", "supervisor_pid": me.pid, "supervisor_ct": me.create_time()},
+        )
         _run(runs_dir, "ended", {"state": "succeeded", "pid": 1})  # an ended run owns nothing
         (runs_dir / ".sweeps").mkdir()
         assert registry.run_pids(runs_dir) == {me.pid: "mine"}
@@ -133,10 +182,13 @@ def test_process_owner_walks_ancestry_to_a_recorded_pid(runs_dir):
 
 
 def test_follow_ends_when_the_supervisor_is_gone(runs_dir):
-    """A run that says running but whose supervisor died is over (lost) for ``logs --follow`` too."""
+    """A run that says running but whose supervisor died is over (lost) for ``logs --follow``
+    too."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    d = _run(runs_dir, "orphan", {"state": "running", "supervisor_pid": dead.pid, "supervisor_ct": 1.0})
+    d = _run(
+        runs_dir, "orphan", {"state": "running", "supervisor_pid": dead.pid, "supervisor_ct": 1.0}
+    )
     (d / "stdout.log").write_text("last words\n")
     t = time.monotonic()
     assert list(logs.follow(d, poll_s=0.05)) == ["last words"]

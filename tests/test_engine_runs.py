@@ -1,9 +1,11 @@
-"""Real runs end to end (lab/engine/launcher.py, supervisor.py): launch, supervise, stop, kill, lose, sweep, two nodes.
+"""Real runs end to end (lab/engine/launch/launcher.py, supervisor.py): launch, supervise, stop,
+kill, lose, sweep, two nodes.
 
 Everything here starts real processes on this machine (the trainer on the
 CPU, torchrun with gloo). Runs are kept tiny (a few steps of 8x8 images,
 OMP_NUM_THREADS=1) so the file runs in about two minutes on two busy cores.
 """
+
 from __future__ import annotations
 
 import glob
@@ -18,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.engine import launcher, logs, ports, procs, registry
-from lab.engine.config import ConfigError, RunConfig
+from lab.engine import logs, procs, registry
+from lab.engine.launch import launcher, ports
+from lab.engine.launch.config import ConfigError, RunConfig
 from lab.runfolder import now_iso, read_json, write_json_atomic
 
 pytestmark = pytest.mark.slow
@@ -27,8 +30,14 @@ FINAL = ("succeeded", "failed", "stopped", "lost")
 
 
 def cfg(**kw) -> RunConfig:
-    base = dict(max_steps=3, image_size=8, batch_size=32, log_every=1, checkpoint="none",
-                extra_env={"OMP_NUM_THREADS": "1"})
+    base = dict(
+        max_steps=3,
+        image_size=8,
+        batch_size=32,
+        log_every=1,
+        checkpoint="none",
+        extra_env={"OMP_NUM_THREADS": "1"},
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -48,9 +57,13 @@ def state(run_id: str, root: Path) -> str:
 
 
 def alive_of(run_dir: Path) -> list[int]:
-    """Every process of the run still alive: recorded pids (create time checked) and their children."""
+    """Every process of the run still alive: recorded pids (create time checked) and their
+    children."""
     st = read_json(run_dir / "status.json") or {}
-    recorded = [[st.get("supervisor_pid"), st.get("supervisor_ct")], [st.get("pid"), st.get("pid_ct")]]
+    recorded = [
+        [st.get("supervisor_pid"), st.get("supervisor_ct")],
+        [st.get("pid"), st.get("pid_ct")],
+    ]
     recorded += st.get("tree") or []
     out = set()
     for pid, ct in recorded:
@@ -61,6 +74,7 @@ def alive_of(run_dir: Path) -> list[int]:
 
 def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
     """rank -> pid once the run's tree holds ``n`` ranks that have started training."""
+
     def ranks():
         st = read_json(run_dir / "status.json") or {}
         found = {}
@@ -72,28 +86,43 @@ def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
             if "RANK" in env and "TORCHELASTIC_RUN_ID" in env:
                 found[int(env["RANK"])] = p.pid
         return found if len(found) == n and (run_dir / "progress.json").exists() else None
+
     return wait_for(ranks, timeout_s, f"{n} training ranks")
 
 
 def cheap_run(root: Path, code: str, args: tuple[str, ...] = ()) -> str:
-    """A run folder whose command is a tiny Python child instead of the trainer (fast stop tests)."""
+    """A run folder whose command is a tiny Python child instead of the trainer (fast stop
+    tests)."""
     run_id = f"cheap-{os.urandom(3).hex()}"
     d = root / run_id
     d.mkdir()
-    write_json_atomic(d / "run.json", {"run_id": run_id, "name": "", "config": {"mode": "single", "gpus": []},
-                                       "argv": [sys.executable, "-c", code, *args], "env": {}, "sweep_id": None,
-                                       "created_at": now_iso()})
-    assert state(run_id, root) == "queued"  # run.json alone: queued until the supervisor writes status.json
+    write_json_atomic(
+        d / "run.json",
+        {
+            "run_id": run_id,
+            "name": "",
+            "config": {"mode": "single", "gpus": []},
+            "argv": [sys.executable, "-c", code, *args],
+            "env": {},
+            "sweep_id": None,
+            "created_at": now_iso(),
+        },
+    )
+    # run.json alone: queued until the supervisor writes status.json
+    assert state(run_id, root) == "queued"
     launcher.start_supervisor(d)
     assert read_json(d / "status.json")["supervisor_pid"]
     return run_id
 
 
 # a parent that spawns a grandchild in its own session which ignores SIGTERM: the worst straggler
-STUBBORN = ("import subprocess, sys, time\n"
-            "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "print(\"up\", flush=True); time.sleep(600)'], start_new_session=True)\n"
-            "time.sleep(600)\n")
+STUBBORN = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, "
+    "signal.SIG_IGN); "
+    'print("up", flush=True); time.sleep(600)\'], start_new_session=True)\n'
+    "time.sleep(600)\n"
+)
 
 
 def test_three_modes_launch_at_once_and_succeed(runs_dir):
@@ -101,7 +130,9 @@ def test_three_modes_launch_at_once_and_succeed(runs_dir):
     for c in (cfg(mode="single"), cfg(mode="dp"), cfg(mode="ddp", nproc=2)):
         t = time.monotonic()
         ids.append(launcher.launch(c, runs_dir))
-        assert time.monotonic() - t < 5, "launch must return once the supervisor is up, not after the run"
+        assert time.monotonic() - t < 5, (
+            "launch must return once the supervisor is up, not after the run"
+        )
         assert state(ids[-1], runs_dir) in ("starting", "running")
     for rid in ids:
         assert launcher.wait(rid, runs_dir, 120) == "succeeded", registry.get_run(rid, runs_dir)
@@ -110,7 +141,9 @@ def test_three_modes_launch_at_once_and_succeed(runs_dir):
         assert glob.glob(str(d / "sys" / "events.out.tfevents.*")), "supervisor events"
         rec = registry.get_run(rid, runs_dir)
         assert rec.summary and rec.summary["steps"] == 3 and rec.exit_code == 0
-        wait_for(lambda: alive_of(d) == [], 5, "the supervisor to exit after its last status write")
+        wait_for(
+            lambda d=d: alive_of(d) == [], 5, "the supervisor to exit after its last status write"
+        )
     ddp = runs_dir / ids[2]
     assert (ddp / "logs").is_dir() and read_json(ddp / "status.json")["port"] != 29500
 
@@ -140,12 +173,19 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     wait_for(lambda: alive_of(d_stop) == [], 3, "no process of the stopped run")
     assert launcher.stop(to_stop, runs_dir) == "stopped"  # a second stop is a no-op
     # both ranks left after the same step (they agree on a stop), and rank 0 wrote the summary first
-    left = [re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(d_stop, 400, rank)) for rank in (0, 1)]
+    left = [
+        re.findall(r"SIGTERM: stopped after step (\d+)", logs.tail(d_stop, 400, rank))
+        for rank in (0, 1)
+    ]
     assert left[0] and left[0] == left[1], left
     summary = read_json(d_stop / "summary.json")
     assert summary["completed"] is False and summary["steps"] == int(left[0][0])
 
-    wait_for(lambda: state(to_kill, runs_dir) in FINAL, 15 - (time.monotonic() - t_kill), "the killed run to fail")
+    wait_for(
+        lambda: state(to_kill, runs_dir) in FINAL,
+        15 - (time.monotonic() - t_kill),
+        "the killed run to fail",
+    )
     rec = registry.get_run(to_kill, runs_dir)
     assert rec.state == "failed"
     assert rec.diagnosis["rank"] == 1 and rec.diagnosis["key"] == "killed"
@@ -158,8 +198,13 @@ def test_stop_twenty_times_without_a_leak(runs_dir):
     for i in range(20):
         rid = cheap_run(runs_dir, STUBBORN)
         d = runs_dir / rid
-        wait_for(lambda: (d / "stdout.log").exists() and (d / "stdout.log").read_text().startswith("up"), 10,
-                 "the grandchild")
+        wait_for(
+            lambda d=d: (
+                (d / "stdout.log").exists() and (d / "stdout.log").read_text().startswith("up")
+            ),
+            10,
+            "the grandchild",
+        )
         assert launcher.stop(rid, runs_dir, grace_s=0.3) == "stopped"
         tree = read_json(d / "status.json")["tree"]
         assert len(tree) == 2  # the child and its SIGTERM-ignoring grandchild were both found
@@ -191,10 +236,14 @@ def test_a_taken_port_is_replaced_before_the_start(runs_dir):
 def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     port = str(ports.free_port())
     # the child fails like torchrun's store on a taken port, but only on the first port it is given
-    code = (f"import sys\nif sys.argv[-1] == {port!r}:\n"
-            "    print('RuntimeError: The server socket has failed to listen on any local network address. '\n"
-            "          'port: ' + sys.argv[-1] + ', useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use')\n"
-            "    sys.exit(1)\nprint('trained on', sys.argv[-1])\n")
+    code = (
+        f"import sys\nif sys.argv[-1] == {port!r}:\n"
+        "    print('RuntimeError: The server socket has failed to listen on any local network "
+        "address. '\n"
+        "          'port: ' + sys.argv[-1] + ', useIpv6: 0, code: -98, name: EADDRINUSE, message: "
+        "address already in use')\n"
+        "    sys.exit(1)\nprint('trained on', sys.argv[-1])\n"
+    )
     rid = cheap_run(runs_dir, code, ("--master-port", port))
     d = runs_dir / rid
     assert launcher.wait(rid, runs_dir, 20) == "succeeded", (d / "supervisor.log").read_text()
@@ -207,8 +256,15 @@ def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     rid = "cannot-start"
     d = runs_dir / rid
     d.mkdir()
-    write_json_atomic(d / "run.json", {"run_id": rid, "config": {"mode": "single"}, "env": {},
-                                       "argv": ["/nonexistent/python", "-m", "training.train"]})
+    write_json_atomic(
+        d / "run.json",
+        {
+            "run_id": rid,
+            "config": {"mode": "single"},
+            "env": {},
+            "argv": ["/nonexistent/python", "-m", "training.train"],
+        },
+    )
     launcher.start_supervisor(d)  # it comes up, then records the failure itself
     assert launcher.wait(rid, runs_dir, 20) == "failed"
     diag = registry.get_run(rid, runs_dir).diagnosis
@@ -218,10 +274,14 @@ def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
 def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
-    wait_for(lambda: (d / "stdout.log").exists() and (d / "stdout.log").read_text().startswith("up"), 10,
-             "the grandchild")
+    wait_for(
+        lambda: (d / "stdout.log").exists() and (d / "stdout.log").read_text().startswith("up"),
+        10,
+        "the grandchild",
+    )
     os.kill(read_json(d / "status.json")["supervisor_pid"], signal.SIGTERM)
-    wait_for(lambda: state(rid, runs_dir) == "stopped", 10, "the run to stop")  # 5 s grace for the grandchild
+    # 5 s grace for the grandchild
+    wait_for(lambda: state(rid, runs_dir) == "stopped", 10, "the run to stop")
     wait_for(lambda: alive_of(d) == [], 5, "no process of the run")
     assert len(read_json(d / "status.json")["tree"]) == 2
 
@@ -232,14 +292,19 @@ def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     wait_for(lambda: len(read_json(d / "status.json").get("tree") or []) >= 2, 10, "the grandchild")
     st = read_json(d / "status.json")
     os.kill(st["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: not procs.alive(st["supervisor_pid"], st["supervisor_ct"]), 5, "the supervisor to die")
+    wait_for(
+        lambda: not procs.alive(st["supervisor_pid"], st["supervisor_ct"]),
+        5,
+        "the supervisor to die",
+    )
     (runs_dir / "half-written").mkdir()
     (runs_dir / "half-written" / "status.json").write_text('{"state": "runn')
     t = time.monotonic()
     recs = {r.run_id: r for r in registry.list_runs(runs_dir)}
     assert time.monotonic() - t < 2
     assert recs[rid].state == "lost"
-    assert read_json(d / "status.json")["state"] == "running"  # computed on read: the listing wrote nothing
+    # computed on read: the listing wrote nothing
+    assert read_json(d / "status.json")["state"] == "running"
     assert "half-written" not in recs or recs["half-written"].state in ("lost", "unknown")
     # the training processes outlived their supervisor; stop ends them and records the end
     assert alive_of(d)
@@ -248,11 +313,20 @@ def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     assert read_json(d / "status.json")["state"] == "stopped" and state(rid, runs_dir) == "stopped"
 
 
-def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):  # cpu_only: gpus=(0,) is refused
+# cpu_only: gpus=(0,) is refused
+def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    bad = [cfg(mode="ddp", nproc=2, batch_size=33), cfg(gpus=(0,)), cfg(name="a/b"), cfg(model="vgg"),
-           cfg(dataset="imagefolder:/nope"), cfg(extra_env={"1X": "y"}), cfg(mode="ddp", nproc=1, nnodes=2),
-           cfg(mode="dp", nproc=2), cfg(mode="ddp", nproc=0)]
+    bad = [
+        cfg(mode="ddp", nproc=2, batch_size=33),
+        cfg(gpus=(0,)),
+        cfg(name="a/b"),
+        cfg(model="vgg"),
+        cfg(dataset="imagefolder:/nope"),
+        cfg(extra_env={"1X": "y"}),
+        cfg(mode="ddp", nproc=1, nnodes=2),
+        cfg(mode="dp", nproc=2),
+        cfg(mode="ddp", nproc=0),
+    ]
     for c in bad:
         with pytest.raises(ConfigError):
             launcher.launch(c, runs_dir)
@@ -264,9 +338,9 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):  # 
 
 def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
-    from lab.views.compare import device_count, run_metrics
-    from lab.views.scaling import efficiency
-    from lab.views.compare_runs import load_run
+    from lab.views.compare.runs import load_run
+    from lab.views.compare.scaling import efficiency
+    from lab.views.compare.table import device_count, run_metrics
 
     port = ports.free_port()
     c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
@@ -276,8 +350,9 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     other = run["other_nodes"]
     assert len(other) == 1 and other[0][other[0].index("--node-rank") + 1] == "1"
     env = dict(os.environ) | run["env"]
-    node1 = subprocess.Popen(other[0], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    node1 = subprocess.Popen(
+        other[0], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         out, _ = node1.communicate(timeout=120)
     finally:
@@ -287,13 +362,18 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     assert launcher.wait(rid, runs_dir, 60) == "succeeded"
     summary = registry.get_run(rid, runs_dir).summary
     assert summary["world_size"] == 4 and summary["nnodes"] == 2 and summary["backend"] == "gloo"
-    assert summary["devices"] == ["cpu0", "cpu1", "cpu2", "cpu3"] and len(summary["peak_mem_mib"]) == 4
+    assert (
+        summary["devices"] == ["cpu0", "cpu1", "cpu2", "cpu3"] and len(summary["peak_mem_mib"]) == 4
+    )
     assert device_count(run_metrics(load_run(d))) == 4
-    assert efficiency("strong", 2.0, device_count(run_metrics(load_run(d))), 1.0, 1) == 0.5  # a speedup of 2 over four devices
+    # a speedup of 2 over four devices
+    assert efficiency("strong", 2.0, device_count(run_metrics(load_run(d))), 1.0, 1) == 0.5
 
 
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
-    sweep_id, ids = launcher.launch_sweep([cfg(mode="single", max_steps=1), cfg(mode="dp", max_steps=1)], runs_dir)
+    sweep_id, ids = launcher.launch_sweep(
+        [cfg(mode="single", max_steps=1), cfg(mode="dp", max_steps=1)], runs_dir
+    )
     assert state(ids[1], runs_dir) == "queued"
     assert [read_json(runs_dir / r / "run.json")["sweep_id"] for r in ids] == [sweep_id] * 2
     assert [launcher.wait(r, runs_dir, 120) for r in ids] == ["succeeded"] * 2
@@ -305,5 +385,5 @@ def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
     wait_for(lambda: state(ids[0], runs_dir) == "running", 30, "the first run to start")
     assert launcher.stop_sweep(sweep_id, runs_dir) == {r: "stopped" for r in ids}
     for r in ids:
-        wait_for(lambda: alive_of(runs_dir / r) == [], 5, "no process of the sweep")
+        wait_for(lambda r=r: alive_of(runs_dir / r) == [], 5, "no process of the sweep")
     assert not (runs_dir / ids[1] / "stdout.log").exists()  # never started

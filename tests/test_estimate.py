@@ -1,4 +1,4 @@
-"""lab/engine/estimate.py: the memory a run needs, against real measurements on the CPU.
+"""lab/engine/preflight/estimate.py: the memory a run needs, against real measurements on the CPU.
 
 REAL: the estimate's forward runs on PyTorch's meta device; it is checked
 against (1) the same count on the CPU, with real tensors, and (2) the peak of
@@ -12,6 +12,7 @@ it leaves out the short-lived buffers a step allocates (the loss's
 gradient, a convolution's workspace), which weigh most where activations
 dominate (tinycnn measures about a third more).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,8 @@ import pytest
 import torch
 from torch import nn
 
-from lab.engine import estimate
-from lab.engine.config import RunConfig
+from lab.engine.launch.config import RunConfig
+from lab.engine.preflight import estimate
 from lab.runfolder import REPO_ROOT
 from training import models
 
@@ -72,7 +73,8 @@ with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
 live = peak = 0
-for e in sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns()):
+memory = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+for e in sorted(memory, key=lambda e: e.start_ns()):
     live += e.nbytes()
     peak = max(peak, live)
 print(peak / 2**20)
@@ -81,8 +83,14 @@ print(peak / 2**20)
 
 @pytest.mark.parametrize("model,batch,size", [("tinycnn", 64, 32), ("resnet18", 32, 64)])
 def test_estimate_against_a_real_training_step_on_the_cpu(model, batch, size):
-    r = subprocess.run([sys.executable, "-c", PEAK, model, str(batch), str(size)], cwd=REPO_ROOT, capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), CUDA_VISIBLE_DEVICES=""))
+    r = subprocess.run(
+        [sys.executable, "-c", PEAK, model, str(batch), str(size)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), CUDA_VISIBLE_DEVICES=""),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     measured = float(r.stdout.strip().splitlines()[-1])
     e = estimate.estimate(model, batch, size)
@@ -90,16 +98,26 @@ def test_estimate_against_a_real_training_step_on_the_cpu(model, batch, size):
 
 
 def test_amp_halves_the_activations_and_adds_the_weight_copies():
-    full, half = estimate.estimate("resnet18", 32, 64), estimate.estimate("resnet18", 32, 64, amp=True)
+    full, half = (
+        estimate.estimate("resnet18", 32, 64),
+        estimate.estimate("resnet18", 32, 64, amp=True),
+    )
     assert half.params_mib == full.params_mib  # float32 master weights either way
-    assert 0.45 * full.activations_mib < half.activations_mib - full.params_mib / 2 < 0.6 * full.activations_mib
+    assert (
+        0.45 * full.activations_mib
+        < half.activations_mib - full.params_mib / 2
+        < 0.6 * full.activations_mib
+    )
 
 
 def test_the_estimate_grows_with_the_batch_and_the_image():
     small, big = estimate.estimate("tinycnn", 32, 32), estimate.estimate("tinycnn", 64, 32)
     assert big.activations_mib == pytest.approx(2 * small.activations_mib, rel=0.01)
-    assert estimate.estimate("tinycnn", 32, 64).activations_mib == pytest.approx(4 * small.activations_mib, rel=0.05)
-    assert estimate.estimate("resnet18", 256, 224).total_mib > 5 * 1024  # a real ImageNet batch: several GiB
+    assert estimate.estimate("tinycnn", 32, 64).activations_mib == pytest.approx(
+        4 * small.activations_mib, rel=0.05
+    )
+    # a real ImageNet batch: several GiB
+    assert estimate.estimate("resnet18", 256, 224).total_mib > 5 * 1024
 
 
 def test_per_gpu_follows_each_mode():
@@ -109,18 +127,29 @@ def test_per_gpu_follows_each_mode():
     dp = estimate.per_gpu(RunConfig(mode="dp", gpus=(0, 1), batch_size=64, model="resnet18"))
     assert dp[0].batch == dp[1].batch == 32 and dp[1].optimizer_mib == 0 < dp[0].optimizer_mib
     assert dp[0].total_mib > dp[1].total_mib  # the first GPU holds more, as the seeds warn
-    ddp = estimate.per_gpu(RunConfig(mode="ddp", gpus=(0, 1), nproc=2, batch_size=64, model="resnet18"))
+    ddp = estimate.per_gpu(
+        RunConfig(mode="ddp", gpus=(0, 1), nproc=2, batch_size=64, model="resnet18")
+    )
     assert ddp[0] == ddp[1] and ddp[0].batch == 32 and ddp[0].buckets_mib == ddp[0].grads_mib
     assert "activations of 32 images" in ddp[0].describe() and "DDP buckets" in ddp[0].describe()
 
 
 def test_importing_the_lab_engine_does_not_import_torch():
-    code = ("import sys, lab.engine.launcher, lab.engine.preflight, lab.engine.estimate, lab.engine.supervisor, lab.cli;"
-            "print('torch' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys, lab.engine.launch.launcher, lab.engine.preflight.checks, "
+        "lab.engine.preflight.estimate, lab.engine.supervise.supervisor, lab.cli;"
+        "print('torch' in sys.modules)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
 
 
 def test_torch_cuda_version_reads_the_build():
     v = estimate.torch_cuda_version()
-    assert v is None if torch.version.cuda is None else v == tuple(int(p) for p in torch.version.cuda.split(".")[:2])
+    assert (
+        v is None
+        if torch.version.cuda is None
+        else v == tuple(int(p) for p in torch.version.cuda.split(".")[:2])
+    )

@@ -1,4 +1,5 @@
 """``python -m lab scalars``: the same points as the library, as CSV and JSON; clear errors."""
+
 from __future__ import annotations
 
 import csv
@@ -18,8 +19,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def rec(tag: str, step: int, value: float, wall: float) -> bytes:
-    ev = event_pb2.Event(wall_time=wall, step=step,
-                         summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    ev = event_pb2.Event(
+        wall_time=wall,
+        step=step,
+        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]),
+    )
     return frame(ev.SerializeToString())
 
 
@@ -28,15 +32,20 @@ def logdir(tmp_path):
     (tmp_path / "r1" / "tb").mkdir(parents=True)
     (tmp_path / "r1" / "tb" / "events.out.tfevents.1.h").write_bytes(
         b"".join(rec("train/loss", s, 1 / (s + 1), 1_700_000_000.123456 + s / 3) for s in range(30))
-        + b"".join(rec("val/acc", s, s / 7, 1_700_000_000.5 + s) for s in range(0, 30, 10)))
+        + b"".join(rec("val/acc", s, s / 7, 1_700_000_000.5 + s) for s in range(0, 30, 10))
+    )
     (tmp_path / "r2").mkdir()
     (tmp_path / "r2" / "events.out.tfevents.2.h").write_bytes(
-        rec("train/loss", 1, float("nan"), 1_700_000_100.0) + rec("train/loss", 2, 0.25, 1_700_000_101.0))
+        rec("train/loss", 1, float("nan"), 1_700_000_100.0)
+        + rec("train/loss", 2, 0.25, 1_700_000_101.0)
+    )
     return tmp_path
 
 
 def cli(*args, module=("-m", "lab")):
-    return subprocess.run([sys.executable, *module, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, *module, *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
 
 
 def library_rows(root, tags=None):
@@ -78,9 +87,17 @@ def test_standalone_module_and_errors(logdir, tmp_path):
     assert p.returncode == 0 and len(json.loads(p.stdout)) == 2
     missing = cli("scalars", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stdout == ""
-    assert missing.stderr.count("\n") == 1 and missing.stderr.startswith("error: ") and "does not exist" in missing.stderr
+    assert (
+        missing.stderr.count("\n") == 1
+        and missing.stderr.startswith("error: ")
+        and "does not exist" in missing.stderr
+    )
     (tmp_path / "empty").mkdir()
     empty = cli("scalars", str(tmp_path / "empty"))
-    assert empty.returncode == 2 and "no TensorBoard event files" in empty.stderr and "Traceback" not in empty.stderr
+    assert (
+        empty.returncode == 2
+        and "no TensorBoard event files" in empty.stderr
+        and "Traceback" not in empty.stderr
+    )
     bad = cli("scalars", str(logdir), "--tags", "(")
     assert bad.returncode == 2 and "regular expression" in bad.stderr

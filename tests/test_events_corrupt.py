@@ -4,6 +4,7 @@ Nothing may raise; what was read stays; each problem becomes a line in
 ``.warnings``. The unreadable file is real: a symlink to ``/proc/self/mem``,
 whose first page is never mapped, so reading it fails with EIO even as root.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,11 @@ from lab.events.tfrecord import frame
 
 
 def rec(tag: str, step: int, value: float) -> bytes:
-    ev = event_pb2.Event(wall_time=1_700_000_000.0 + step, step=step,
-                         summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    ev = event_pb2.Event(
+        wall_time=1_700_000_000.0 + step,
+        step=step,
+        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]),
+    )
     return frame(ev.SerializeToString())
 
 
@@ -36,8 +40,9 @@ def test_masked_crc_matches_tensorflow():
     assert tfrecord.crc32c(b"123456789") == 0xE3069283
     c = 0xE3069283
     assert tfrecord.mask(c) == ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-    from tensorboard.summary.writer.record_writer import RecordWriter
     import io
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
     buf = io.BytesIO()
     RecordWriter(buf).write(b"payload")
@@ -99,7 +104,9 @@ def test_zero_length_file(tmp_path):
     (tmp_path / "events.out.tfevents.1.h").write_bytes(b"")
     r = events.RunReader(tmp_path)
     assert r.refresh() == 0 and r.refresh() == 0
-    assert r.warnings == [f"{tmp_path / 'events.out.tfevents.1.h'}: empty file (no events written yet)"]
+    assert r.warnings == [
+        f"{tmp_path / 'events.out.tfevents.1.h'}: empty file (no events written yet)"
+    ]
 
 
 def test_unreadable_file_is_retried(tmp_path):

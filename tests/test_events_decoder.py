@@ -4,6 +4,7 @@
 ``protobuf.decode_with_protobuf`` (TensorBoard's event_pb2 per record) gives,
 in the same order, for any mix of shapes a writer could produce.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -24,7 +25,13 @@ def random_event(rng: np.random.Generator) -> event_pb2.Event:
     if rng.random() < 0.9:
         ev.wall_time = float(rng.uniform(0, 2e9))
     r = rng.random()
-    ev.step = 0 if r < 0.1 else int(rng.integers(-5, 0)) if r < 0.15 else int(rng.integers(1, 2**40 if r < 0.3 else 20_000))
+    ev.step = (
+        0
+        if r < 0.1
+        else int(rng.integers(-5, 0))
+        if r < 0.15
+        else int(rng.integers(1, 2**40 if r < 0.3 else 20_000))
+    )
     kind = rng.random()
     if kind < 0.05:
         ev.file_version = "brain.Event:2"
@@ -88,13 +95,20 @@ LAZY = """
 import sys
 from lab.events import RunReader
 r = RunReader(sys.argv[1])
-print(r.refresh(), "lab.events.protobuf" in sys.modules, "tensorboard.compat.proto.event_pb2" in sys.modules)
+proto = "tensorboard.compat.proto.event_pb2"
+print(r.refresh(), "lab.events.protobuf" in sys.modules, proto in sys.modules)
 """
 
 
 def read_in_fresh_process(run_dir) -> list[str]:
-    return subprocess.run([sys.executable, "-c", LAZY, str(run_dir)], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=True).stdout.split()
+    return subprocess.run(
+        [sys.executable, "-c", LAZY, str(run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
 
 
 def test_protobuf_is_loaded_only_for_records_that_need_it(tmp_path):
@@ -106,7 +120,9 @@ def test_protobuf_is_loaded_only_for_records_that_need_it(tmp_path):
     recs += [event_pb2.Event(wall_time=2.0 + s, step=s) for s in range(3)]
     for s, ev in enumerate(recs[1:]):
         ev.summary.value.add(tag="loss", simple_value=float(s))
-    (plain / "events.out.tfevents.1.h").write_bytes(b"".join(tfrecord.frame(e.SerializeToString()) for e in recs))
+    (plain / "events.out.tfevents.1.h").write_bytes(
+        b"".join(tfrecord.frame(e.SerializeToString()) for e in recs)
+    )
     ev = event_pb2.Event(wall_time=3.0, step=1)
     v = ev.summary.value.add(tag="tf2", tensor=tensor_util.make_tensor_proto(np.float32(0.5)))
     v.metadata.plugin_data.plugin_name = "scalars"

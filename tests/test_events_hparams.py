@@ -3,6 +3,7 @@
 write (TensorBoard's own ``summary_v2``, which Keras calls). Incremental reading
 (a record cut short is "not yet"), a needle cut in two by the read chunks, files
 without hparams never decoded, and a corrupt record as a warning."""
+
 from __future__ import annotations
 
 import os
@@ -30,20 +31,31 @@ def _keras_summaries(hp: dict):
 
     session = summary_v2.hparams_pb(hp, trial_id="t0")
     config = summary_v2.hparams_config_pb(
-        hparams=[summary_v2.HParam("units"), summary_v2.HParam("optimizer"), summary_v2.HParam("dropout")],
-        metrics=[summary_v2.Metric("epoch_accuracy", group="validation")])
+        hparams=[
+            summary_v2.HParam("units"),
+            summary_v2.HParam("optimizer"),
+            summary_v2.HParam("dropout"),
+        ],
+        metrics=[summary_v2.Metric("epoch_accuracy", group="validation")],
+    )
     return session, config
 
 
 def test_torch_add_hparams(tmp_path):
-    _torch(tmp_path, "exp/run1", {"lr": 0.1, "bs": 32, "opt": "adam", "bn": True, "gone": None}, {"hparam/acc": 0.9})
+    _torch(
+        tmp_path,
+        "exp/run1",
+        {"lr": 0.1, "bs": 32, "opt": "adam", "bn": True, "gone": None},
+        {"hparam/acc": 0.9},
+    )
     r = HparamsReader(tmp_path)
     assert r.refresh() == 2  # the experiment and the session (the end info carries nothing shown)
     sessions = r.sessions()
     [(run, session)] = sessions.items()
     parent, _, child = run.rpartition("/")
     assert parent == "exp/run1" and float(child) > 0  # torch writes into <run>/<time.time()>
-    assert session.hparams == {"lr": 0.1, "bs": 32, "opt": "adam", "bn": 1}  # torch stores bool as 1, drops None
+    # torch stores bool as 1, drops None
+    assert session.hparams == {"lr": 0.1, "bs": 32, "opt": "adam", "bn": 1}
     assert r.hparam_names() == ["lr", "bs", "opt", "bn"]
     assert r.metrics() == [Metric("hparam/acc")]
     assert r.refresh() == 0 and not r.warnings
@@ -57,17 +69,26 @@ def test_tensorboardx_add_hparams(tmp_path):
         w.add_hparams({"lr": 0.01, "bs": 64, "opt": "sgd"}, {"hparam/acc": 0.8}, name="hp")
     r = HparamsReader(tmp_path)
     r.refresh()
-    assert {k: v.hparams for k, v in r.sessions().items()} == {"tbx/hp": {"lr": 0.01, "bs": 64, "opt": "sgd"}}
+    assert {k: v.hparams for k, v in r.sessions().items()} == {
+        "tbx/hp": {"lr": 0.01, "bs": 64, "opt": "sgd"}
+    }
     assert r.metrics() == [Metric("hparam/acc")]
 
 
 def test_keras_hparams_and_config(tmp_path):
-    session, config = _keras_summaries({"units": 16, "optimizer": "adam", "dropout": 0.1, "bn": True})
+    session, config = _keras_summaries(
+        {"units": 16, "optimizer": "adam", "dropout": 0.1, "bn": True}
+    )
     write_events(tmp_path / "run-0" / "events.out.tfevents.1.keras", {}, extra=[session])
     write_events(tmp_path / "events.out.tfevents.0.keras", {}, extra=[config])
     r = HparamsReader(tmp_path)
     r.refresh()
-    assert r.sessions()["run-0"].hparams == {"bn": True, "dropout": 0.1, "optimizer": "adam", "units": 16}
+    assert r.sessions()["run-0"].hparams == {
+        "bn": True,
+        "dropout": 0.1,
+        "optimizer": "adam",
+        "units": 16,
+    }
     assert r.sessions()["run-0"].start_time > 0
     assert r.metrics() == [Metric("epoch_accuracy", "validation")]
     assert Metric("epoch_accuracy", "validation").label == "validation/epoch_accuracy"
@@ -109,7 +130,10 @@ def test_needle_cut_by_the_read_chunk_is_found(tmp_path, monkeypatch):
 
 
 def test_files_without_hparams_are_never_decoded(tmp_path, monkeypatch):
-    write_events(tmp_path / "plain" / "events.out.tfevents.1.x", {"train/loss": (np.arange(500), np.ones(500))})
+    write_events(
+        tmp_path / "plain" / "events.out.tfevents.1.x",
+        {"train/loss": (np.arange(500), np.ones(500))},
+    )
 
     def refuse(payload):
         raise AssertionError("a record without the hparams plugin was decoded")
@@ -124,7 +148,8 @@ def test_corrupt_hparams_record_is_a_warning(tmp_path):
     [path] = [p for p in (tmp_path / "a" / "hp").iterdir()]
     data = bytearray(path.read_bytes())
     at = data.find(hparams.NEEDLE)
-    data[at + 3] ^= 0xFF  # inside the first hparams record (the experiment): its CRC no longer matches
+    # inside the first hparams record (the experiment): its CRC no longer matches
+    data[at + 3] ^= 0xFF
     path.write_bytes(bytes(data))
     r = HparamsReader(tmp_path)
     r.refresh()
@@ -144,10 +169,16 @@ def test_missing_root_and_deleted_files_do_not_raise(tmp_path):
     assert r.refresh() == 0 and r.sessions()["a/hp"].hparams == {"lr": 0.1}  # what was read stays
 
 
-@pytest.mark.parametrize("value,expected", [
-    ({"number_value": 3.0}, 3), ({"number_value": 0.25}, 0.25), ({"string_value": "x"}, "x"),
-    ({"bool_value": False}, False), ({}, None),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ({"number_value": 3.0}, 3),
+        ({"number_value": 0.25}, 0.25),
+        ({"string_value": "x"}, "x"),
+        ({"bool_value": False}, False),
+        ({}, None),
+    ],
+)
 def test_plain_value(value, expected):
     from google.protobuf import struct_pb2
 

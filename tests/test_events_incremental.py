@@ -1,10 +1,12 @@
-"""lab.events on files that are still being written: offsets, truncation, new files and runs, merging.
+"""lab.events on files that are still being written: offsets, truncation, new files and runs,
+merging.
 
 Covers ``lab.events.file_loader`` (one file: ``EventFileLoader.load()``
 yields only new points, resumes at a record cut short, classifies errors),
 ``lab.events.columns`` (growth, frozen snapshots, ranks merged in time) and
 the incremental side of ``lab.events.reader``.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +22,11 @@ from lab.events.tfrecord import frame
 
 
 def rec(tag: str, step: int, value: float, wall: float | None = None) -> bytes:
-    ev = event_pb2.Event(wall_time=1_700_000_000.0 + step if wall is None else wall, step=step,
-                         summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    ev = event_pb2.Event(
+        wall_time=1_700_000_000.0 + step if wall is None else wall,
+        step=step,
+        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]),
+    )
     return frame(ev.SerializeToString())
 
 
@@ -39,7 +44,8 @@ def points(series):
 
 
 def test_truncated_record_then_its_last_byte(tmp_path):
-    """TensorBoard's own test: record minus its last byte -> nothing, no error; last byte -> the event."""
+    """TensorBoard's own test: record minus its last byte -> nothing, no error; last byte -> the
+    event."""
     f = tmp_path / "events.out.tfevents.1.host"
     f.write_bytes(header())
     r = events.RunReader(tmp_path)
@@ -82,7 +88,9 @@ def test_refresh_reads_only_new_bytes_and_grows_geometrically(tmp_path):
     s = r.scalars()["a"]
     assert len(s) == 1050 and s.step[-1] == 1049
     assert len(first) == 1000 and first.step[-1] == 999  # an earlier snapshot never changes
-    assert not s.value.flags.writeable and s.step.dtype == np.int64 and s.wall_time.dtype == np.float64
+    assert (
+        not s.value.flags.writeable and s.step.dtype == np.int64 and s.wall_time.dtype == np.float64
+    )
 
 
 def test_new_file_in_existing_run_and_new_run_folder(tmp_path):
@@ -108,29 +116,44 @@ def test_two_files_merge_by_wall_time_then_step(tmp_path):
     """One file per rank, appended concurrently: the series interleaves them in time order."""
     f0 = tmp_path / "events.out.tfevents.1.host.rank0"
     f1 = tmp_path / "events.out.tfevents.1.host.rank1"
-    f0.write_bytes(b"".join(rec("m", s, 0.0, wall=10.0 + 2 * s) for s in range(5)))  # walls 10,12,..18
+    # walls 10,12,..18
+    f0.write_bytes(b"".join(rec("m", s, 0.0, wall=10.0 + 2 * s) for s in range(5)))
     f1.write_bytes(b"".join(rec("m", s, 1.0, wall=11.0 + 2 * s) for s in range(3)))  # 11,13,15
     r = events.RunReader(tmp_path)
     assert r.refresh() == 8
     s = r.scalars()["m"]
     assert s.wall_time.tolist() == [10, 11, 12, 13, 14, 15, 16, 18]
-    append(f1, rec("m", 3, 1.0, wall=17.0) + rec("m", 7, 1.0, wall=18.0) + rec("m", 2, 1.0, wall=18.0))
+    append(
+        f1, rec("m", 3, 1.0, wall=17.0) + rec("m", 7, 1.0, wall=18.0) + rec("m", 2, 1.0, wall=18.0)
+    )
     assert r.refresh() == 3
     s2 = r.scalars()["m"]
-    assert list(zip(s2.wall_time.tolist(), s2.step.tolist()))[-5:] == [(16, 3), (17, 3), (18, 2), (18, 4), (18, 7)]
+    assert list(zip(s2.wall_time.tolist(), s2.step.tolist()))[-5:] == [
+        (16, 3),
+        (17, 3),
+        (18, 2),
+        (18, 4),
+        (18, 7),
+    ]
     assert s.wall_time.tolist() == [10, 11, 12, 13, 14, 15, 16, 18]  # the old snapshot is untouched
     assert np.all(np.diff(s2.wall_time) >= 0)
 
 
 def test_tags_and_to_frame_on_a_run_reader(tmp_path):
-    (tmp_path / "events.out.tfevents.1.h").write_bytes(rec("b", 1, 1.0) + rec("a", 1, 2.0) + rec("a", 2, 3.0))
+    (tmp_path / "events.out.tfevents.1.h").write_bytes(
+        rec("b", 1, 1.0) + rec("a", 1, 2.0) + rec("a", 2, 3.0)
+    )
     r = events.RunReader(tmp_path)
     r.refresh()
     assert r.tags() == ["a", "b"]
     df = events.to_frame(r, run_name="mine")
-    assert df.to_dict("list") == {"run": ["mine"] * 3, "tag": ["a", "a", "b"], "step": [1, 2, 1],
-                                  "wall_time": [1_700_000_001.0, 1_700_000_002.0, 1_700_000_001.0],
-                                  "value": [2.0, 3.0, 1.0]}
+    assert df.to_dict("list") == {
+        "run": ["mine"] * 3,
+        "tag": ["a", "a", "b"],
+        "step": [1, 2, 1],
+        "wall_time": [1_700_000_001.0, 1_700_000_002.0, 1_700_000_001.0],
+        "value": [2.0, 3.0, 1.0],
+    }
     assert len(events.to_frame(r, tags=["zzz"])) == 0
     assert list(events.to_frame({}).columns) == ["run", "tag", "step", "wall_time", "value"]
 
@@ -154,8 +177,11 @@ def test_protobuf_fallback_gives_the_same_points(tmp_path, monkeypatch):
 
 def loaded(loader: EventFileLoader) -> list[tuple[str, int, float]]:
     """(tag, step, value) of every point one ``load()`` yields."""
-    return [(p.tags[i], s, v) for p in loader.load()
-            for i, s, v in zip(p.tag_idx.tolist(), p.step.tolist(), p.value.tolist())]
+    return [
+        (p.tags[i], s, v)
+        for p in loader.load()
+        for i, s, v in zip(p.tag_idx.tolist(), p.step.tolist(), p.value.tolist())
+    ]
 
 
 def test_file_loader_yields_only_new_points_and_resumes_inside_a_record(tmp_path):
@@ -179,7 +205,9 @@ def test_file_loader_reads_a_record_larger_than_its_chunk(tmp_path, monkeypatch)
 
     monkeypatch.setattr(file_loader, "CHUNK", 64)  # the header alone is 39 bytes, a record 50+
     f = tmp_path / "events.out.tfevents.1.host"
-    f.write_bytes(header() + rec("x" * 100, 1, 1.0) + b"".join(rec("t", s, float(s)) for s in range(20)))
+    f.write_bytes(
+        header() + rec("x" * 100, 1, 1.0) + b"".join(rec("t", s, float(s)) for s in range(20))
+    )
     loader = EventFileLoader(f)
     got = loaded(loader)
     assert got[0] == ("x" * 100, 1, 1.0) and [s for _, s, _ in got[1:]] == list(range(20))
@@ -194,7 +222,8 @@ def test_file_loader_deleted_is_final_other_errors_are_retried(tmp_path):
     assert len(loaded(loader)) == 1
     f.unlink()
     assert loaded(loader) == [] and loader.state == "deleted"
-    f.write_bytes(rec("a", 1, 1.0) + rec("a", 2, 2.0))  # a new file of the same name: not this loader's
+    # a new file of the same name: not this loader's
+    f.write_bytes(rec("a", 1, 1.0) + rec("a", 2, 2.0))
     assert loaded(loader) == [] and len(warned) == 1 and "deleted" in warned[0]
 
     bad = tmp_path / "events.out.tfevents.2.host"
@@ -220,10 +249,14 @@ def test_file_loader_stops_for_good_at_a_bad_length(tmp_path):
 
 
 def test_files_sharing_plugins_know_a_tag_from_its_first_metadata(tmp_path):
-    """TF2 writers send a tag's plugin once: the run's other files still read its tensors as scalars."""
+    """TF2 writers send a tag's plugin once: the run's other files still read its tensors as
+    scalars."""
+
     def tensor_rec(step: int, plugin: str | None) -> bytes:
         ev = event_pb2.Event(wall_time=1.0 + step, step=step)
-        v = ev.summary.value.add(tag="tf2", tensor=tensor_util.make_tensor_proto(np.float32(step / 2)))
+        v = ev.summary.value.add(
+            tag="tf2", tensor=tensor_util.make_tensor_proto(np.float32(step / 2))
+        )
         if plugin:
             v.metadata.plugin_data.plugin_name = plugin
         return frame(ev.SerializeToString())

@@ -5,6 +5,7 @@ TF2-style tensor summaries built from tensorboard's protobufs, and a file
 mixing images, histograms, text, a graph and hparams) and checks that our
 steps, wall times and values equal EventAccumulator's, point for point.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,9 @@ from lab.events.tfrecord import frame
 
 def ea_points(run_dir) -> dict[str, list[tuple[int, float, float]]]:
     """Every scalar EventAccumulator sees: simple values and ``scalars``-plugin tensors."""
-    ea = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0}, purge_orphaned_data=False)
+    ea = EventAccumulator(
+        str(run_dir), size_guidance={"scalars": 0, "tensors": 0}, purge_orphaned_data=False
+    )
     ea.Reload()
     out = {t: [(e.step, e.wall_time, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
     for t in ea.Tags()["tensors"]:
@@ -41,7 +44,10 @@ def our_points(run_dir) -> dict[str, list[tuple[int, float, float]]]:
     r = events.RunReader(run_dir)
     r.refresh()
     assert r.warnings == []
-    return {t: list(zip(s.step.tolist(), s.wall_time.tolist(), s.value.tolist())) for t, s in r.scalars().items()}
+    return {
+        t: list(zip(s.step.tolist(), s.wall_time.tolist(), s.value.tolist()))
+        for t, s in r.scalars().items()
+    }
 
 
 def assert_same(ours, theirs):
@@ -64,7 +70,9 @@ def test_torch_summarywriter_scalars_equal_eventaccumulator(tmp_path):
         if step % 50 == 0:
             w.add_scalar("val/acc", step / 300, step)
             w.add_scalar("new_style/loss", 2.0 * step, step, new_style=True)
-            w.add_scalar("new_style/double", 1 / 3 + step, step, new_style=True, double_precision=True)
+            w.add_scalar(
+                "new_style/double", 1 / 3 + step, step, new_style=True, double_precision=True
+            )
     w.add_scalar("edge/nan", float("nan"), 1)
     w.add_scalar("edge/inf", float("inf"), 2)
     w.add_scalar("edge/negative_step", 5.0, -3)
@@ -106,31 +114,62 @@ def _scalar_tensor(kind: str, x: float) -> tensor_pb2.TensorProto:
     if kind == "half_val":
         bits = int(np.array([x], dtype=np.float16).view(np.uint16)[0])
         return tensor_pb2.TensorProto(dtype=types_pb2.DT_HALF, tensor_shape=shape, half_val=[bits])
-    dtype, np_dtype = {"content_float": (types_pb2.DT_FLOAT, np.float32),
-                       "content_double": (types_pb2.DT_DOUBLE, np.float64),
-                       "content_half": (types_pb2.DT_HALF, np.float16)}[kind]
-    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape,
-                                  tensor_content=np.array([x], dtype=np_dtype).tobytes())
+    dtype, np_dtype = {
+        "content_float": (types_pb2.DT_FLOAT, np.float32),
+        "content_double": (types_pb2.DT_DOUBLE, np.float64),
+        "content_half": (types_pb2.DT_HALF, np.float16),
+    }[kind]
+    return tensor_pb2.TensorProto(
+        dtype=dtype, tensor_shape=shape, tensor_content=np.array([x], dtype=np_dtype).tobytes()
+    )
 
 
 def write_tf2_file(path, n_steps=40):
-    """TF2 ``tf.summary.scalar``-style tensors; some tags carry metadata only on their first value."""
-    recs = [frame(event_pb2.Event(wall_time=1_700_000_000.0, file_version="brain.Event:2").SerializeToString())]
-    kinds = ["float_val", "double_val", "half_val", "content_float", "content_double", "content_half"]
+    """TF2 ``tf.summary.scalar``-style tensors; some tags carry metadata only on their first
+    value."""
+    recs = [
+        frame(
+            event_pb2.Event(
+                wall_time=1_700_000_000.0, file_version="brain.Event:2"
+            ).SerializeToString()
+        )
+    ]
+    kinds = [
+        "float_val",
+        "double_val",
+        "half_val",
+        "content_float",
+        "content_double",
+        "content_half",
+    ]
     for step in range(n_steps):
         wall = 1_700_000_000.0 + step * 0.37
         for i, kind in enumerate(kinds):
             first_only = i % 2 == 1
             plugin = "scalars" if (step == 0 or not first_only) else None
-            ev = _tensor_event(f"tf2/{kind}", step, wall, _scalar_tensor(kind, 0.1 * step + i), plugin)
+            ev = _tensor_event(
+                f"tf2/{kind}", step, wall, _scalar_tensor(kind, 0.1 * step + i), plugin
+            )
             recs.append(frame(ev.SerializeToString()))
         # Tensors that are not scalars: skipped, never decoded
-        img = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[b"2", b"2", b"\x89PNG" + bytes(300)])
-        recs.append(frame(_tensor_event("tf2/image", step, wall, img, "images" if step == 0 else None).SerializeToString()))
+        img = tensor_pb2.TensorProto(
+            dtype=types_pb2.DT_STRING, string_val=[b"2", b"2", b"\x89PNG" + bytes(300)]
+        )
+        recs.append(
+            frame(
+                _tensor_event(
+                    "tf2/image", step, wall, img, "images" if step == 0 else None
+                ).SerializeToString()
+            )
+        )
         hist = tensor_util.make_tensor_proto(np.ones((5, 3), dtype=np.float64))
-        recs.append(frame(_tensor_event("tf2/hist", step, wall, hist, "histograms").SerializeToString()))
+        recs.append(
+            frame(_tensor_event("tf2/hist", step, wall, hist, "histograms").SerializeToString())
+        )
         vec = tensor_util.make_tensor_proto(np.array([1.0, 2.0], dtype=np.float32))
-        recs.append(frame(_tensor_event("tf2/not_a_scalar", step, wall, vec, "scalars").SerializeToString()))
+        recs.append(
+            frame(_tensor_event("tf2/not_a_scalar", step, wall, vec, "scalars").SerializeToString())
+        )
     path.write_bytes(b"".join(recs))
 
 
@@ -151,8 +190,13 @@ def test_several_values_in_one_event_and_odd_layouts(tmp_path):
         ev.summary.value.add(tag=f"multi/{k}", simple_value=float(k))
     recs.append(frame(ev.SerializeToString()))
     # Fields written in an unusual order (step before wall_time): still valid protobuf
-    odd = event_pb2.Event(step=9).SerializeToString() + event_pb2.Event(wall_time=2.5).SerializeToString()
-    odd += event_pb2.Event(summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="odd", simple_value=4.0)])).SerializeToString()
+    odd = (
+        event_pb2.Event(step=9).SerializeToString()
+        + event_pb2.Event(wall_time=2.5).SerializeToString()
+    )
+    odd += event_pb2.Event(
+        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="odd", simple_value=4.0)])
+    ).SerializeToString()
     recs.append(frame(odd))
     (tmp_path / "events.out.tfevents.1.odd").write_bytes(b"".join(recs))
     ours, theirs = our_points(tmp_path), ea_points(tmp_path)
@@ -200,9 +244,18 @@ def test_tf2_file_read_with_eventaccumulator_via_logdir_reader(tmp_path):
 
 @pytest.mark.parametrize("n", [1, 127, 128, 16384])
 def test_step_varint_boundaries(tmp_path, n):
-    recs = [frame(event_pb2.Event(wall_time=float(s), step=s, summary=summary_pb2.Summary(
-        value=[summary_pb2.Summary.Value(tag="t", simple_value=float(s))])).SerializeToString())
-        for s in range(max(0, n - 3), n + 3)]
+    recs = [
+        frame(
+            event_pb2.Event(
+                wall_time=float(s),
+                step=s,
+                summary=summary_pb2.Summary(
+                    value=[summary_pb2.Summary.Value(tag="t", simple_value=float(s))]
+                ),
+            ).SerializeToString()
+        )
+        for s in range(max(0, n - 3), n + 3)
+    ]
     (tmp_path / "events.out.tfevents.1.v").write_bytes(b"".join(recs))
     assert_same(our_points(tmp_path), ea_points(tmp_path))
     assert os.path.exists(tmp_path / "events.out.tfevents.1.v")

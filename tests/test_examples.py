@@ -12,6 +12,7 @@ standard library: they are written the way users write theirs, not against
 the lab. Children start in their own session and the group is killed on a
 timeout, so a hung run leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import ast
@@ -31,7 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 DP = REPO / "examples" / "dp_digits.py"
 DDP = REPO / "examples" / "ddp_digits.py"
 SHORT = ["--epochs", "1", "--max-steps", "5", "--log-every", "1"]
-# CPU only, one thread per process: the machine is shared and the test must mean the same everywhere.
+# CPU only, one thread per process: the machine is shared and the test must mean the same
+# everywhere.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 PRINTED = re.compile(r"step (\d+) loss ([0-9.]+)")
 
@@ -43,9 +45,17 @@ def free_port() -> int:
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in its own session; on a timeout kill the whole group (torchrun's workers too)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    """Run ``cmd`` in its own session; on a timeout kill the whole group (torchrun's workers
+    too)."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -56,8 +66,18 @@ def run(cmd: list[str], cwd: Path, timeout: float = 180) -> subprocess.Completed
 
 
 def torchrun(*args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        *args,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +96,8 @@ def events_folder(cwd: Path) -> Path:
     """The one folder SummaryWriter() chose below ``cwd``, holding exactly one event file."""
     folders = sorted((cwd / "runs").iterdir())
     assert len(folders) == 1, folders
-    assert re.fullmatch(r"[A-Z][a-z]{2}\d\d_\d\d-\d\d-\d\d_.+", folders[0].name), folders[0].name  # <date>_<host>
+    # <date>_<host>
+    assert re.fullmatch(r"[A-Z][a-z]{2}\d\d_\d\d-\d\d-\d\d_.+", folders[0].name), folders[0].name
     files = [p.name for p in folders[0].iterdir()]
     assert len(files) == 1 and "tfevents" in files[0], files
     return folders[0]
@@ -113,8 +134,22 @@ def test_ddp_script_two_ranks_only_rank0_writes(ddp_run):
 
 
 def test_fake_data_needs_no_files(tmp_path):
-    res = run([sys.executable, str(DP), "--fake-data", "--data", str(tmp_path / "absent"),
-               "--epochs", "1", "--max-steps", "2", "--log-every", "1"], tmp_path)
+    res = run(
+        [
+            sys.executable,
+            str(DP),
+            "--fake-data",
+            "--data",
+            str(tmp_path / "absent"),
+            "--epochs",
+            "1",
+            "--max-steps",
+            "2",
+            "--log-every",
+            "1",
+        ],
+        tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     reader = RunReader(events_folder(tmp_path))
     reader.refresh()
@@ -124,7 +159,9 @@ def test_fake_data_needs_no_files(tmp_path):
 def test_bad_argument_ends_with_argparse_error(tmp_path):
     res = run([sys.executable, str(DP), "--epochs", "zero"], tmp_path)
     assert res.returncode == 2
-    assert "dp_digits.py: error: argument --epochs: invalid int value: 'zero'" in res.stderr, res.stderr
+    assert "dp_digits.py: error: argument --epochs: invalid int value: 'zero'" in res.stderr, (
+        res.stderr
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -132,13 +169,17 @@ def test_missing_data_folder_names_the_fix(tmp_path):
     res = run([sys.executable, str(DP), "--data", str(tmp_path / "nowhere")], tmp_path)
     assert res.returncode == 2
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("dp_digits.py: error: --data ") and last.endswith("or use --fake-data"), last
+    assert last.startswith("dp_digits.py: error: --data ") and last.endswith(
+        "or use --fake-data"
+    ), last
 
 
 def test_ddp_bad_argument_under_torchrun_fails_the_job(tmp_path):
     res = run(torchrun(str(DDP), "--batch-size", "many"), tmp_path)
     assert res.returncode != 0
-    assert "ddp_digits.py: error: argument --batch-size: invalid int value: 'many'" in res.stderr, res.stderr
+    assert "ddp_digits.py: error: argument --batch-size: invalid int value: 'many'" in res.stderr, (
+        res.stderr
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -146,8 +187,12 @@ def test_ddp_bad_argument_under_torchrun_fails_the_job(tmp_path):
 def test_examples_import_only_torch_torchvision_and_stdlib(script):
     """Written like a user's own script: nothing of the lab or the trainer, no other package."""
     tree = ast.parse(script.read_text())
-    mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    mods |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    mods = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    mods |= {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
     outside = {m for m in mods if m not in sys.stdlib_module_names and m != "__future__"}
     assert outside == {"torch", "torchvision"}, outside
     assert len(script.read_text().splitlines()) <= 150  # short enough to read as a tutorial

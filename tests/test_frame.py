@@ -1,4 +1,6 @@
-"""The project frame keeps its promises: loopback-only server, pinned torch, a two-command Quick start."""
+"""The project frame keeps its promises: loopback-only server, pinned torch, a two-command Quick
+start."""
+
 from __future__ import annotations
 
 import re
@@ -35,13 +37,16 @@ def test_quick_start_is_two_commands_and_ci_runs_the_second():
 
 
 def test_both_commands_use_the_repos_own_isolated_venv():
-    """start.sh ends in `streamlit run app.py` from .venv; neither script installs into the system Python."""
+    """start.sh ends in `streamlit run app.py` from .venv; neither script installs into the system
+    Python."""
     start = (REPO_ROOT / "scripts" / "start.sh").read_text()
     test = (REPO_ROOT / "scripts" / "test.sh").read_text()
     venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
-    assert 'exec "$PY" -m pytest "$@"' in test and '\n"$PY" -m pytest\n' in test  # with arguments; the whole suite
-    assert "set -euo pipefail" in test  # a failing first pass fails the script before the fake-GPU pass
+    # with arguments; the whole suite
+    assert 'exec "$PY" -m pytest "$@"' in test and '\n"$PY" -m pytest\n' in test
+    # a failing first pass fails the script before the fake-GPU pass
+    assert "set -euo pipefail" in test
     for script in (start, test):
         assert "source scripts/venv.sh" in script and "pip install" not in script
     assert "--system-site-packages" not in venv.replace("(--system-site-packages)", "")

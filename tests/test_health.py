@@ -1,13 +1,15 @@
-"""The health checks' rules (lab/engine/health.py) and the pieces around them that need no run.
+"""The health checks' rules (lab/engine/health/rules.py) and the pieces around them that need no
+run.
 
 The findings are pure functions of an ``Observation``: each is shown to
 fire on what it names and to stay quiet just short of it. Also here: the
-cutting of faulthandler's dump out of a log (lab/engine/stacks.py), the
+cutting of faulthandler's dump out of a log (lab/engine/health/stacks.py), the
 SIGUSR1 check that keeps a process without a handler from being signalled,
 the restarts read from torchrun's log lines and attempt folders
-(lab/engine/restarts.py), and the trainer's restart rule for ``--resume``
+(lab/engine/supervise/restarts.py), and the trainer's restart rule for ``--resume``
 (training/checkpoint.py). The real runs are tests/test_health_runs.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +21,10 @@ import time
 
 import pytest
 
-from lab.engine import health, restarts, stacks
-from lab.engine.health import Observation
+from lab.engine.health import rules as health
+from lab.engine.health import stacks
+from lab.engine.health.rules import Observation
+from lab.engine.supervise import restarts
 from training import checkpoint
 
 
@@ -38,7 +42,8 @@ def test_stall_threshold_is_the_option_or_the_larger_of_60_s_20_steps_and_3_gaps
     assert health.stall_threshold(7.5, [100.0], [100.0]) == 7.5
     assert health.stall_threshold(0, [], []) == 60.0
     assert health.stall_threshold(0, [0.5, 4.0, 5.0], []) == 80.0  # 20 x the median step
-    assert health.stall_threshold(0, [0.1], [10.0, 30.0, 40.0]) == 90.0  # a long logging window: 3 gaps
+    # a long logging window: 3 gaps
+    assert health.stall_threshold(0, [0.1], [10.0, 30.0, 40.0]) == 90.0
 
 
 def test_stalled_counts_from_the_last_step_or_from_the_launch():
@@ -62,7 +67,8 @@ def test_chance_accuracy_only_after_two_epochs_and_within_two_points():
     near = dict(acc=[(40, 0.115)], num_classes=10, steps_per_epoch=20)
     assert keys(obs(**near, step=40)) == ["chance_accuracy"]
     assert keys(obs(**near, step=39)) == []  # not yet two epochs
-    assert keys(obs(acc=[(40, 0.13)], num_classes=10, steps_per_epoch=20, step=40)) == []  # 3 points away
+    # 3 points away
+    assert keys(obs(acc=[(40, 0.13)], num_classes=10, steps_per_epoch=20, step=40)) == []
     f = health.findings(obs(**near, step=40))[0]
     assert "set_epoch" in f.fix and "learning rate" in f.fix and "labels" in f.fix
 
@@ -82,8 +88,12 @@ def test_grad_spike_from_the_trainers_warnings():
 
 def test_a_finding_keeps_its_since_step_and_added_evidence_and_round_trips_through_status():
     first = health.findings(obs(now=1100.0, last_activity=990.0))
-    stacked = [health.Finding(f.key, f.message, f.fix, "2026-01-01T00:00:00+00:00", dict(f.evidence, stacks=["s"]), 7)
-               for f in first]
+    stacked = [
+        health.Finding(
+            f.key, f.message, f.fix, "2026-01-01T00:00:00+00:00", dict(f.evidence, stacks=["s"]), 7
+        )
+        for f in first
+    ]
     again = health.findings(obs(now=1200.0, last_activity=990.0, step=41), stacked)
     assert again[0].since == "2026-01-01T00:00:00+00:00" and again[0].step == 7
     assert again[0].evidence["stacks"] == ["s"] and again[0].evidence["idle_s"] == 210.0
@@ -106,18 +116,27 @@ Current thread 0x00007f5e32272b80 (most recent call first):
 def test_the_dump_is_cut_out_of_the_log_without_the_other_lines():
     cut = stacks.cut_faulthandler(LOG)
     assert "INFO" not in cut
-    assert cut.splitlines() == ["Thread 0x00007f5d612596c0 (most recent call first):",
-                                '  File "/x/threading.py", line 331 in wait', "",
-                                "Current thread 0x00007f5e32272b80 (most recent call first):",
-                                '  File "/x/loop.py", line 172 in _train_step',
-                                '  File "<frozen runpy>", line 198 in _run_module_as_main']
+    assert cut.splitlines() == [
+        "Thread 0x00007f5d612596c0 (most recent call first):",
+        '  File "/x/threading.py", line 331 in wait',
+        "",
+        "Current thread 0x00007f5e32272b80 (most recent call first):",
+        '  File "/x/loop.py", line 172 in _train_step',
+        '  File "<frozen runpy>", line 198 in _run_module_as_main',
+    ]
 
 
 def test_only_a_process_with_a_sigusr1_handler_is_signalled():
     plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    handled = subprocess.Popen([sys.executable, "-c", "import faulthandler, signal, time; "
-                                "faulthandler.register(signal.SIGUSR1); print('up', flush=True); time.sleep(30)"],
-                               stdout=subprocess.PIPE)
+    handled = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import faulthandler, signal, time; "
+            "faulthandler.register(signal.SIGUSR1); print('up', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert handled.stdout.readline().strip() == b"up"
         time.sleep(0.2)
@@ -136,19 +155,33 @@ def test_py_spy_missing_or_refused_is_said_exactly(monkeypatch, tmp_path):
     assert text is None and "py-spy is not installed" in why
     monkeypatch.setattr(stacks, "PTRACE_SCOPE", tmp_path / "scope")
     (tmp_path / "scope").write_text("1\n")
-    assert "kernel.yama.ptrace_scope is 1" in stacks.ptrace_note() and "sysctl" in stacks.ptrace_note()
+    assert (
+        "kernel.yama.ptrace_scope is 1" in stacks.ptrace_note() and "sysctl" in stacks.ptrace_note()
+    )
 
 
 def test_restarts_pair_attempt_folders_with_torchruns_failure_lines(tmp_path):
     for a in (0, 1, 2):
         (tmp_path / "logs" / "job_1" / f"attempt_{a}" / "0").mkdir(parents=True)
-    (tmp_path / "logs/job_1/attempt_1/0/stderr.log").write_text("Traceback ...\nValueError: bad batch\n")
+    (tmp_path / "logs/job_1/attempt_1/0/stderr.log").write_text(
+        "Traceback ...\nValueError: bad batch\n"
+    )
     (tmp_path / "stdout.log").write_text(
-        "E1129 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27127) of binary: /bin/python\n"
-        "E1129 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 27200) of binary: /bin/python\n")
+        "E1129 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27127) of binary: "
+        "/bin/python\n"
+        "E1129 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 27200) of binary: "
+        "/bin/python\n"
+    )
     got = restarts.restarts(tmp_path)
-    assert got == [{"attempt": 1, "rank": 1, "exit_code": -9, "cause": "local rank 1 was killed by SIGKILL"},
-                   {"attempt": 2, "rank": 0, "exit_code": 1, "cause": "local rank 0 exited with code 1: ValueError: bad batch"}]
+    assert got == [
+        {"attempt": 1, "rank": 1, "exit_code": -9, "cause": "local rank 1 was killed by SIGKILL"},
+        {
+            "attempt": 2,
+            "rank": 0,
+            "exit_code": 1,
+            "cause": "local rank 0 exited with code 1: ValueError: bad batch",
+        },
+    ]
     assert restarts.restarts(tmp_path / "none") == []
 
 
@@ -160,8 +193,10 @@ def test_a_restarted_attempt_resumes_from_its_own_checkpoint(tmp_path):
     own = tmp_path / "checkpoints" / checkpoint.LAST
     own.parent.mkdir()
     own.write_bytes(b"y")
-    assert checkpoint.resolve(str(given), tmp_path) == given  # a first attempt starts where it was told
-    assert checkpoint.resolve(str(given), tmp_path, restarted=True) == own  # a restart goes on from its own
+    # a first attempt starts where it was told
+    assert checkpoint.resolve(str(given), tmp_path) == given
+    # a restart goes on from its own
+    assert checkpoint.resolve(str(given), tmp_path, restarted=True) == own
     assert checkpoint.resolve(None, tmp_path, restarted=True) is None
     with pytest.raises(checkpoint.BadInput):
         checkpoint.resolve(str(tmp_path / "missing.pt"), tmp_path)

@@ -1,9 +1,10 @@
-"""lab.engine.interference (the busy rule, CPU outside a run's tree, foreign GPU processes) and
-devices.process_utilization.
+"""lab.engine.supervise.interference (the busy rule, CPU outside a run's tree, foreign GPU
+processes) and devices.process_utilization.
 
 FAKE: the GPU parts use tests/fake_nvml.py in place of ``pynvml`` (this machine has no GPU); the
-processes, their CPU time and the machine's are real: a busy child process is started and ended here.
-"""
+processes, their CPU time and the machine's are real: a busy child process is started and ended
+here."""
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,13 @@ import time
 import psutil
 import pytest
 
-from lab.engine import devices, interference
-from lab.engine.interference import InterferenceMeter, OtherCpu, is_busy, sample_is_busy
+from lab.engine.devices import nvml as devices
+from lab.engine.supervise import interference
+from lab.engine.supervise.interference import InterferenceMeter, OtherCpu, is_busy, sample_is_busy
 from tests.fake_nvml import FakeGpu, FakeNvml
 
-BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end:\n    pass\n"  # bounded: ends by itself
+# bounded: ends by itself
+BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end:\n    pass\n"
 
 
 @pytest.fixture
@@ -27,6 +30,7 @@ def fake(monkeypatch):
         mod = FakeNvml(gpus)
         monkeypatch.setattr(devices, "pynvml", mod)
         return mod
+
     return install
 
 
@@ -43,7 +47,8 @@ def test_the_busy_rule():
     assert is_busy(0.11, [])
     assert is_busy(0.0, [{"gpu": 0, "pid": 1, "used_mib": 0.0}])  # any foreign GPU process
     assert not is_busy(0.0, [])
-    assert sample_is_busy(41.0, 2) and not sample_is_busy(40.0, 2)  # 20% of each of 2 cores = 40% of one
+    # 20% of each of 2 cores = 40% of one
+    assert sample_is_busy(41.0, 2) and not sample_is_busy(40.0, 2)
     assert sample_is_busy(161.0, 8) and not sample_is_busy(150.0, 8)
 
 
@@ -55,15 +60,21 @@ def _cpu_s(pid: int) -> float:
 def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     time.sleep(0.3)
     tree = [psutil.Process(busy_child.pid)]
-    with_tree, blind = OtherCpu(), OtherCpu()  # the same interval; only one knows the child is the run's
-    assert with_tree.read(tree) is None and blind.read([]) is None  # the first reading sets the clocks
+    # the same interval; only one knows the child is the run's
+    with_tree, blind = OtherCpu(), OtherCpu()
+    # the first reading sets the clocks
+    assert with_tree.read(tree) is None and blind.read([]) is None
     t0, c0 = time.monotonic(), _cpu_s(busy_child.pid)
     time.sleep(1.0)
     child_pct = 100 * (_cpu_s(busy_child.pid) - c0) / (time.monotonic() - t0)
     ours, others = with_tree.read(tree), blind.read([])
     # the machine may be shared (other tests): the child gets what it gets, and exactly that moves
     assert child_pct > 5
-    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (ours, others, child_pct)
+    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (
+        ours,
+        others,
+        child_pct,
+    )
     assert 0 <= ours and others <= 100 * psutil.cpu_count() + 5
 
 
@@ -74,13 +85,18 @@ def test_a_process_born_between_readings_is_the_runs_from_its_start():
     child = subprocess.Popen([sys.executable, "-c", BUSY])  # born after the first reading
     try:
         time.sleep(1.0)
-        child_pct = 100 * _cpu_s(child.pid) / (time.monotonic() - t0)  # all its CPU time is since then
+        # all its CPU time is since then
+        child_pct = 100 * _cpu_s(child.pid) / (time.monotonic() - t0)
         ours, others = meter.read([psutil.Process(child.pid)]), blind.read([])
     finally:
         child.kill()
         child.wait()
     assert child_pct > 5
-    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (ours, others, child_pct)
+    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (
+        ours,
+        others,
+        child_pct,
+    )
 
 
 def test_record_busy_fraction_and_reasons(monkeypatch):
@@ -91,8 +107,15 @@ def test_record_busy_fraction_and_reasons(monkeypatch):
     for _ in range(6):
         m.sample([], ())
     rec = m.record()
-    assert rec == {"busy": True, "reasons": [rec["reasons"][0]], "other_cpu_cores_mean": 0.26, "busy_fraction": 0.2,
-                   "samples": 5, "foreign_gpu_processes": [], "gpu_note": None}
+    assert rec == {
+        "busy": True,
+        "reasons": [rec["reasons"][0]],
+        "other_cpu_cores_mean": 0.26,
+        "busy_fraction": 0.2,
+        "samples": 5,
+        "foreign_gpu_processes": [],
+        "gpu_note": None,
+    }
     assert "0.3 of the 2 cores" in rec["reasons"][0] and "20% of 5 samples" in rec["reasons"][0]
     quiet = InterferenceMeter()
     monkeypatch.setattr(quiet._cpu, "read", lambda tree: 30.0)
@@ -105,8 +128,15 @@ def test_record_busy_fraction_and_reasons(monkeypatch):
 def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):
     vanished = 2**22 + 12345  # above pid_max on most systems: no such process here
     me = os.getpid()  # not in the run's tree: a foreign process
-    fake([FakeGpu(), FakeGpu(processes=[(busy_child.pid, 3000), (me, 1500), (vanished, 100)],
-                             process_util=[(busy_child.pid, 60, 10), (me, 30, 20), (me, 50, 30)])])
+    fake(
+        [
+            FakeGpu(),
+            FakeGpu(
+                processes=[(busy_child.pid, 3000), (me, 1500), (vanished, 100)],
+                process_util=[(busy_child.pid, 60, 10), (me, 30, 20), (me, 50, 30)],
+            ),
+        ]
+    )
     m = InterferenceMeter()
     gpus = devices.read_gpus((1,))
     vals = m.sample([psutil.Process(busy_child.pid)], gpus)
@@ -116,7 +146,9 @@ def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):
     vals = m.sample([psutil.Process(busy_child.pid)], gpus)
     assert vals["sys/gpu1/other_util_pct"] == 0.0  # no sample newer than the last one seen
     rec = m.record()
-    assert rec["busy"] is True and rec["foreign_gpu_processes"] == [{"gpu": 1, "pid": me, "used_mib": 1500.0}]
+    assert rec["busy"] is True and rec["foreign_gpu_processes"] == [
+        {"gpu": 1, "pid": me, "used_mib": 1500.0}
+    ]
     assert f"process {me} (not this run's) used GPU 1, holding 1500 MiB" in rec["reasons"]
     assert "does not show" in rec["gpu_note"]
 
@@ -130,11 +162,16 @@ def test_gpu_that_cannot_attribute_utilisation_gets_a_note(fake):
 
 
 def test_process_utilization(fake):
-    fake([FakeGpu(process_util=[(7, 10, 100), (7, 30, 200), (8, 90, 150)]),
-          FakeGpu(unsupported={"process_util"})])
+    fake(
+        [
+            FakeGpu(process_util=[(7, 10, 100), (7, 30, 200), (8, 90, 150)]),
+            FakeGpu(unsupported={"process_util"}),
+        ]
+    )
     assert devices.process_utilization(0) == ({7: 20.0, 8: 90.0}, 200)
     assert devices.process_utilization(0, 150) == ({7: 30.0}, 200)
-    assert devices.process_utilization(0, 200) == ({}, 200)  # NVML's NotFound: nobody computed since
+    # NVML's NotFound: nobody computed since
+    assert devices.process_utilization(0, 200) == ({}, 200)
     assert devices.process_utilization(1) is None
     assert devices.process_utilization(5) is None  # no such GPU
 
@@ -146,7 +183,7 @@ def test_no_driver_attributes_nothing(fake):
 
 
 def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_child):
-    from lab.engine.sampler import SysSampler
+    from lab.engine.supervise.sampler import SysSampler
     from tests.test_devices import _load_scalars
 
     fake([FakeGpu(processes=[(os.getpid(), 700)], process_util=[(os.getpid(), 25, 5)])])
@@ -157,15 +194,26 @@ def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_chi
     s.close()
     got = _load_scalars(tmp_path / "sys")
     assert len(got["sys/other_cpu_pct"]) == 2  # none on the first sample: it only sets the clocks
-    assert got["sys/gpu0/other_mem_mib"] == [700.0] * 3 and got["sys/gpu0/other_util_pct"] == [25.0, 0.0, 0.0]
+    assert got["sys/gpu0/other_mem_mib"] == [700.0] * 3 and got["sys/gpu0/other_util_pct"] == [
+        25.0,
+        0.0,
+        0.0,
+    ]
     rec = s.interference()
-    assert rec["samples"] == 2 and rec["busy"] is True and rec["foreign_gpu_processes"][0]["pid"] == os.getpid()
+    assert (
+        rec["samples"] == 2
+        and rec["busy"] is True
+        and rec["foreign_gpu_processes"][0]["pid"] == os.getpid()
+    )
     assert interference.BUSY_FRACTION == 0.10 and interference.OTHERS_PER_CORE_PCT == 20.0
 
 
 @pytest.mark.gpu
 def test_real_nvml_answers_or_says_it_cannot_attribute():
-    # the real pynvml: an empty sample list, NotFound and "not supported" all end as a value, never an error
+    # the real pynvml: an empty sample list, NotFound and "not supported" all end as a value, never
+    # an error
     for g in devices.read_gpus():
         got = devices.process_utilization(g.index)
-        assert got is None or (isinstance(got[0], dict) and all(0 <= v <= 100 for v in got[0].values()))
+        assert got is None or (
+            isinstance(got[0], dict) and all(0 <= v <= 100 for v in got[0].values())
+        )

@@ -1,6 +1,8 @@
-"""lab.views.noise, lab.views.compare_repeats and lab.views.compare_json on run folders written by the test
-(summary.json with ``throughput``, status.json with ``interference``), so every figure is known exactly;
-and ``python -m lab compare`` / ``sweep --repeats`` on bad input. Real runs: tests/test_noise_runs.py."""
+"""lab.views.compare.noise, lab.views.compare.repeats and lab.views.compare.document on run folders
+written by the test (summary.json with ``throughput``, status.json with ``interference``), so every
+figure is known exactly; and ``python -m lab compare`` / ``sweep --repeats`` on bad input. Real
+runs: tests/test_noise_runs.py."""
+
 from __future__ import annotations
 
 import io
@@ -12,23 +14,42 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab.engine.config import ConfigError, RunConfig
-from lab.engine.sweeps import interleaved
-from lab.views import compare, compare_json, compare_repeats, noise, report
-from lab.views.compare_runs import load_runs
-from lab.views.spread import Spread, ratio
+from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.sweep.plan import interleaved
+from lab.views.compare import document as compare_json
+from lab.views.compare import noise, report
+from lab.views.compare import repeats as compare_repeats
+from lab.views.compare import table as compare
+from lab.views.compare.runs import load_runs
+from lab.views.compare.spread import Spread, ratio
 from tests.test_compare import make_run
 
 REPO = Path(__file__).resolve().parent.parent
-BUSY = {"busy": True, "reasons": ["other processes kept 1.2 of the 2 cores busy on average"],
-        "other_cpu_cores_mean": 1.2, "busy_fraction": 0.6, "samples": 30, "foreign_gpu_processes": [],
-        "gpu_note": None}
+BUSY = {
+    "busy": True,
+    "reasons": ["other processes kept 1.2 of the 2 cores busy on average"],
+    "other_cpu_cores_mean": 1.2,
+    "busy_fraction": 0.6,
+    "samples": 30,
+    "foreign_gpu_processes": [],
+    "gpu_note": None,
+}
 QUIET = dict(BUSY, busy=False, reasons=[], other_cpu_cores_mean=0.01, busy_fraction=0.0)
 
 
-def spread_run(root: Path, run_id: str, median: float, lo: float, hi: float, *, windows: int = 20,
-               interference: dict | None = None, **kw) -> Path:
-    """A run whose summary.json carries ``throughput`` and whose status.json carries ``interference``."""
+def spread_run(
+    root: Path,
+    run_id: str,
+    median: float,
+    lo: float,
+    hi: float,
+    *,
+    windows: int = 20,
+    interference: dict | None = None,
+    **kw,
+) -> Path:
+    """A run whose summary.json carries ``throughput`` and whose status.json carries
+    ``interference``."""
     d = make_run(root, run_id, throughput=median, **kw)
     s = json.loads((d / "summary.json").read_text())
     s["throughput"] = {"median": median, "ci_low": lo, "ci_high": hi, "windows": windows}
@@ -42,11 +63,36 @@ def spread_run(root: Path, run_id: str, median: float, lo: float, hi: float, *, 
 @pytest.fixture
 def four(tmp_path):
     root = tmp_path / "runs"
-    spread_run(root, "a-single", 1000, 950, 1050, created_at="2026-11-29T07:00:00+00:00", interference=QUIET)
-    spread_run(root, "b-dp", 1020, 900, 1100, mode="dp", devices=("cuda0", "cuda1"),
-               created_at="2026-11-29T07:01:00+00:00", interference=BUSY)
-    spread_run(root, "c-ddp", 1800, 1700, 1900, mode="ddp", devices=("cuda0", "cuda1"),
-               created_at="2026-11-29T07:02:00+00:00")
+    spread_run(
+        root,
+        "a-single",
+        1000,
+        950,
+        1050,
+        created_at="2026-11-29T07:00:00+00:00",
+        interference=QUIET,
+    )
+    spread_run(
+        root,
+        "b-dp",
+        1020,
+        900,
+        1100,
+        mode="dp",
+        devices=("cuda0", "cuda1"),
+        created_at="2026-11-29T07:01:00+00:00",
+        interference=BUSY,
+    )
+    spread_run(
+        root,
+        "c-ddp",
+        1800,
+        1700,
+        1900,
+        mode="ddp",
+        devices=("cuda0", "cuda1"),
+        created_at="2026-11-29T07:02:00+00:00",
+    )
     spread_run(root, "d-slow", 600, 550, 650, created_at="2026-11-29T07:03:00+00:00")
     return root, load_runs(root)
 
@@ -56,8 +102,12 @@ def test_table_shows_intervals_and_verdicts(four):
     df = compare.compare_table(runs, baseline_key="a-single").set_index("run")
     assert df.loc["c-ddp", "speedup"] == pytest.approx(1.8)
     assert df.loc["c-ddp", noise.SPEEDUP_CI] == f"1.80× ({1700 / 1050:.2f}–{1900 / 950:.2f})"
-    assert df.loc["c-ddp", noise.EFFICIENCY_CI] == f"0.90 ({1700 / 1050 / 2:.2f}–{1900 / 950 / 2:.2f})"
-    assert df.loc["c-ddp", noise.VERDICT] == "faster" and df.loc["d-slow", noise.VERDICT] == "slower"
+    assert (
+        df.loc["c-ddp", noise.EFFICIENCY_CI] == f"0.90 ({1700 / 1050 / 2:.2f}–{1900 / 950 / 2:.2f})"
+    )
+    assert (
+        df.loc["c-ddp", noise.VERDICT] == "faster" and df.loc["d-slow", noise.VERDICT] == "slower"
+    )
     assert df.loc["b-dp", noise.VERDICT] == "within noise"  # 900/1050 .. 1100/950 holds 1.0
     assert df.loc["a-single", noise.VERDICT] == "baseline"
     assert list(df[noise.MACHINE]) == ["", "", "busy", "quiet"]  # newest first; c, d have no record
@@ -72,9 +122,12 @@ def test_csv_and_html_carry_the_same(four):
     assert back.loc["b-dp", noise.VERDICT] == "within noise"
     assert back.loc["c-ddp", noise.SPEEDUP_CI].startswith("1.80× (")
     notes = noise.noise_notes(runs, "a-single")
-    html = report.build_html(runs=runs, table=df, warnings=noise.busy_warnings(runs), figures=[], noise_notes=notes)
+    html = report.build_html(
+        runs=runs, table=df, warnings=noise.busy_warnings(runs), figures=[], noise_notes=notes
+    )
     assert "1.80× (" in html and "within noise" in html and "Busy machine" in html
-    assert f"{noise.GREEN[len('background-color: '):]}" in html  # the faster row's cells are coloured
+    # the faster row's cells are coloured
+    assert f"{noise.GREEN[len('background-color: ') :]}" in html
     assert "<b>b-dp</b> reads 1.02× (0.86–1.16)" in html  # the note, with the run's own numbers
 
 
@@ -93,8 +146,10 @@ def test_spread_from_events_for_runs_without_it(tmp_path):
     class S:
         step = [10, 20, 30, 40, 50, 60]
         value = [1.0, 100.0, 104.0, 96.0, 110.0, 90.0]
+
     s = noise.run_spread(run, {"perf/samples_per_sec": S()})
-    assert (s.median, s.ci_low, s.ci_high, s.windows) == (100.0, 90.0, 110.0, 5)  # the first window left out
+    # the first window left out
+    assert (s.median, s.ci_low, s.ci_high, s.windows) == (100.0, 90.0, 110.0, 5)
     assert noise.run_spread(run) is None
 
 
@@ -103,20 +158,40 @@ def test_busy_note_and_warnings(four):
     assert noise.busy_note(None) is None and noise.busy_note(QUIET) is None
     assert "Busy machine: other processes kept 1.2 of the 2 cores" in noise.busy_note(BUSY)
     warns = noise.busy_warnings(runs)
-    assert [w.key for w in warns] == ["busy_machine"] and warns[0].message.startswith("b-dp: Busy machine")
+    assert [w.key for w in warns] == ["busy_machine"] and warns[0].message.startswith(
+        "b-dp: Busy machine"
+    )
 
 
 def test_by_mode_groups_repeats_of_a_sweep(tmp_path):
     root = tmp_path / "r"
-    for i, (mode, med) in enumerate([("single", 100), ("ddp", 180), ("single", 110), ("ddp", 170),
-                                     ("single", 90), ("ddp", 200)]):
-        spread_run(root, f"{i}-{mode}", med, med - 5, med + 5, mode=mode, sweep_id="sweep-x",
-                   devices=("cpu0", "cpu1") if mode == "ddp" else ("cpu0",), created_at=f"2026-11-29T07:0{i}:00+00:00")
+    for i, (mode, med) in enumerate(
+        [("single", 100), ("ddp", 180), ("single", 110), ("ddp", 170), ("single", 90), ("ddp", 200)]
+    ):
+        spread_run(
+            root,
+            f"{i}-{mode}",
+            med,
+            med - 5,
+            med + 5,
+            mode=mode,
+            sweep_id="sweep-x",
+            devices=("cpu0", "cpu1") if mode == "ddp" else ("cpu0",),
+            created_at=f"2026-11-29T07:0{i}:00+00:00",
+        )
     runs = load_runs(root)
     groups = {g["mode"]: g for g in compare_repeats.by_mode(runs, None, "0-single")}
-    assert groups["single"] == {"sweep_id": "sweep-x", "mode": "single", "median": 100.0, "min": 90.0, "max": 110.0,
-                                "repeats": 3, "spread_pct": 20.0, "run_ids": ["4-single", "2-single", "0-single"],
-                                "speedup": 1.0}
+    assert groups["single"] == {
+        "sweep_id": "sweep-x",
+        "mode": "single",
+        "median": 100.0,
+        "min": 90.0,
+        "max": 110.0,
+        "repeats": 3,
+        "spread_pct": 20.0,
+        "run_ids": ["4-single", "2-single", "0-single"],
+        "speedup": 1.0,
+    }
     assert groups["ddp"]["median"] == 180.0 and groups["ddp"]["speedup"] == 1.8
     table = compare_repeats.by_mode_table(runs, None, "0-single")
     assert list(table["repeats"]) == [3, 3]
@@ -131,7 +206,12 @@ def test_comparison_json(four):
     r = ratio(Spread(1800, 1700, 1900, 20, 0.96), Spread(1000, 950, 1050, 20, 0.96))
     assert by["c-ddp"]["speedup"] == r.to_json()
     assert by["c-ddp"]["efficiency"] == r.scaled(0.5).to_json()
-    assert by["c-ddp"]["throughput"] == {"median": 1800, "ci_low": 1700, "ci_high": 1900, "windows": 20}
+    assert by["c-ddp"]["throughput"] == {
+        "median": 1800,
+        "ci_low": 1700,
+        "ci_high": 1900,
+        "windows": 20,
+    }
     assert by["b-dp"]["speedup"]["within_noise"] is True and by["b-dp"]["interference"] == BUSY
     assert by["c-ddp"]["interference"] is None
     assert any("Busy machine" in w for w in doc["warnings"])
@@ -142,8 +222,14 @@ def test_comparison_json(four):
 def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "LAB_RUNS_DIR": str(root)})
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LAB_RUNS_DIR": str(root)},
+    )
 
 
 def test_compare_command(four):
@@ -151,37 +237,69 @@ def test_compare_command(four):
     res = _lab("compare", "c-ddp", "b-dp", "--baseline", "a-single", "--json", root=root)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["baseline"] == "a-single" and [r["run_id"] for r in doc["runs"]] == ["c-ddp", "b-dp", "a-single"]
+    assert doc["baseline"] == "a-single" and [r["run_id"] for r in doc["runs"]] == [
+        "c-ddp",
+        "b-dp",
+        "a-single",
+    ]
     res = _lab("compare", "nope", root=root)
-    assert res.returncode == 2 and res.stderr.startswith("error: no run 'nope'") and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and res.stderr.startswith("error: no run 'nope'")
+        and "Traceback" not in res.stderr
+    )
     res = _lab("compare", "sweep-20260101-000000-abcd", root=root)
-    assert res.returncode == 2 and "no sweep" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert (
+        res.returncode == 2
+        and "no sweep" in res.stderr
+        and len(res.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_interleaved_and_bad_repeats(tmp_path):
     a, b = RunConfig(mode="single", name="x-single"), RunConfig(mode="ddp", name="x-ddp")
     assert [(c.mode, c.name) for c in interleaved([a, b], 2)] == [
-        ("single", "x-single-r1"), ("ddp", "x-ddp-r1"), ("single", "x-single-r2"), ("ddp", "x-ddp-r2")]
+        ("single", "x-single-r1"),
+        ("ddp", "x-ddp-r1"),
+        ("single", "x-single-r2"),
+        ("ddp", "x-ddp-r2"),
+    ]
     assert interleaved([a, b], 1) == [a, b]
     with pytest.raises(ConfigError, match="use 1 to 20"):
         interleaved([a], 0)
     res = _lab("sweep", "--modes", "single", "--repeats", "0", root=tmp_path)
-    assert res.returncode == 2 and res.stderr.startswith("error: repeats: 0 is not a number of repeats")
+    assert res.returncode == 2 and res.stderr.startswith(
+        "error: repeats: 0 is not a number of repeats"
+    )
     assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
 def test_a_weak_scaling_run_is_not_a_repeat_of_the_strong_ones(tmp_path):
-    """A sweep's weak DDP run trains another global batch: it is grouped apart from the strong DDP repeats."""
+    """A sweep's weak DDP run trains another global batch: it is grouped apart from the strong DDP
+    repeats."""
     from types import SimpleNamespace
 
-    from lab.views import compare_repeats
+    from lab.views.compare import repeats as compare_repeats
 
     def run(name, mode, scaling):  # the attributes of a CompareRun that grouping reads
-        return SimpleNamespace(run_id=name, sweep_id="sweep-1", summary={"mode": mode}, scaling=scaling,
-                               option=lambda key: None)
+        return SimpleNamespace(
+            run_id=name,
+            sweep_id="sweep-1",
+            summary={"mode": mode},
+            scaling=scaling,
+            option=lambda key: None,
+        )
 
-    runs = [run("s1", "single", "strong"), run("d1", "ddp", "strong"), run("s2", "single", "strong"),
-            run("d2", "ddp", "strong"), run("dw", "ddp", "weak")]
+    runs = [
+        run("s1", "single", "strong"),
+        run("d1", "ddp", "strong"),
+        run("s2", "single", "strong"),
+        run("d2", "ddp", "strong"),
+        run("dw", "ddp", "weak"),
+    ]
     got = {k: [r.run_id for r in v] for k, v in compare_repeats.groups(runs).items()}
-    assert got == {("sweep-1", "single"): ["s1", "s2"], ("sweep-1", "ddp"): ["d1", "d2"],
-                   ("sweep-1", "ddp (weak)"): ["dw"]}
+    assert got == {
+        ("sweep-1", "single"): ["s1", "s2"],
+        ("sweep-1", "ddp"): ["d1", "d2"],
+        ("sweep-1", "ddp (weak)"): ["dw"],
+    }

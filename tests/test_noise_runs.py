@@ -1,10 +1,11 @@
-"""Speedups you can trust, on real runs: the supervisor, the trainer, a CPU hog and ``python -m lab``.
+"""Speedups you can trust, on real runs: the supervisor, the trainer, a CPU hog and ``python -m
+lab``.
 
-Every run here is a real supervised training run on the CPU (tinycnn, digits, a few dozen steps, logging
-every step so that each run has twenty-odd throughput windows). The hog is a bounded busy loop in child
-processes the test starts and ends. The machine these tests run on may be shared: a run without the hog
-is not asserted quiet, only the hog run is asserted busy.
-"""
+Every run here is a real supervised training run on the CPU (tinycnn, digits, a few dozen steps,
+logging every step so that each run has twenty-odd throughput windows). The hog is a bounded busy
+loop in child processes the test starts and ends. The machine these tests run on may be shared: a
+run without the hog is not asserted quiet, only the hog run is asserted busy."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,26 +18,43 @@ from pathlib import Path
 
 import pytest
 
-from lab.engine import launcher, registry
-from lab.engine.config import RunConfig
-from lab.engine.sweeps import interleaved
+from lab.engine import registry
+from lab.engine.launch import launcher
+from lab.engine.launch.config import RunConfig
+from lab.engine.sweep.plan import interleaved
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
-SMALL = RunConfig(mode="single", epochs=1, max_steps=30, log_every=1, image_size=16, batch_size=32,
-                  checkpoint="none", name="noise")
+SMALL = RunConfig(
+    mode="single",
+    epochs=1,
+    max_steps=30,
+    log_every=1,
+    image_size=16,
+    batch_size=32,
+    checkpoint="none",
+    name="noise",
+)
 HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
 
 
 def _lab(*args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "LAB_RUNS_DIR": str(root)})
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "LAB_RUNS_DIR": str(root)},
+    )
 
 
 def _wait_all(run_ids: list[str], root: Path, timeout_s: float = 300) -> None:
     for rid in run_ids:
         state = launcher.wait(rid, root, timeout_s=timeout_s)
-        assert state == "succeeded", f"{rid}: {state}\n{(root / rid / 'stdout.log').read_text()[-2000:]}"
+        assert state == "succeeded", (
+            f"{rid}: {state}\n{(root / rid / 'stdout.log').read_text()[-2000:]}"
+        )
 
 
 def _compare(root: Path, *args: str) -> dict:
@@ -48,7 +66,10 @@ def _compare(root: Path, *args: str) -> dict:
 def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
     quiet = launcher.launch(SMALL, runs_dir)
     _wait_all([quiet], runs_dir)
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG.format(s=240)]) for _ in range(max(1, (os.cpu_count() or 1) // 2))]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", HOG.format(s=240)])
+        for _ in range(max(1, (os.cpu_count() or 1) // 2))
+    ]
     try:
         time.sleep(0.5)
         hogged = launcher.launch(SMALL, runs_dir)
@@ -65,16 +86,24 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
     doc = _compare(runs_dir, hogged, "--baseline", quiet)
     row = next(r for r in doc["runs"] if r["run_id"] == hogged)
     sp, base_tp = row["speedup"], next(r for r in doc["runs"] if r["run_id"] == quiet)["throughput"]
-    assert any(w.startswith(f"{row['name']}") and "Busy machine" in w for w in doc["warnings"]), doc["warnings"]
+    assert any(w.startswith(f"{row['name']}") and "Busy machine" in w for w in doc["warnings"]), (
+        doc["warnings"]
+    )
     if sp["within_noise"]:
         seen = f"within noise: {sp['value']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})"
         assert row["verdict"] == "within noise"
     else:  # outside the noise only because the hog really slowed it
         seen = f"slowed by the hog: {sp['value']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})"
-        assert sp["ci_high"] < 1.0 and row["throughput"]["median"] < base_tp["median"], (sp, row, base_tp)
+        assert sp["ci_high"] < 1.0 and row["throughput"]["median"] < base_tp["median"], (
+            sp,
+            row,
+            base_tp,
+        )
         assert row["verdict"] == "slower"
-    print(f"hog run against the run without it: {seen}; the run without the hog was "
-          f"{'busy' if registry.status(runs_dir / quiet)['interference']['busy'] else 'quiet'}")
+    print(
+        f"hog run against the run without it: {seen}; the run without the hog was "
+        f"{'busy' if registry.status(runs_dir / quiet)['interference']['busy'] else 'quiet'}"
+    )
     text = _lab("compare", hogged, quiet, "--baseline", quiet, root=runs_dir).stdout
     assert "busy" in text and "warning:" in text
 
@@ -91,28 +120,55 @@ def test_identical_runs_on_a_quiet_machine_compare_within_noise_three_times(runs
     shared: list[str] = []
     deadline = time.monotonic() + QUIET_BUDGET_S
     while len(seen) < QUIET_PAIRS and time.monotonic() < deadline:
-        _, (a, b) = launcher.launch_sweep(interleaved([cfg], 2), runs_dir)  # two identical runs, back to back
+        # two identical runs, back to back
+        _, (a, b) = launcher.launch_sweep(interleaved([cfg], 2), runs_dir)
         _wait_all([a, b], runs_dir)
         busy = [registry.status(runs_dir / r)["interference"] for r in (a, b)]
-        # The claim is about a quiet machine: no sample over the busy line, and others below a fifth of a
+        # The claim is about a quiet machine: no sample over the busy line, and others below a fifth
+        # of a
         # core on average (the "busy machine" warning itself allows more than that).
-        if any(i["busy"] or i["busy_fraction"] > 0 or i["other_cpu_cores_mean"] >= 0.2 for i in busy):
+        if any(
+            i["busy"] or i["busy_fraction"] > 0 or i["other_cpu_cores_mean"] >= 0.2 for i in busy
+        ):
             shared.append("/".join(f"{i['other_cpu_cores_mean']:.1f}" for i in busy))
             continue
         doc = _compare(runs_dir, b, "--baseline", a)
         sp = next(r for r in doc["runs"] if r["run_id"] == b)["speedup"]
         seen.append(f"{sp['value']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})")
         assert sp["within_noise"] is True, f"identical runs on a quiet machine: {seen}"
-    note = f"quiet pairs within noise: {seen or 'none'}; pairs on a shared machine (others' cores): {shared or 'none'}"
+    note = (
+        f"quiet pairs within noise: {seen or 'none'}; "
+        f"pairs on a shared machine (others' cores): {shared or 'none'}"
+    )
     print(note)
     if len(seen) < QUIET_PAIRS:
-        pytest.skip(f"the machine was not quiet for {QUIET_PAIRS} pairs within {QUIET_BUDGET_S} s ({note})")
+        pytest.skip(
+            f"the machine was not quiet for {QUIET_PAIRS} pairs within {QUIET_BUDGET_S} s ({note})"
+        )
 
 
 def test_sweep_with_repeats_interleaves_the_modes_and_compare_gives_medians(runs_dir):
-    res = _lab("sweep", "--modes", "single,ddp", "--repeats", "2", "--epochs", "1", "--max-steps", "20",
-               "--log-every", "1", "--image-size", "16", "--batch-size", "32", "--checkpoint", "none", "--json",
-               root=runs_dir)
+    res = _lab(
+        "sweep",
+        "--modes",
+        "single,ddp",
+        "--repeats",
+        "2",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "20",
+        "--log-every",
+        "1",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "32",
+        "--checkpoint",
+        "none",
+        "--json",
+        root=runs_dir,
+    )
     assert res.returncode == 0, res.stderr
     sweep = json.loads(res.stdout)
     run_ids = sweep["run_ids"]

@@ -1,5 +1,7 @@
-"""lab.views.report: the standalone HTML holds the runs, the table as formatted, the warnings and the
-figures that were put in (read back from the embedded plotly JSON), plotly.js inline once, and loads nothing."""
+"""lab.views.compare.report: the standalone HTML holds the runs, the table as formatted, the
+warnings and the figures that were put in (read back from the embedded plotly JSON), plotly.js
+inline once, and loads nothing."""
+
 from __future__ import annotations
 
 import base64
@@ -11,7 +13,10 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from lab.views import compare, compare_curves, compare_runs, fairness, report
+from lab.views.compare import curves as compare_curves
+from lab.views.compare import fairness, report
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
 from tests.test_compare import make_run
 
 
@@ -27,10 +32,25 @@ class S:
 @pytest.fixture
 def comparison(tmp_path):
     root = tmp_path / "runs"
-    make_run(root, "one", mode="single", devices=("cpu0",), throughput=1000.0, peaks={"cpu0": 410.0},
-             created_at="2026-11-29T07:00:00+00:00")
-    make_run(root, "two", mode="ddp", devices=("cpu0", "cpu1"), throughput=1700.0, seed=3,
-             peaks={"cpu0": 420.0, "cpu1": 380.0}, created_at="2026-11-29T07:01:00+00:00")
+    make_run(
+        root,
+        "one",
+        mode="single",
+        devices=("cpu0",),
+        throughput=1000.0,
+        peaks={"cpu0": 410.0},
+        created_at="2026-11-29T07:00:00+00:00",
+    )
+    make_run(
+        root,
+        "two",
+        mode="ddp",
+        devices=("cpu0", "cpu1"),
+        throughput=1700.0,
+        seed=3,
+        peaks={"cpu0": 420.0, "cpu1": 380.0},
+        created_at="2026-11-29T07:01:00+00:00",
+    )
     runs = compare_runs.load_runs(root)
     scalars = {
         "one": {"train/loss": S([2.0, 1.0, 0.5]), "sys/cpu_pct": S([90.0, 95.0, 99.0])},
@@ -38,8 +58,14 @@ def comparison(tmp_path):
     }
     table = compare.compare_table(runs)
     figures = compare_curves.comparison_figures(runs, table, scalars, tag="train/loss", x="samples")
-    html = report.build_html(runs=runs, table=table, warnings=fairness.fairness_warnings(runs), figures=figures,
-                             baseline_label="one", generated_at=datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc))
+    html = report.build_html(
+        runs=runs,
+        table=table,
+        warnings=fairness.fairness_warnings(runs),
+        figures=figures,
+        baseline_label="one",
+        generated_at=datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc),
+    )
     return runs, table, figures, html
 
 
@@ -63,10 +89,13 @@ def embedded_figures(html: str) -> list[tuple[list, dict]]:
 
 def table_cells(html: str) -> list[list[str]]:
     """The exported table as rows of cell texts (header row first)."""
-    body = html[html.index("<h2>Table</h2>"):]
-    body = body[:body.index("</table>")]
+    body = html[html.index("<h2>Table</h2>") :]
+    body = body[: body.index("</table>")]
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
-    return [[html_lib.unescape(c.strip()) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)] for r in rows]
+    return [
+        [html_lib.unescape(c.strip()) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
+        for r in rows
+    ]
 
 
 def test_html_is_standalone(comparison):
@@ -94,11 +123,15 @@ def test_html_table_holds_the_figures_as_formatted(comparison):
 
 def test_html_holds_runs_warnings_and_provenance(comparison):
     *_, html = comparison
-    assert "<li><b>one</b> (one): recorded 2026-11-29T07:00:00+00:00 on test, box, state succeeded</li>" in html
+    assert (
+        "<li><b>one</b> (one): recorded 2026-11-29T07:00:00+00:00 on test, box, state "
+        "succeeded</li>" in html
+    )
     assert "<li><b>two</b> (two):" in html
     assert '<div class="warn">The runs differ in seed (two=3, one=0)' in html
     assert "Generated 2026-11-29T08:00:00+00:00 · baseline: one" in html
-    assert "<b>Scaling efficiency</b>" in html and "<i>samples seen</i>" in html  # the texts, as HTML
+    # the texts, as HTML
+    assert "<b>Scaling efficiency</b>" in html and "<i>samples seen</i>" in html
 
 
 def test_html_embeds_the_figures_that_were_put_in(comparison):
@@ -108,19 +141,31 @@ def test_html_embeds_the_figures_that_were_put_in(comparison):
         assert f"<h2>{html_lib.escape(caption)}</h2>" in html
     (loss, loss_layout), (thr, _), (mem, _), (sysd, _) = embedded
     assert [t["name"] for t in loss] == ["two", "one"]
-    assert _array(loss[1]["x"]) == [640.0, 1280.0, 1920.0] and _array(loss[1]["y"]) == [2.0, 1.0, 0.5]
+    assert _array(loss[1]["x"]) == [640.0, 1280.0, 1920.0] and _array(loss[1]["y"]) == [
+        2.0,
+        1.0,
+        0.5,
+    ]
     assert loss_layout["xaxis"]["title"]["text"] == "samples seen"
     assert _array(thr[0]["x"]) == ["two", "one"] and _array(thr[0]["y"]) == [1700.0, 1000.0]
     assert [t["name"] for t in mem] == ["cpu0", "cpu1"] and _array(mem[1]["y"]) == [380.0, None]
     assert [t["name"] for t in sysd] == ["cpu (process tree)"] * 2
-    assert _array(sysd[0]["y"]) == [180.0, 190.0, 185.0] and _array(sysd[1]["y"]) == [90.0, 95.0, 99.0]
+    assert _array(sysd[0]["y"]) == [180.0, 190.0, 185.0] and _array(sysd[1]["y"]) == [
+        90.0,
+        95.0,
+        99.0,
+    ]
 
 
 def test_figures_carry_the_data(comparison):
     _, _, figures, _ = comparison
     captions = [c for c, _, _ in figures]
-    assert captions == ["train/loss against samples seen", "Throughput", "Peak memory per device",
-                        "Utilisation over time, run by run"]
+    assert captions == [
+        "train/loss against samples seen",
+        "Throughput",
+        "Peak memory per device",
+        "Utilisation over time, run by run",
+    ]
     loss = figures[0][1]
     # samples seen = step x global batch (64)
     assert list(loss.data[0].x) == [640.0, 1280.0, 1920.0]
@@ -137,24 +182,35 @@ def test_figures_carry_the_data(comparison):
 def test_text_is_escaped(tmp_path):
     make_run(tmp_path / "r", "x")
     runs = compare_runs.load_runs(tmp_path / "r")
-    html = report.build_html(runs=runs, table=compare.compare_table(runs),
-                             warnings=[fairness.FairnessWarning("k", "<script>alert(1)</script>")], figures=[])
+    html = report.build_html(
+        runs=runs,
+        table=compare.compare_table(runs),
+        warnings=[fairness.FairnessWarning("k", "<script>alert(1)</script>")],
+        figures=[],
+    )
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
 
 
 def test_html_holds_the_anatomy_bars_and_their_reading(tmp_path):
-    """The page passes the anatomy figure first; the export draws its bars and prints its reading under it."""
-    from lab.views import anatomy_text
+    """The page passes the anatomy figure first; the export draws its bars and prints its reading
+    under it."""
+    from lab.views.compare import anatomy_text
     from tests.test_anatomy import DDP, write_breakdown
 
     d = make_run(tmp_path / "r", "ddp", mode="ddp", devices=("cpu0", "cpu1"))
     write_breakdown(d, mode="ddp", world=2, step=6.0, phases=DDP)
     runs = compare_runs.load_runs(tmp_path / "r")
     figures = anatomy_text.anatomy_figures(runs)
-    html = report.build_html(runs=runs, table=compare.compare_table(runs), warnings=[], figures=figures)
+    html = report.build_html(
+        runs=runs, table=compare.compare_table(runs), warnings=[], figures=figures
+    )
     [(bars, _)] = embedded_figures(html)
     assert {t["name"] for t in bars} >= {"forward", "backward", "communication, waited for"}
     assert next(_array(t["x"]) for t in bars if t["name"] == "backward") == [4.69, None]
     assert "<h2>Anatomy of a step</h2>" in html
-    assert "<b>ddp</b> (DDP, 2 ranks) waits 3.1 ms per step on all-reduce, 52% of its 6.0 ms step" in html
-    assert "<b>Strong or weak scaling.</b>" in html  # the scaling text is part of "How to read this"
+    assert (
+        "<b>ddp</b> (DDP, 2 ranks) waits 3.1 ms per step on all-reduce, 52% of its 6.0 ms step"
+        in html
+    )
+    # the scaling text is part of "How to read this"
+    assert "<b>Strong or weak scaling.</b>" in html

@@ -9,6 +9,7 @@ its pages, ``lab/`` and ``training/`` import must be in ``requirements.txt``
 alone; scripts and benchmarks may also use ``requirements-test.txt``.
 It caught ``scipy`` (imported by lab/views/smoothing.py, pinned nowhere).
 """
+
 from __future__ import annotations
 
 import ast
@@ -68,7 +69,10 @@ def uncovered(paths: list[str], allowed: set[str]) -> list[str]:
             continue
         provided_by = {_norm(d) for d in dists.get(mod, [])}
         if not provided_by & allowed:
-            missing.append(f"{mod} (imported by {where}; provided by {sorted(provided_by) or 'nothing installed'})")
+            missing.append(
+                f"{mod} (imported by {where}; provided by "
+                f"{sorted(provided_by) or 'nothing installed'})"
+            )
     return missing
 
 
@@ -79,7 +83,9 @@ def test_runtime_imports_are_pinned_in_requirements_txt():
 
 def test_script_and_bench_imports_are_pinned():
     missing = uncovered(TOOLING, pinned("requirements.txt", "requirements-test.txt"))
-    assert not missing, "pin these in requirements.txt or requirements-test.txt: " + "; ".join(missing)
+    assert not missing, "pin these in requirements.txt or requirements-test.txt: " + "; ".join(
+        missing
+    )
 
 
 def test_the_check_sees_an_unpinned_import(tmp_path, monkeypatch):
@@ -97,8 +103,15 @@ def pinned_from(tmp_path: Path, text: str) -> set[str]:
     return pinned("requirements.txt")
 
 
-@pytest.mark.parametrize("line,name", [("torch==2.14.1", "torch"), ("nvidia-ml-py==13.615.71", "nvidia-ml-py"),
-                                       ("crc32c==2.9.post0  # C", "crc32c"), ("Foo_Bar[x]==1", "foo-bar")])
+@pytest.mark.parametrize(
+    "line,name",
+    [
+        ("torch==2.14.1", "torch"),
+        ("nvidia-ml-py==13.615.71", "nvidia-ml-py"),
+        ("crc32c==2.9.post0  # C", "crc32c"),
+        ("Foo_Bar[x]==1", "foo-bar"),
+    ],
+)
 def test_requirement_names_are_normalised(tmp_path, monkeypatch, line, name):
     monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
     assert pinned_from(tmp_path, line + "\n") == {name}

@@ -1,7 +1,9 @@
-"""lab.views.run_select: the run regex, experiments, the selection kept across reruns, and rows of the table."""
+"""lab.views.logs.run_select: the run regex, experiments, the selection kept across reruns, and rows
+of the table."""
+
 from __future__ import annotations
 
-from lab.views import run_select as rs
+from lab.views.logs import run_select as rs
 from tests.logs_fixtures import run_names
 
 NAMES = run_names(10)  # exp0/lr0.001-bs32-s0 ... 300 runs
@@ -48,7 +50,9 @@ def test_experiments_and_their_toggles():
     assert list(groups) == [".", *[f"exp{i}" for i in range(10)]]
     assert groups["."] == ["top"] and len(groups["exp3"]) == 30
     sel = rs.toggle(NAMES[:6], groups["exp3"], True, NAMES)
-    assert len(sel) == 36 and rs.group_on(sel, groups["exp3"]) and not rs.group_on(sel, groups["exp0"])
+    assert (
+        len(sel) == 36 and rs.group_on(sel, groups["exp3"]) and not rs.group_on(sel, groups["exp0"])
+    )
     assert rs.group_label("exp0", groups["exp0"], sel) == "exp0 · 6/30"
     assert rs.group_label(".", ["top"], []) == "(top level) · 0/1"
     assert rs.toggle(sel, groups["exp3"], False, NAMES) == NAMES[:6]
@@ -62,10 +66,17 @@ def test_table_choice_adds_and_removes_only_the_rows_changed():
     ticked = rs.rows_on(sel, rows)
     assert ticked == [0]
     assert rs.apply_table_choice(sel, rows, ticked, [0, 2], names) == [
-        "exp0/a", "exp1/c", "k/run-0", "k/run-0/train", "k/run-0/validation"]
+        "exp0/a",
+        "exp1/c",
+        "k/run-0",
+        "k/run-0/train",
+        "k/run-0/validation",
+    ]
     assert rs.apply_table_choice(sel, rows, ticked, [1], names) == ["exp0/b", "exp1/c"]
-    assert rs.apply_table_choice(sel, rows, ticked, None, names) == sel  # no table drawn: nothing changes
-    assert rs.apply_table_choice(sel, rows, ticked, [0, 99], names) == sel  # a stale index is ignored
+    # no table drawn: nothing changes
+    assert rs.apply_table_choice(sel, rows, ticked, None, names) == sel
+    # a stale index is ignored
+    assert rs.apply_table_choice(sel, rows, ticked, [0, 99], names) == sel
 
 
 def test_after_table_reads_the_state_streamlit_keeps():
@@ -73,7 +84,8 @@ def test_after_table_reads_the_state_streamlit_keeps():
     drawn = {"folder": "/x", "rows": rows, "ticked": [0]}
     state = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     assert rs.after_table(["a"], drawn, "/x", state, ["a", "b"]) == ["a", "b"]
-    assert rs.after_table(["a"], drawn, "/other", state, ["a", "b"]) == ["a"]  # drawn for another folder
+    # drawn for another folder
+    assert rs.after_table(["a"], drawn, "/other", state, ["a", "b"]) == ["a"]
     assert rs.after_table(["a"], None, "/x", state, ["a", "b"]) == ["a"]
     assert rs.table_ticks(None) is None and rs.table_ticks({"x": 1}) is None
     assert rs.table_ticks({"selection": {"rows": [2]}}) == [2]

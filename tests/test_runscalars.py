@@ -1,10 +1,12 @@
-"""lab.views.runscalars: a run folder's tb/ and sys/ as one run, on real event files written by torch's
-SummaryWriter and the supervisor's own writer, read back through lab.events the way every page reads them."""
+"""lab.views.runscalars: a run folder's tb/ and sys/ as one run, on real event files written by
+torch's SummaryWriter and the supervisor's own writer, read back through lab.events the way every
+page reads them."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from lab.engine.sampler import ScalarWriter
+from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
 from lab.views import runscalars
 
@@ -38,9 +40,16 @@ def test_group_parts_joins_tb_and_sys_of_a_run_folder(tmp_path):
     groups = runscalars.group_parts(reader.run_names())
     assert groups == {"deep/r2": ["deep/r2/tb"], "other": ["other"], "r1": ["r1/sys", "r1/tb"]}
     merged = runscalars.merge_parts(reader.scalars(p) for p in groups["r1"])
-    assert set(merged) == {"train/loss", "sys/cpu_pct", "sys/rss_mib"} and len(merged["sys/cpu_pct"].value) == 3
-    assert runscalars.group_parts(["tb", "sys"]) == {".": ["sys", "tb"]}  # a reader over one run folder
-    assert runscalars.run_folder_of("a\\b\\sys") == "a/b" and runscalars.run_folder_of("a/tbx") == "a/tbx"
+    assert (
+        set(merged) == {"train/loss", "sys/cpu_pct", "sys/rss_mib"}
+        and len(merged["sys/cpu_pct"].value) == 3
+    )
+    # a reader over one run folder
+    assert runscalars.group_parts(["tb", "sys"]) == {".": ["sys", "tb"]}
+    assert (
+        runscalars.run_folder_of("a\\b\\sys") == "a/b"
+        and runscalars.run_folder_of("a/tbx") == "a/tbx"
+    )
 
 
 def test_run_scalars_reads_incrementally_and_split_sys_takes_the_samples_apart(tmp_path):

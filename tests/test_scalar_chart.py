@@ -1,6 +1,7 @@
-"""lab.views.scalar_chart on real event files: smoothed over faint raw lines, a run's colour
+"""lab.views.logs.scalar_chart on real event files: smoothed over faint raw lines, a run's colour
 from its name only, log and outlier-ignoring y axes, unified hover naming the runs, sections
 by tag prefix, the point budget (spikes kept), and each chart's CSV and JSON."""
+
 from __future__ import annotations
 
 import io
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 
 from lab.events import LogdirReader
-from lab.views import scalar_chart as sc
+from lab.views.logs import scalar_chart as sc
 from tests.logs_fixtures import write_events
 
 WALL0 = 1_700_000_000.0
@@ -21,11 +22,24 @@ WALL0 = 1_700_000_000.0
 def scalars(tmp_path_factory):
     root = tmp_path_factory.mktemp("charts")
     steps = np.arange(4) * 5
-    write_events(root / "a" / "events.out.tfevents.1.x", {"train/loss": (steps, np.array([3.0, 2.0, 1.0, 0.5])),
-                                                          "train/acc": (steps, np.array([0.1, 0.4, 0.7, 0.9])),
-                                                          "lr": (steps, np.full(4, 0.1))}, t0=WALL0, dt=2.0)
-    write_events(root / "nested" / "b" / "events.out.tfevents.1.x", {"train/loss": (steps[:3], np.array([2.5, 1.5, 0.7])),
-                                                                     "val/loss": (steps[:1], np.array([2.0]))}, t0=WALL0)
+    write_events(
+        root / "a" / "events.out.tfevents.1.x",
+        {
+            "train/loss": (steps, np.array([3.0, 2.0, 1.0, 0.5])),
+            "train/acc": (steps, np.array([0.1, 0.4, 0.7, 0.9])),
+            "lr": (steps, np.full(4, 0.1)),
+        },
+        t0=WALL0,
+        dt=2.0,
+    )
+    write_events(
+        root / "nested" / "b" / "events.out.tfevents.1.x",
+        {
+            "train/loss": (steps[:3], np.array([2.5, 1.5, 0.7])),
+            "val/loss": (steps[:1], np.array([2.0])),
+        },
+        t0=WALL0,
+    )
     r = LogdirReader(root)
     r.refresh()
     return {n: r.scalars(n) for n in r.run_names()}
@@ -39,7 +53,8 @@ def test_colour_comes_from_the_name_only():
     c = sc.run_colour("exp3/lr0.1-bs32-s2")
     assert c == sc.run_colour("exp3/lr0.1-bs32-s2") and c in sc.PALETTE
     names = [f"exp{i}/run{j}" for i in range(10) for j in range(30)]
-    assert len({sc.run_colour(n) for n in names}) == len(sc.PALETTE)  # the palette is used, not one colour
+    # the palette is used, not one colour
+    assert len({sc.run_colour(n) for n in names}) == len(sc.PALETTE)
 
 
 def test_same_run_same_colour_on_every_chart_whatever_else_is_drawn(scalars):
@@ -62,7 +77,7 @@ def test_smoothed_line_over_the_faint_raw_line(scalars):
     last, out = 0.0, []
     for i, v in enumerate([3.0, 2.0, 1.0, 0.5], start=1):  # TensorBoard's debiased EMA, by hand
         last = last * 0.6 + 0.4 * v
-        out.append(last / (1 - 0.6 ** i))
+        out.append(last / (1 - 0.6**i))
     np.testing.assert_allclose(smoothed.y, out, rtol=1e-6)
     np.testing.assert_allclose(smoothed.customdata, raw.y)  # the hover's raw value
     assert "%{fullData.name}" in smoothed.hovertemplate  # the run's name in the unified hover
@@ -80,11 +95,15 @@ def test_log_axis_and_outlier_band(scalars):
     values = np.array([3.0, 2.0, 1.0, 0.5, 2.5, 1.5, 0.7])
     lo, hi = np.percentile(values, [5, 95])
     pad = (hi - lo) * 0.05
-    np.testing.assert_allclose(sc.scalar_figure(chart, ignore_outliers=True).layout.yaxis.range, [lo - pad, hi + pad])
+    np.testing.assert_allclose(
+        sc.scalar_figure(chart, ignore_outliers=True).layout.yaxis.range, [lo - pad, hi + pad]
+    )
     llo, lhi = np.percentile(np.log10(values), [5, 95])
     lpad = (lhi - llo) * 0.05
-    np.testing.assert_allclose(sc.scalar_figure(chart, log_y=True, ignore_outliers=True).layout.yaxis.range,
-                               [llo - lpad, lhi + lpad])
+    np.testing.assert_allclose(
+        sc.scalar_figure(chart, log_y=True, ignore_outliers=True).layout.yaxis.range,
+        [llo - lpad, lhi + lpad],
+    )
 
 
 def test_outlier_band_ignores_a_spike():
@@ -97,9 +116,14 @@ def test_outlier_band_ignores_a_spike():
 
 
 def test_sections_by_tag_prefix(scalars):
-    charts = sc.scalar_charts(scalars, ["a", "nested/b"], ["train/loss", "val/loss", "train/acc", "lr"])
+    charts = sc.scalar_charts(
+        scalars, ["a", "nested/b"], ["train/loss", "val/loss", "train/acc", "lr"]
+    )
     assert [(name, [c.tag for c in cs]) for name, cs in sc.sections(charts)] == [
-        ("train", ["train/loss", "train/acc"]), ("val", ["val/loss"]), (sc.NO_PREFIX, ["lr"])]
+        ("train", ["train/loss", "train/acc"]),
+        ("val", ["val/loss"]),
+        (sc.NO_PREFIX, ["lr"]),
+    ]
     assert [ln.run for ln in charts[1].lines] == ["nested/b"]  # run a has no val/loss
 
 
@@ -117,7 +141,9 @@ def test_point_budget_keeps_spikes_and_pairs_raw_with_smoothed():
     value = np.sin(np.arange(n) / 500.0)
     value[123_457] = 50.0
     s = Series(np.arange(n, dtype=np.int64), WALL0 + np.arange(n, dtype=float), value)
-    chart = sc.scalar_charts({f"r{i}": {"t": s} for i in range(6)}, [f"r{i}" for i in range(6)], ["t"], weight=0.9)[0]
+    chart = sc.scalar_charts(
+        {f"r{i}": {"t": s} for i in range(6)}, [f"r{i}" for i in range(6)], ["t"], weight=0.9
+    )[0]
     fig = sc.scalar_figure(chart)
     assert sum(len(t.x) for t in fig.data) <= sc.POINT_BUDGET
     raw, smoothed = fig.data[0], fig.data[1]
@@ -130,7 +156,11 @@ def test_one_colour_key_instead_of_a_legend_on_each_chart(scalars):
     assert sc.scalar_figure(chart).layout.showlegend is False
     key = sc.colour_key(["run<0>", "a"])
     assert "run&lt;0&gt;" in key and "<0>" not in key  # names escaped
-    assert key.index(sc.run_colour("run<0>")) < key.index("run&lt;0&gt;") < key.index(sc.run_colour("a"))
+    assert (
+        key.index(sc.run_colour("run<0>"))
+        < key.index("run&lt;0&gt;")
+        < key.index(sc.run_colour("a"))
+    )
 
 
 def test_chart_csv_and_json_hold_every_point(scalars):
@@ -138,10 +168,13 @@ def test_chart_csv_and_json_hold_every_point(scalars):
     df = pd.read_csv(io.BytesIO(sc.chart_csv(chart)))
     assert list(df.columns) == ["run", "step", "wall_time", "value", "smoothed"] and len(df) == 7
     np.testing.assert_allclose(df[df.run == "a"]["value"], [3.0, 2.0, 1.0, 0.5])
-    np.testing.assert_allclose(df[df.run == "a"]["wall_time"], WALL0 + np.array([0, 5, 10, 15]) * 2.0)
+    np.testing.assert_allclose(
+        df[df.run == "a"]["wall_time"], WALL0 + np.array([0, 5, 10, 15]) * 2.0
+    )
     data = json.loads(sc.chart_json(chart))
     assert data["tag"] == "train/loss" and set(data["runs"]) == {"a", "nested/b"}
-    assert data["runs"]["a"][1] == [pytest.approx(WALL0 + 10.0), 5, 2.0]  # TensorBoard's [wall_time, step, value]
+    # TensorBoard's [wall_time, step, value]
+    assert data["runs"]["a"][1] == [pytest.approx(WALL0 + 10.0), 5, 2.0]
     assert sc.file_stem("train/loss") == "train_loss" and sc.file_stem("///") == "scalars"
 
 

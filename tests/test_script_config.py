@@ -1,8 +1,10 @@
-"""A user's script as a run, without running it: lab/engine/script.py (checks, exact commands),
-lab/engine/script_form.py (form and command-line values, the preview), lab/engine/linked.py (which
-folders of event files are the run's), lab/cli_script.py (``launch --script`` refusals and help, as real
-``python -m lab`` processes) and the argparse diagnosis of lab/engine/diagnose.py on a run folder written
-as a refused script leaves it."""
+"""A user's script as a run, without running it: lab/engine/launch/script.py (checks, exact
+commands), lab/engine/launch/script_form.py (form and command-line values, the preview),
+lab/engine/supervise/linked.py (which folders of event files are the run's), lab/cli_script.py
+(``launch --script`` refusals and help, as real ``python -m lab`` processes) and the argparse
+diagnosis of lab/engine/supervise/diagnose.py on a run folder written as a refused script leaves it.
+"""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,10 +17,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine import linked, script, script_form
-from lab.engine.config import ConfigError
-from lab.engine.diagnose import diagnose
-from lab.engine.script import ScriptConfig
+from lab.engine.launch import script, script_form
+from lab.engine.launch.config import ConfigError
+from lab.engine.launch.script import ScriptConfig
+from lab.engine.supervise import linked
+from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT
 
 RUN = Path("/runs/r1")
@@ -27,54 +30,140 @@ DDP_EXAMPLE = REPO_ROOT / "examples" / "ddp_digits.py"
 
 def test_single_and_dp_commands_exactly():
     c = ScriptConfig(script="/w/train.py", args=("--epochs", "3", "a b; rm -rf ~"), cwd="/w")
-    argv, env = script.build_command(c, RUN, 0, base_env={"PATH": "/bin", "PYTHONPATH": "/mine"}, cores=8)
-    assert argv == [sys.executable, "/w/train.py", "--epochs", "3", "a b; rm -rf ~"]  # one item, never a shell
-    assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                   "OMP_NUM_THREADS": "8", "PYTHONUNBUFFERED": "1", "TORCHELASTIC_ERROR_FILE": "/runs/r1/error.json",
-                   "PYTHONPATH": "/mine", "LAB_RUN_DIR": "/runs/r1", "TENSORBOARD_LOGDIR": "/runs/r1/tb"}
-    argv, env = script.build_command(dataclasses.replace(c, mode="dp", gpus=(1, 3)), RUN, 0, base_env={})
+    argv, env = script.build_command(
+        c, RUN, 0, base_env={"PATH": "/bin", "PYTHONPATH": "/mine"}, cores=8
+    )
+    # one item, never a shell
+    assert argv == [sys.executable, "/w/train.py", "--epochs", "3", "a b; rm -rf ~"]
+    assert env == {
+        "PATH": "/bin",
+        "CUDA_VISIBLE_DEVICES": "",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "OMP_NUM_THREADS": "8",
+        "PYTHONUNBUFFERED": "1",
+        "TORCHELASTIC_ERROR_FILE": "/runs/r1/error.json",
+        "PYTHONPATH": "/mine",
+        "LAB_RUN_DIR": "/runs/r1",
+        "TENSORBOARD_LOGDIR": "/runs/r1/tb",
+    }
+    argv, env = script.build_command(
+        dataclasses.replace(c, mode="dp", gpus=(1, 3)), RUN, 0, base_env={}
+    )
     assert argv[1] == "/w/train.py" and env["CUDA_VISIBLE_DEVICES"] == "1,3"
     assert env["PYTHONPATH"] == ""  # the lab's own packages never shadow the user's modules
 
 
 def test_ddp_and_module_commands_exactly():
-    c = ScriptConfig(script="-m pkg.train", args=("--lr", "0.1"), mode="ddp", nproc=2, cwd="/w",
-                     extra_env={"OMP_NUM_THREADS": "1"})
+    c = ScriptConfig(
+        script="-m pkg.train",
+        args=("--lr", "0.1"),
+        mode="ddp",
+        nproc=2,
+        cwd="/w",
+        extra_env={"OMP_NUM_THREADS": "1"},
+    )
     argv, env = script.build_command(c, RUN, 41234, base_env={})
-    assert argv == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--nnodes", "1",
-                    "--master-addr", "127.0.0.1", "--master-port", "41234", "--log-dir", "/runs/r1/logs",
-                    "--tee", "3", "-m", "pkg.train", "--lr", "0.1"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--nnodes",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        "41234",
+        "--log-dir",
+        "/runs/r1/logs",
+        "--tee",
+        "3",
+        "-m",
+        "pkg.train",
+        "--lr",
+        "0.1",
+    ]
     assert env["OMP_NUM_THREADS"] == "1" and env["TORCHELASTIC_ERROR_FILE"] == "/runs/r1/error.json"
-    two = dataclasses.replace(c, script="/w/t.py", nproc=1, nnodes=2, rdzv_endpoint="10.0.0.1:29400")
+    two = dataclasses.replace(
+        c, script="/w/t.py", nproc=1, nnodes=2, rdzv_endpoint="10.0.0.1:29400"
+    )
     argv, _ = script.build_command(two, RUN, 0, base_env={})
     assert "--rdzv-endpoint" in argv and argv[-3:] == ["/w/t.py", "--lr", "0.1"]
     other = script.other_node_commands(two, RUN)
-    assert len(other) == 1 and other[0][other[0].index("--node-rank") + 1] == "1" and other[0][-3] == "/w/t.py"
+    assert (
+        len(other) == 1
+        and other[0][other[0].index("--node-rank") + 1] == "1"
+        and other[0][-3] == "/w/t.py"
+    )
 
 
 def test_paths_are_made_absolute_and_the_folder_defaults_to_the_scripts(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     n = script.normalized(ScriptConfig(script="examples/ddp_digits.py", events_dir="logs"))
-    assert n.script == str(DDP_EXAMPLE) and n.cwd == str(DDP_EXAMPLE.parent) and n.events_dir == str(REPO_ROOT / "logs")
-    assert script.normalized(ScriptConfig(script="-m pkg.train")).cwd == str(REPO_ROOT)  # a module: here
-    assert script.normalized(ScriptConfig(script=str(DDP_EXAMPLE), cwd=str(tmp_path))).cwd == str(tmp_path)
+    assert (
+        n.script == str(DDP_EXAMPLE)
+        and n.cwd == str(DDP_EXAMPLE.parent)
+        and n.events_dir == str(REPO_ROOT / "logs")
+    )
+    # a module: here
+    assert script.normalized(ScriptConfig(script="-m pkg.train")).cwd == str(REPO_ROOT)
+    assert script.normalized(ScriptConfig(script=str(DDP_EXAMPLE), cwd=str(tmp_path))).cwd == str(
+        tmp_path
+    )
 
 
-@pytest.mark.parametrize("cfg,field,text", [
-    (ScriptConfig(), "script", "no script given: give the path of your training script (a .py file), or -m package.module"),
-    (ScriptConfig(script="/no/such/train.py"), "script", "'/no/such/train.py' does not exist: give the path"),
-    (ScriptConfig(script=str(REPO_ROOT / "examples")), "script", "is a folder: give the .py file inside it"),
-    (ScriptConfig(script=str(REPO_ROOT / "README.md")), "script", "is not a Python file (.py)"),
-    (ScriptConfig(script="-m 3bad.mod"), "script", "is not a module name"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), cwd="/no/such/dir"), "cwd", "working directory '/no/such/dir' does not exist"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), events_dir=str(DDP_EXAMPLE)), "events_dir", "is a file"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), total_steps=-1), "total_steps", "must be 0 (unknown) or more"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), mode="dp", nproc=2), "nproc", "runs in one process, nproc 2 given"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), gpus=(0,)), "gpus", "GPU 0 does not exist"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), mode="fsdp"), "mode", "use single, dp or ddp"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), name="a/b"), "name", "use letters, digits"),
-    (ScriptConfig(script=str(DDP_EXAMPLE), extra_env={"TORCHELASTIC_ERROR_FILE": "x"}), "extra_env", "set by the launcher"),
-])
+@pytest.mark.parametrize(
+    "cfg,field,text",
+    [
+        (
+            ScriptConfig(),
+            "script",
+            "no script given: give the path of your training script (a .py file), or -m "
+            "package.module",
+        ),
+        (
+            ScriptConfig(script="/no/such/train.py"),
+            "script",
+            "'/no/such/train.py' does not exist: give the path",
+        ),
+        (
+            ScriptConfig(script=str(REPO_ROOT / "examples")),
+            "script",
+            "is a folder: give the .py file inside it",
+        ),
+        (ScriptConfig(script=str(REPO_ROOT / "README.md")), "script", "is not a Python file (.py)"),
+        (ScriptConfig(script="-m 3bad.mod"), "script", "is not a module name"),
+        (
+            ScriptConfig(script=str(DDP_EXAMPLE), cwd="/no/such/dir"),
+            "cwd",
+            "working directory '/no/such/dir' does not exist",
+        ),
+        (
+            ScriptConfig(script=str(DDP_EXAMPLE), events_dir=str(DDP_EXAMPLE)),
+            "events_dir",
+            "is a file",
+        ),
+        (
+            ScriptConfig(script=str(DDP_EXAMPLE), total_steps=-1),
+            "total_steps",
+            "must be 0 (unknown) or more",
+        ),
+        (
+            ScriptConfig(script=str(DDP_EXAMPLE), mode="dp", nproc=2),
+            "nproc",
+            "runs in one process, nproc 2 given",
+        ),
+        (ScriptConfig(script=str(DDP_EXAMPLE), gpus=(0,)), "gpus", "GPU 0 does not exist"),
+        (ScriptConfig(script=str(DDP_EXAMPLE), mode="fsdp"), "mode", "use single, dp or ddp"),
+        (ScriptConfig(script=str(DDP_EXAMPLE), name="a/b"), "name", "use letters, digits"),
+        (
+            ScriptConfig(script=str(DDP_EXAMPLE), extra_env={"TORCHELASTIC_ERROR_FILE": "x"}),
+            "extra_env",
+            "set by the launcher",
+        ),
+    ],
+)
 def test_bad_script_configs_name_the_fix(cfg, field, text):
     found = script.problems(cfg, 0)
     assert found and found[0].field == field and text in found[0].message, found
@@ -88,13 +177,32 @@ def test_the_trainers_own_options_never_refuse_a_script():
 
 
 def test_form_and_command_line_values_read_into_a_config():
-    c, errs = script_form.script_config({"script": " examples/ddp_digits.py ", "args": "--lr 0.1 --name 'a b'",
-                                         "mode": "ddp", "gpus": None, "nproc": None, "tags": "x, y",
-                                         "extra_env": "A=1", "total_steps": 50}, 0)
+    c, errs = script_form.script_config(
+        {
+            "script": " examples/ddp_digits.py ",
+            "args": "--lr 0.1 --name 'a b'",
+            "mode": "ddp",
+            "gpus": None,
+            "nproc": None,
+            "tags": "x, y",
+            "extra_env": "A=1",
+            "total_steps": 50,
+        },
+        0,
+    )
     assert errs == []
     assert (c.script, c.args, c.mode, c.gpus, c.nproc, c.tags, c.extra_env, c.total_steps) == (
-        "examples/ddp_digits.py", ("--lr", "0.1", "--name", "a b"), "ddp", (), 2, ("x", "y"), {"A": "1"}, 50)
-    assert script_form.script_config(script_form.form_values(c), 0) == (c, [])  # form_values is the inverse
+        "examples/ddp_digits.py",
+        ("--lr", "0.1", "--name", "a b"),
+        "ddp",
+        (),
+        2,
+        ("x", "y"),
+        {"A": "1"},
+        50,
+    )
+    # form_values is the inverse
+    assert script_form.script_config(script_form.form_values(c), 0) == (c, [])
     c, errs = script_form.script_config({"script": "t.py", "args": "--name 'open", "gpus": "x"}, 0)
     assert {e.field for e in errs} == {"args", "gpus"} and "close the quote" in str(errs)
     form = {f.name for f in script_form.SCRIPT_FIELDS}
@@ -104,8 +212,11 @@ def test_form_and_command_line_values_read_into_a_config():
 
 def test_preview_says_what_runs_and_where_the_curves_are_found(tmp_path):
     snap = SimpleNamespace(gpus=(), cpu=SimpleNamespace(cores=2))
-    p = script_form.preview(ScriptConfig(script=str(DDP_EXAMPLE), mode="ddp", nproc=2, cwd=str(tmp_path)), snap,
-                            tmp_path / "runs")
+    p = script_form.preview(
+        ScriptConfig(script=str(DDP_EXAMPLE), mode="ddp", nproc=2, cwd=str(tmp_path)),
+        snap,
+        tmp_path / "runs",
+    )
     text = "\n".join(p.preflight)
     assert "torchrun starts 2 processes (on the CPU, gloo)" in text and "@record" in text
     assert f"below {tmp_path} after the launch" in text and "TENSORBOARD_LOGDIR" in text
@@ -115,9 +226,12 @@ def test_preview_says_what_runs_and_where_the_curves_are_found(tmp_path):
 
 # ---- linking folders of event files -----------------------------------------
 
+
 def _event(folder: Path, created: float, pid: int | None = 4242) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"events.out.tfevents.{int(created):010d}.host.x" + (f".{pid}.0" if pid is not None else "")
+    name = f"events.out.tfevents.{int(created):010d}.host.x" + (
+        f".{pid}.0" if pid is not None else ""
+    )
     (folder / name).write_bytes(b"")
     return folder
 
@@ -137,7 +251,10 @@ def test_event_dirs_created_after_the_launch_by_the_runs_processes(tmp_path):
     _event(deep, t0 + 2)
     found, bounded = linked.find_event_dirs(tmp_path, t0, {4242})
     assert found == sorted([str(mine), str(tbx)]) and not bounded
-    assert linked.file_origin("events.out.tfevents.1764402300.my.host.name.123.7.v2") == (1764402300, 123)
+    assert linked.file_origin("events.out.tfevents.1764402300.my.host.name.123.7.v2") == (
+        1764402300,
+        123,
+    )
 
 
 def test_the_walk_reads_no_more_than_its_entry_bound(tmp_path, monkeypatch):
@@ -146,10 +263,12 @@ def test_the_walk_reads_no_more_than_its_entry_bound(tmp_path, monkeypatch):
     for i in range(50):
         (tmp_path / "big" / f"f{i}").write_text("")
     shallow = _event(tmp_path / "runs" / "x", time.time())
-    _event(tmp_path / "a" / "b" / "c" / "deep", time.time())  # past the budget once a, b, c are read
+    # past the budget once a, b, c are read
+    _event(tmp_path / "a" / "b" / "c" / "deep", time.time())
     (tmp_path / "a" / "b" / "c" / "more").write_text("")
     (tmp_path / "a" / "b" / "c" / "other").write_text("")
-    assert linked.find_event_dirs(tmp_path, 0) == ([str(shallow)], True)  # the big folder skipped, runs/ found
+    # the big folder skipped, runs/ found
+    assert linked.find_event_dirs(tmp_path, 0) == ([str(shallow)], True)
     monkeypatch.setattr(linked, "MAX_ENTRIES", 1000)
     assert len(linked.find_event_dirs(tmp_path, 0)[0]) == 2
 
@@ -158,8 +277,16 @@ def test_linker_keeps_what_it_found_and_scans_at_most_every_interval(tmp_path):
     run_dir, cwd = tmp_path / "run", tmp_path / "work"
     cwd.mkdir()
     trainer = linked.EventLinker({"config": {}}, run_dir)
-    assert trainer.kind == "trainer" and trainer.dirs == [str(run_dir / "tb")] and not trainer.scan(force=True)
-    lk = linked.EventLinker({"kind": "script", "cwd": str(cwd), "config": {"events_dir": "/given"}}, run_dir, time.time())
+    assert (
+        trainer.kind == "trainer"
+        and trainer.dirs == [str(run_dir / "tb")]
+        and not trainer.scan(force=True)
+    )
+    lk = linked.EventLinker(
+        {"kind": "script", "cwd": str(cwd), "config": {"events_dir": "/given"}},
+        run_dir,
+        time.time(),
+    )
     assert lk.dirs == ["/given"]
     lk.note([4242])
     first = _event(cwd / "runs" / "a", time.time())
@@ -167,45 +294,85 @@ def test_linker_keeps_what_it_found_and_scans_at_most_every_interval(tmp_path):
     _event(cwd / "runs" / "b", time.time())
     assert not lk.scan()  # within the interval: nothing read
     assert lk.scan(force=True) and len(lk.dirs) == 3
-    _event(run_dir / "tb", time.time(), pid=1)  # TENSORBOARD_LOGDIR: the run's own, whatever wrote it
+    # TENSORBOARD_LOGDIR: the run's own, whatever wrote it
+    _event(run_dir / "tb", time.time(), pid=1)
     assert lk.scan(force=True) and lk.dirs[-1] == str(run_dir / "tb")
 
 
 # ---- the argparse diagnosis ---------------------------------------------------
 
+
 def test_an_argparse_refusal_is_bad_input_with_its_line(tmp_path):
     (tmp_path / "run.json").write_text('{"kind": "script"}')
-    (tmp_path / "stdout.log").write_text("usage: dp_digits.py [-h] [--epochs EPOCHS]\n"
-                                         "dp_digits.py: error: argument --epochs: invalid int value: 'zero'\n")
+    (tmp_path / "stdout.log").write_text(
+        "usage: dp_digits.py [-h] [--epochs EPOCHS]\n"
+        "dp_digits.py: error: argument --epochs: invalid int value: 'zero'\n"
+    )
     d = diagnose(tmp_path, 2)
-    assert d.key == "bad_input" and d.excerpt == "dp_digits.py: error: argument --epochs: invalid int value: 'zero'"
+    assert (
+        d.key == "bad_input"
+        and d.excerpt == "dp_digits.py: error: argument --epochs: invalid int value: 'zero'"
+    )
     assert d.cause == f"The script refused its arguments: {d.excerpt}"
     assert diagnose(tmp_path, 1).key == "crashed"  # not exit code 2: not argparse's refusal
 
 
 # ---- the command line ---------------------------------------------------------
 
+
 def lab(runs_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir))
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_launch_help_documents_the_script_options():
     out = lab(Path("/nonexistent"), "launch", "--help").stdout
-    for text in ("--script PATH", "--module NAME", "--cwd DIR", "--events-dir DIR", "--total-steps N",
-                 "-- ARGS...", "everything after -- is handed to the script", "list_models"):
+    for text in (
+        "--script PATH",
+        "--module NAME",
+        "--cwd DIR",
+        "--events-dir DIR",
+        "--total-steps N",
+        "-- ARGS...",
+        "everything after -- is handed to the script",
+        "list_models",
+    ):
         assert text in out, text
 
 
-@pytest.mark.parametrize("args,text", [
-    (["--script", "no/such.py"], "error: script: 'no/such.py' does not exist: give the path of your training script"),
-    (["--script", "README.md"], "error: script: 'README.md' is not a Python file (.py)"),
-    (["--script", "examples/dp_digits.py", "--cwd", "/no/such/dir"], "error: cwd: working directory '/no/such/dir' does not exist"),
-    (["--script", "examples/dp_digits.py", "--epochs", "3"], "error: --epochs is an option of the lab's trainer, not of your script"),
-    (["--script", "examples/dp_digits.py", "--module", "x.y"], "error: give --script PATH or --module NAME, not both"),
-    (["--", "--epochs", "3"], "error: arguments after -- go to a script of your own: give --script PATH"),
-])
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (
+            ["--script", "no/such.py"],
+            "error: script: 'no/such.py' does not exist: give the path of your training script",
+        ),
+        (["--script", "README.md"], "error: script: 'README.md' is not a Python file (.py)"),
+        (
+            ["--script", "examples/dp_digits.py", "--cwd", "/no/such/dir"],
+            "error: cwd: working directory '/no/such/dir' does not exist",
+        ),
+        (
+            ["--script", "examples/dp_digits.py", "--epochs", "3"],
+            "error: --epochs is an option of the lab's trainer, not of your script",
+        ),
+        (
+            ["--script", "examples/dp_digits.py", "--module", "x.y"],
+            "error: give --script PATH or --module NAME, not both",
+        ),
+        (
+            ["--", "--epochs", "3"],
+            "error: arguments after -- go to a script of your own: give --script PATH",
+        ),
+    ],
+)
 def test_refused_before_anything_starts_with_one_line(runs_dir, args, text):
     r = lab(runs_dir, "launch", *args)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(text), r.stderr
@@ -213,8 +380,26 @@ def test_refused_before_anything_starts_with_one_line(runs_dir, args, text):
 
 
 def test_dry_run_shows_the_command_with_the_scripts_own_arguments(runs_dir, tmp_path):
-    r = lab(runs_dir, "launch", "--script", "examples/ddp_digits.py", "--mode", "ddp", "--nproc", "2", "--cwd",
-            str(tmp_path), "--dry-run", "--", "--epochs", "1", "--lr", "0.1")
+    r = lab(
+        runs_dir,
+        "launch",
+        "--script",
+        "examples/ddp_digits.py",
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--cwd",
+        str(tmp_path),
+        "--dry-run",
+        "--",
+        "--epochs",
+        "1",
+        "--lr",
+        "0.1",
+    )
     assert r.returncode == 0, r.stderr
-    assert f"cd {tmp_path}" in r.stdout and "--nproc-per-node 2" in r.stdout and "--lr 0.1" in r.stdout
+    assert (
+        f"cd {tmp_path}" in r.stdout and "--nproc-per-node 2" in r.stdout and "--lr 0.1" in r.stdout
+    )
     assert r.stdout.startswith("# Visible GPUs") and list(runs_dir.iterdir()) == []

@@ -11,6 +11,7 @@ the examples' ``events_dirs`` must hold exactly the folder their plain
 failures must be diagnosed as the rank and the line that caused them. Stop
 of a running user DDP script must leave no process of it alive (psutil).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,14 @@ if __name__ == "__main__":
 
 def lab(runs_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def launch(runs_dir: Path, *args: str) -> str:
@@ -71,7 +78,8 @@ def status(runs_dir: Path, run_id: str) -> dict:
 
 
 def wait_final(runs_dir: Path, run_ids: list[str], timeout_s: float = 240) -> dict[str, dict]:
-    from lab.engine import launcher, registry
+    from lab.engine import registry
+    from lab.engine.launch import launcher
 
     for rid in run_ids:
         launcher.wait(rid, runs_dir, timeout_s)
@@ -80,7 +88,8 @@ def wait_final(runs_dir: Path, run_ids: list[str], timeout_s: float = 240) -> di
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Every finished case launched at once: {case: (status JSON, its working directory, run folder)}."""
+    """Every finished case launched at once: {case: (status JSON, its working directory, run
+    folder)}."""
     root = tmp_path_factory.mktemp("scripts")
     runs_dir = root / "runs"
     cwd = {name: root / name for name in ("ddp", "single", "rank1", "badarg", "ddp-badarg")}
@@ -88,15 +97,59 @@ def runs(tmp_path_factory):
         d.mkdir()
     (cwd["rank1"] / "train.py").write_text(RAISE_IN_RANK1)
     ids = {
-        "ddp": launch(runs_dir, "--script", str(EXAMPLES / "ddp_digits.py"), "--mode", "ddp", "--nproc", "2",
-                      "--cwd", str(cwd["ddp"]), "--", *SHORT),
-        "single": launch(runs_dir, "--script", str(EXAMPLES / "dp_digits.py"), "--mode", "single",
-                         "--cwd", str(cwd["single"]), "--total-steps", "5", "--", *SHORT),
-        "rank1": launch(runs_dir, "--script", str(cwd["rank1"] / "train.py"), "--mode", "ddp", "--nproc", "2"),
-        "badarg": launch(runs_dir, "--script", str(EXAMPLES / "dp_digits.py"), "--cwd", str(cwd["badarg"]),
-                         "--", "--epochs", "zero"),
-        "ddp-badarg": launch(runs_dir, "--script", str(EXAMPLES / "ddp_digits.py"), "--mode", "ddp", "--nproc",
-                             "2", "--cwd", str(cwd["ddp-badarg"]), "--", "--batch-size", "many"),
+        "ddp": launch(
+            runs_dir,
+            "--script",
+            str(EXAMPLES / "ddp_digits.py"),
+            "--mode",
+            "ddp",
+            "--nproc",
+            "2",
+            "--cwd",
+            str(cwd["ddp"]),
+            "--",
+            *SHORT,
+        ),
+        "single": launch(
+            runs_dir,
+            "--script",
+            str(EXAMPLES / "dp_digits.py"),
+            "--mode",
+            "single",
+            "--cwd",
+            str(cwd["single"]),
+            "--total-steps",
+            "5",
+            "--",
+            *SHORT,
+        ),
+        "rank1": launch(
+            runs_dir, "--script", str(cwd["rank1"] / "train.py"), "--mode", "ddp", "--nproc", "2"
+        ),
+        "badarg": launch(
+            runs_dir,
+            "--script",
+            str(EXAMPLES / "dp_digits.py"),
+            "--cwd",
+            str(cwd["badarg"]),
+            "--",
+            "--epochs",
+            "zero",
+        ),
+        "ddp-badarg": launch(
+            runs_dir,
+            "--script",
+            str(EXAMPLES / "ddp_digits.py"),
+            "--mode",
+            "ddp",
+            "--nproc",
+            "2",
+            "--cwd",
+            str(cwd["ddp-badarg"]),
+            "--",
+            "--batch-size",
+            "many",
+        ),
     }
     final = wait_final(runs_dir, list(ids.values()))
     yield {name: (status(runs_dir, rid), cwd[name], runs_dir / rid) for name, rid in ids.items()}
@@ -104,12 +157,14 @@ def runs(tmp_path_factory):
 
 
 def check_curves(st: dict, cwd: Path, run_dir: Path, prefix: str) -> None:
-    """events_dirs is the folder SummaryWriter() chose, and its train/loss is what the script printed."""
+    """events_dirs is the folder SummaryWriter() chose, and its train/loss is what the script
+    printed."""
     log = (run_dir / "stdout.log").read_text()
     chosen = re.search(rf"^{re.escape(prefix)}.*events in (\S+)$", log, re.M)
     assert chosen, log[-2000:]
     assert st["events_dirs"] == [str(cwd / chosen.group(1))], (st["events_dirs"], chosen.group(1))
-    assert Path(st["events_dirs"][0]).parent == cwd / "runs"  # ./runs/<date>_<host>, below the working directory
+    # ./runs/<date>_<host>, below the working directory
+    assert Path(st["events_dirs"][0]).parent == cwd / "runs"
     reader = RunReader(st["events_dirs"][0])
     assert reader.refresh() > 0 and not reader.warnings
     loss = reader.scalars()["train/loss"]
@@ -121,10 +176,14 @@ def check_curves(st: dict, cwd: Path, run_dir: Path, prefix: str) -> None:
 
 def test_ddp_example_under_torchrun_succeeds_and_its_curves_are_linked(runs):
     st, cwd, run_dir = runs["ddp"]
-    assert st["state"] == "succeeded" and st["kind"] == "script" and st["mode"] == "ddp", st["diagnosis"]
+    assert st["state"] == "succeeded" and st["kind"] == "script" and st["mode"] == "ddp", st[
+        "diagnosis"
+    ]
     check_curves(st, cwd, run_dir, "[default0]:")
-    assert {0, 1} <= {int(p.name) for p in (run_dir / "logs").glob("*/attempt_*/*")}  # per-rank logs (--tee)
-    assert list((run_dir / "sys").glob("events.out.tfevents.*"))  # device samples, as for the trainer
+    # per-rank logs (--tee)
+    assert {0, 1} <= {int(p.name) for p in (run_dir / "logs").glob("*/attempt_*/*")}
+    # device samples, as for the trainer
+    assert list((run_dir / "sys").glob("events.out.tfevents.*"))
     run = json.loads((run_dir / "run.json").read_text())
     assert run["kind"] == "script" and run["cwd"] == str(cwd) and run["port"]
 
@@ -135,21 +194,29 @@ def test_single_example_succeeds_and_its_curves_are_linked(runs):
     check_curves(st, cwd, run_dir, "")
     env = json.loads((run_dir / "run.json").read_text())["env"]
     assert env["LAB_RUN_DIR"] == str(run_dir) and env["TENSORBOARD_LOGDIR"] == str(run_dir / "tb")
-    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TORCHELASTIC_ERROR_FILE"] == str(run_dir / "error.json")
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TORCHELASTIC_ERROR_FILE"] == str(
+        run_dir / "error.json"
+    )
 
 
 def test_a_rank_that_raises_is_named_with_its_own_exception(runs):
     st, _cwd, _run_dir = runs["rank1"]
     d = st["diagnosis"]
     assert st["state"] == "failed" and d["rank"] == 1, d
-    assert "Rank 1" in d["cause"] and "ValueError: rank 1 cannot read its shard of the data" in d["cause"], d
+    assert (
+        "Rank 1" in d["cause"]
+        and "ValueError: rank 1 cannot read its shard of the data" in d["cause"]
+    ), d
     assert st["events_dirs"] == []  # it wrote none
 
 
-@pytest.mark.parametrize("case,line", [
-    ("badarg", "dp_digits.py: error: argument --epochs: invalid int value: 'zero'"),
-    ("ddp-badarg", "ddp_digits.py: error: argument --batch-size: invalid int value: 'many'"),
-])
+@pytest.mark.parametrize(
+    "case,line",
+    [
+        ("badarg", "dp_digits.py: error: argument --epochs: invalid int value: 'zero'"),
+        ("ddp-badarg", "ddp_digits.py: error: argument --batch-size: invalid int value: 'many'"),
+    ],
+)
 def test_a_script_refusing_its_arguments_fails_with_argparses_line(runs, case, line):
     st, cwd, _run_dir = runs[case]
     d = st["diagnosis"]
@@ -163,7 +230,9 @@ def _alive(run_dir: Path) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["environ"]):
         try:
-            if (p.info.get("environ") or {}).get("LAB_RUN_DIR") == str(run_dir) and p.status() != psutil.STATUS_ZOMBIE:
+            if (p.info.get("environ") or {}).get("LAB_RUN_DIR") == str(
+                run_dir
+            ) and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p)
         except psutil.Error:
             continue
@@ -172,8 +241,22 @@ def _alive(run_dir: Path) -> list[psutil.Process]:
 
 def test_stop_of_a_running_user_ddp_script_leaves_no_process(tmp_path):
     runs_dir = tmp_path / "runs"
-    rid = launch(runs_dir, "--script", str(EXAMPLES / "ddp_digits.py"), "--mode", "ddp", "--nproc", "2",
-                 "--cwd", str(tmp_path), "--", "--epochs", "1000", "--log-every", "1")
+    rid = launch(
+        runs_dir,
+        "--script",
+        str(EXAMPLES / "ddp_digits.py"),
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--cwd",
+        str(tmp_path),
+        "--",
+        "--epochs",
+        "1000",
+        "--log-every",
+        "1",
+    )
     run_dir, log = runs_dir / rid, runs_dir / rid / "stdout.log"
     try:
         deadline = time.monotonic() + 120
@@ -189,4 +272,8 @@ def test_stop_of_a_running_user_ddp_script_leaves_no_process(tmp_path):
     gone, left = psutil.wait_procs(workers, timeout=10)
     assert left == [] and _alive(run_dir) == []
     st = status(runs_dir, rid)
-    assert st["state"] == "stopped" and st["events_dirs"] and st["events_dirs"][0].startswith(str(tmp_path / "runs"))
+    assert (
+        st["state"] == "stopped"
+        and st["events_dirs"]
+        and st["events_dirs"][0].startswith(str(tmp_path / "runs"))
+    )

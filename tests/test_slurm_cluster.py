@@ -1,13 +1,14 @@
-"""Slurm runs on a real one-node cluster (tests/slurm_cluster.py): lab/engine/slurm_watch.py, slurm_cmd.py and
-the launcher's Slurm path, end to end.
+"""Slurm runs on a real one-node cluster (tests/slurm_cluster.py): lab/engine/slurm/watch.py,
+slurm_cmd.py and the launcher's Slurm path, end to end.
 
-A 2-process DDP run of the trainer and one of a user's script (``python -m lab launch --script ... --backend
-slurm``, its curves linked from its working folder) succeed with their events read back; a run
-stopped from the Live page ends stopped with nothing left on the node; a job that asks for more than the
-partition allows waits with Slurm's reason (or is refused with sbatch's words), never silently; a job killed
-at its time limit fails with the TIMEOUT diagnosis; a job Slurm forgot without an end is lost. Runs are tiny
-(a few steps of 8x8 images, one thread per process); the file takes about a minute and a half.
-"""
+A 2-process DDP run of the trainer and one of a user's script (``python -m lab launch --script ...
+--backend slurm``, its curves linked from its working folder) succeed with their events read back; a
+run stopped from the Live page ends stopped with nothing left on the node; a job that asks for more
+than the partition allows waits with Slurm's reason (or is refused with sbatch's words), never
+silently; a job killed at its time limit fails with the TIMEOUT diagnosis; a job Slurm forgot
+without an end is lost. Runs are tiny (a few steps of 8x8 images, one thread per process); the file
+takes about a minute and a half."""
+
 from __future__ import annotations
 
 import json
@@ -20,17 +21,26 @@ from pathlib import Path
 
 import pytest
 
-from lab.engine import launcher, logs, registry, slurm
-from lab.engine.config import RunConfig
-from lab.engine.slurm_watch import SlurmWatch
+from lab.engine import logs, registry
+from lab.engine.launch import launcher
+from lab.engine.launch.config import RunConfig
+from lab.engine.slurm import job as slurm
+from lab.engine.slurm.watch import SlurmWatch
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning
 
 pytestmark = pytest.mark.slurm
-PRINTED = re.compile(r"^(?:\[default0\]:)?epoch \d+ step (\d+) loss ([0-9.]+)", re.M)  # ddp_digits.py's lines
-TINY = dict(max_steps=3, image_size=8, batch_size=32, log_every=1, checkpoint="none",
-            extra_env={"OMP_NUM_THREADS": "1"})
+# ddp_digits.py's lines
+PRINTED = re.compile(r"^(?:\[default0\]:)?epoch \d+ step (\d+) loss ([0-9.]+)", re.M)
+TINY = dict(
+    max_steps=3,
+    image_size=8,
+    batch_size=32,
+    log_every=1,
+    checkpoint="none",
+    extra_env={"OMP_NUM_THREADS": "1"},
+)
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +58,8 @@ def cluster():
 
 @pytest.fixture
 def runs(cluster, runs_dir) -> Path:
-    """A test's runs folder; whatever it left live is stopped (scancel) so no watcher outlives the cluster."""
+    """A test's runs folder; whatever it left live is stopped (scancel) so no watcher outlives the
+    cluster."""
     yield runs_dir
     for rec in registry.list_runs(runs_dir):
         if rec.state in ("queued", "starting", "running"):
@@ -59,14 +70,18 @@ def slurm_cfg(**kw) -> RunConfig:
     return RunConfig(**dict(TINY, backend="slurm", **kw))
 
 
-def wait_state(run_id: str, root: Path, states: tuple[str, ...], timeout_s: float = 90) -> registry.RunRecord:
+def wait_state(
+    run_id: str, root: Path, states: tuple[str, ...], timeout_s: float = 90
+) -> registry.RunRecord:
     deadline = time.monotonic() + timeout_s
     while True:
         rec = registry.get_run(run_id, root)
         if rec.state in states:
             return rec
-        assert time.monotonic() < deadline, f"{run_id} is {rec.state} (slurm {rec.slurm}), never {states}: " \
-                                            f"{logs.tail(rec.run_dir, 30)}"
+        assert time.monotonic() < deadline, (
+            f"{run_id} is {rec.state} (slurm {rec.slurm}), never {states}: "
+            f"{logs.tail(rec.run_dir, 30)}"
+        )
         time.sleep(0.3)
 
 
@@ -81,37 +96,79 @@ def test_ddp_trainer_run_succeeds_with_events_and_per_rank_logs(runs):
     run_id = launcher.launch(slurm_cfg(mode="ddp", nproc=2, cpus_per_task=2), runs)
     rec = wait_state(run_id, runs, ("succeeded", "failed", "stopped", "lost"))
     assert rec.state == "succeeded", rec.diagnosis
-    assert rec.backend == "slurm" and rec.slurm["job_id"].isdigit() and rec.slurm["state"] == "COMPLETED"
+    assert (
+        rec.backend == "slurm"
+        and rec.slurm["job_id"].isdigit()
+        and rec.slurm["state"] == "COMPLETED"
+    )
     assert rec.slurm["nodes"] == slurm_cluster.socket.gethostname().split(".")[0]
     run_dir = Path(rec.run_dir)
-    assert (run_dir / JOB_SBATCH).read_text() == slurm.build_sbatch(slurm_cfg(mode="ddp", nproc=2, cpus_per_task=2),
-                                                                         run_dir)
+    assert (run_dir / JOB_SBATCH).read_text() == slurm.build_sbatch(
+        slurm_cfg(mode="ddp", nproc=2, cpus_per_task=2), run_dir
+    )
     assert read_json(run_dir / JOB_EXIT)["exit_code"] == 0
-    assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"  # where Compare says it ran
+    # where Compare says it ran
+    assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"
     got = scalars(rec.run_dir)
     assert list(got["train/loss"].step) == [1, 2, 3]  # the trainer's events, read back
     assert len(got["sys/node0/host_cpu_pct"].value) >= 1  # the node's own sampler
     assert logs.ranks(rec.run_dir) == [0, 1] and "[rank 1]" in logs.tail(rec.run_dir, 50, rank=1)
     assert rec.summary and rec.summary["world_size"] == 2
     status = json.loads(json.dumps(rec.to_json()))  # what status --json prints
-    assert status["backend"] == "slurm" and set(status["slurm"]) == {"job_id", "state", "reason", "nodes"}
+    assert status["backend"] == "slurm" and set(status["slurm"]) == {
+        "job_id",
+        "state",
+        "reason",
+        "nodes",
+    }
 
 
 def lab(runs: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python -m lab ...`` as a user types it, on the test cluster (SLURM_CONF is in os.environ)."""
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO_ROOT, env=dict(os.environ, LAB_RUNS_DIR=str(runs)),
-                          capture_output=True, text=True, timeout=120)
+    """``python -m lab ...`` as a user types it, on the test cluster (SLURM_CONF is in
+    os.environ)."""
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, LAB_RUNS_DIR=str(runs)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs, tmp_path):
-    """``launch --script examples/ddp_digits.py --backend slurm``: the job runs the user's script, unchanged, in
-    its working folder under torchrun; the watcher links the folder its plain ``SummaryWriter()`` chose there
-    (``events_dirs``, as the local supervisor does), and the loss read back from it is the loss it printed."""
+    """``launch --script examples/ddp_digits.py --backend slurm``: the job runs the user's script,
+    unchanged, in its working folder under torchrun; the watcher links the folder its plain
+    ``SummaryWriter()`` chose there (``events_dirs``, as the local supervisor does), and the loss
+    read back from it is the loss it printed."""
     work = tmp_path / "work"
     work.mkdir()
-    out = lab(runs, "launch", "--json", "--script", str(REPO_ROOT / "examples" / "ddp_digits.py"), "--backend", "slurm",
-              "--mode", "ddp", "--nproc", "2", "--cpus-per-task", "2", "--cwd", str(work), "--env", "OMP_NUM_THREADS=1",
-              "--", "--epochs", "1", "--max-steps", "3", "--log-every", "1")
+    out = lab(
+        runs,
+        "launch",
+        "--json",
+        "--script",
+        str(REPO_ROOT / "examples" / "ddp_digits.py"),
+        "--backend",
+        "slurm",
+        "--mode",
+        "ddp",
+        "--nproc",
+        "2",
+        "--cpus-per-task",
+        "2",
+        "--cwd",
+        str(work),
+        "--env",
+        "OMP_NUM_THREADS=1",
+        "--",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "3",
+        "--log-every",
+        "1",
+    )
     assert out.returncode == 0, out.stderr
     launched = json.loads(out.stdout)
     assert launched["kind"] == "script"
@@ -123,14 +180,24 @@ def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs,
     assert f"export LAB_RUN_DIR={run_dir}" in job  # the environment of a local script run
     assert read_json(run_dir / RUN_JSON)["recorded_on"] == "Slurm: 1 node x CPU (gloo)"
     status = json.loads(lab(runs, "status", rec.run_id, "--json").stdout)  # what a user reads
-    assert (status["backend"], status["kind"], status["slurm"]["state"]) == ("slurm", "script", "COMPLETED")
+    assert (status["backend"], status["kind"], status["slurm"]["state"]) == (
+        "slurm",
+        "script",
+        "COMPLETED",
+    )
     [linked] = status["events_dirs"]
-    assert Path(linked).parent == work / "runs"  # SummaryWriter's default, below the job's working folder
-    printed = [(int(m.group(1)), float(m.group(2))) for m in PRINTED.finditer((run_dir / "stdout.log").read_text())]
+    # SummaryWriter's default, below the job's working folder
+    assert Path(linked).parent == work / "runs"
+    printed = [
+        (int(m.group(1)), float(m.group(2)))
+        for m in PRINTED.finditer((run_dir / "stdout.log").read_text())
+    ]
     loss = scalars(linked)["train/loss"]
     assert [s for s, _ in printed] == list(loss.step) == [1, 2, 3]
-    assert [v for _, v in printed] == pytest.approx(list(loss.value), abs=1e-6)  # the script's own curve
-    assert logs.ranks(rec.run_dir) == [0, 1]  # torchrun's per-rank logs in the run folder, as for a local run
+    # the script's own curve
+    assert [v for _, v in printed] == pytest.approx(list(loss.value), abs=1e-6)
+    # torchrun's per-rank logs in the run folder, as for a local run
+    assert logs.ranks(rec.run_dir) == [0, 1]
 
 
 def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
@@ -144,7 +211,8 @@ def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
     at = AppTest.from_file(str(REPO_ROOT / "pages" / "2_Live.py"), default_timeout=30)
     at.run()
     assert at.selectbox(key="live_run").value == run_id
-    shown = md_escape(f"Slurm job {rec.slurm['job_id']}: RUNNING on ")  # the page escapes what it writes
+    # the page escapes what it writes
+    shown = md_escape(f"Slurm job {rec.slurm['job_id']}: RUNNING on ")
     assert any(shown in c.value for c in at.caption), [c.value for c in at.caption]
     at.button(key="live_stop").click()
     at.run(timeout=60)
@@ -154,7 +222,8 @@ def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
     deadline = time.monotonic() + 5  # the watcher exits right after recording the end
     while processes_mentioning(rec.run_dir) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_mentioning(rec.run_dir) == []  # scancel ended every step on the node; the watcher is gone
+    # scancel ended every step on the node; the watcher is gone
+    assert processes_mentioning(rec.run_dir) == []
 
 
 def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
@@ -166,22 +235,30 @@ def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
     os.kill(registry.status(rec.run_dir)["supervisor_pid"], signal.SIGKILL)
     rec = wait_state(run_id, runs, ("lost",), timeout_s=10)
     job = rec.slurm["job_id"]
-    assert "RUNNING" in cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout  # still on the node
+    # still on the node
+    assert "RUNNING" in cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout
     with pytest.raises(registry.RunIsLive):  # its job may still write into the folder
         registry.delete_run(run_id, runs)
     assert launcher.stop(run_id, runs) == "stopped"
     deadline = time.monotonic() + 30
-    while cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() != "CANCELLED":
-        assert time.monotonic() < deadline, cluster.run("squeue", "-h", "-t", "all", "-j", job).stdout
+    while (
+        cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip()
+        != "CANCELLED"
+    ):
+        assert time.monotonic() < deadline, cluster.run(
+            "squeue", "-h", "-t", "all", "-j", job
+        ).stdout
         time.sleep(0.3)
     assert processes_mentioning(rec.run_dir) == []
 
 
 def test_more_than_the_partition_allows_waits_with_the_reason_or_is_refused(runs):
-    from lab.views.nodes import job_lines
+    from lab.views.live.nodes import job_lines
 
-    nodes = launcher.launch(slurm_cfg(mode="ddp", nproc=1, nnodes=2), runs)  # the cluster has one node
-    longer = launcher.launch(slurm_cfg(time=f"{slurm_cluster.MAX_TIME_MIN * 2}"), runs)  # over MaxTime
+    # the cluster has one node
+    nodes = launcher.launch(slurm_cfg(mode="ddp", nproc=1, nnodes=2), runs)
+    # over MaxTime
+    longer = launcher.launch(slurm_cfg(time=f"{slurm_cluster.MAX_TIME_MIN * 2}"), runs)
     for run_id, reason in ((nodes, "PartitionNodeLimit"), (longer, "PartitionTimeLimit")):
         deadline = time.monotonic() + 30
         while (registry.get_run(run_id, runs).slurm or {}).get("reason") != reason:
@@ -190,7 +267,9 @@ def test_more_than_the_partition_allows_waits_with_the_reason_or_is_refused(runs
         rec = registry.get_run(run_id, runs)
         assert rec.state == "queued" and "it will not start as asked" in job_lines(rec)[1]
         assert launcher.stop(run_id, runs) == "stopped"
-    with pytest.raises(launcher.LaunchError, match="Slurm refused the job: invalid partition specified: nosuch"):
+    with pytest.raises(
+        launcher.LaunchError, match="Slurm refused the job: invalid partition specified: nosuch"
+    ):
         launcher.launch(slurm_cfg(partition="nosuch"), runs)
     refused = [r for r in registry.list_runs(runs) if r.state == "failed"]
     assert len(refused) == 1 and refused[0].diagnosis["key"] == "slurm_refused"
@@ -200,17 +279,33 @@ def test_a_job_killed_at_its_time_limit_fails_with_the_timeout_diagnosis(runs, c
     cfg = slurm_cfg(time="1")
     run_dir = runs / "sleeps"
     run_dir.mkdir()
-    write_json_atomic(run_dir / RUN_JSON, {"run_id": run_dir.name, "config": cfg.to_dict(), "created_at": None})
-    (run_dir / JOB_SBATCH).write_text(slurm.script_sbatch(cfg, run_dir, ["-c", "import time; time.sleep(600)"]))
+    write_json_atomic(
+        run_dir / RUN_JSON, {"run_id": run_dir.name, "config": cfg.to_dict(), "created_at": None}
+    )
+    (run_dir / JOB_SBATCH).write_text(
+        slurm.script_sbatch(cfg, run_dir, ["-c", "import time; time.sleep(600)"])
+    )
     launcher.start_supervisor(run_dir)
     rec = wait_state(run_dir.name, runs, ("running",))
-    # Slurm counts limits in minutes and checks them every 30 s: moving the job's end to now has it killed
+    # Slurm counts limits in minutes and checks them every 30 s: moving the job's end to now has it
+    # killed
     # at the next check, as it would be a minute in
     now = time.strftime("%Y-%m-%dT%H:%M:%S")
-    assert cluster.run("scontrol", "update", f"JobId={rec.slurm['job_id']}", f"EndTime={now}").returncode == 0
+    assert (
+        cluster.run(
+            "scontrol", "update", f"JobId={rec.slurm['job_id']}", f"EndTime={now}"
+        ).returncode
+        == 0
+    )
     rec = wait_state(run_dir.name, runs, ("failed", "succeeded", "stopped", "lost"), timeout_s=60)
-    assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT", (rec.state, rec.slurm, rec.diagnosis)
-    assert rec.diagnosis["key"] == "slurm_timeout" and "time limit (time 1)" in rec.diagnosis["cause"]
+    assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT", (
+        rec.state,
+        rec.slurm,
+        rec.diagnosis,
+    )
+    assert (
+        rec.diagnosis["key"] == "slurm_timeout" and "time limit (time 1)" in rec.diagnosis["cause"]
+    )
     assert not (run_dir / JOB_EXIT).exists()  # killed: the script never reached its end
 
 
@@ -220,7 +315,11 @@ def test_a_job_slurm_forgot_is_lost_unless_it_recorded_its_end(runs):
     write_json_atomic(run_dir / RUN_JSON, {"run_id": run_dir.name, "config": slurm_cfg().to_dict()})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "lost"  # squeue: "Invalid job id specified"
     rec = registry.get_run(run_dir.name, runs)
-    assert rec.state == "lost" and "no longer knows job 999999" in registry.status(run_dir)["lost_reason"]
-    assert rec.diagnosis["key"] == "slurm_gone" and "stdout.log" in rec.diagnosis["fix"]  # the Live page's box
+    assert (
+        rec.state == "lost"
+        and "no longer knows job 999999" in registry.status(run_dir)["lost_reason"]
+    )
+    # the Live page's box
+    assert rec.diagnosis["key"] == "slurm_gone" and "stdout.log" in rec.diagnosis["fix"]
     write_json_atomic(run_dir / JOB_EXIT, {"exit_code": 0})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "succeeded"

@@ -1,4 +1,5 @@
 """lab.views.smoothing.ema_debiased against a line-by-line port of TensorBoard's JavaScript."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,6 @@
-"""lab.views.spread: medians, order-statistics intervals, ratios and the "within noise" verdict."""
+"""lab.views.compare.spread: medians, order-statistics intervals, ratios and the "within noise"
+verdict."""
+
 from __future__ import annotations
 
 import math
@@ -6,11 +8,19 @@ import random
 
 import pytest
 
-from lab.views.spread import Spread, median_spread, order_ranks, over_repeats, ratio, steady_windows
+from lab.views.compare.spread import (
+    Spread,
+    median_spread,
+    order_ranks,
+    over_repeats,
+    ratio,
+    steady_windows,
+)
 
 
 def test_order_ranks_match_the_binomial_table():
-    # the textbook 95% ranks for the median: n=6 -> (1, 6), n=9 -> (2, 8), n=20 -> (6, 15), n=100 -> (40, 61)
+    # the textbook 95% ranks for the median: n=6 -> (1, 6), n=9 -> (2, 8), n=20 -> (6, 15), n=100 ->
+    # (40, 61)
     assert order_ranks(6)[0] == 1 and order_ranks(6)[1] == pytest.approx(1 - 2 / 64)
     assert order_ranks(9)[0] == 2
     assert order_ranks(20)[0] == 6
@@ -18,7 +28,9 @@ def test_order_ranks_match_the_binomial_table():
     for n in range(6, 200):
         k, cov = order_ranks(n)
         assert cov >= 0.95, n
-        assert order_ranks(n)[0] == k and (k == 1 or 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n < 0.95)
+        assert order_ranks(n)[0] == k and (
+            k == 1 or 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n < 0.95
+        )
 
 
 def test_few_windows_give_the_whole_range_and_say_what_it_covers():
@@ -47,7 +59,11 @@ def test_ratio_interval_and_verdict():
     a = Spread(200.0, 190.0, 210.0, 20, 0.96)
     b = Spread(100.0, 95.0, 105.0, 20, 0.96)
     r = ratio(a, b)
-    assert r.value == 2.0 and r.ci_low == pytest.approx(190 / 105) and r.ci_high == pytest.approx(210 / 95)
+    assert (
+        r.value == 2.0
+        and r.ci_low == pytest.approx(190 / 105)
+        and r.ci_high == pytest.approx(210 / 95)
+    )
     assert not r.within_noise
     same = ratio(Spread(101.0, 96.0, 104.0, 20, 0.96), b)
     assert same.within_noise and same.text() == "1.01× (0.91–1.09)"
@@ -57,14 +73,22 @@ def test_ratio_interval_and_verdict():
 
 
 def test_over_repeats():
-    assert over_repeats([10.0, 12.0, 11.0]) == {"median": 11.0, "min": 10.0, "max": 12.0, "repeats": 3,
-                                                "spread_pct": pytest.approx(100 * 2 / 11)}
+    assert over_repeats([10.0, 12.0, 11.0]) == {
+        "median": 11.0,
+        "min": 10.0,
+        "max": 12.0,
+        "repeats": 3,
+        "spread_pct": pytest.approx(100 * 2 / 11),
+    }
     assert over_repeats([]) is None
 
 
 def test_a_shift_smaller_than_run_to_run_noise_is_not_claimed():
-    """Identical quiet runs measured 1.05x (1.01-1.10): within the 10% runs shift by, so within noise."""
+    """Identical quiet runs measured 1.05x (1.01-1.10): within the 10% runs shift by, so within
+    noise."""
     base = Spread(100.0, 99.0, 101.0, 30, 0.95)
     assert ratio(Spread(105.0, 102.0, 109.0, 30, 0.95), base).within_noise
-    assert not ratio(Spread(125.0, 120.0, 130.0, 30, 0.95), base).within_noise  # 1.19x-1.31x: a real speedup
-    assert not ratio(Spread(80.0, 77.0, 85.0, 30, 0.95), base).within_noise     # 0.76x-0.86x: a real slowdown
+    # 1.19x-1.31x: a real speedup
+    assert not ratio(Spread(125.0, 120.0, 130.0, 30, 0.95), base).within_noise
+    # 0.76x-0.86x: a real slowdown
+    assert not ratio(Spread(80.0, 77.0, 85.0, 30, 0.95), base).within_noise

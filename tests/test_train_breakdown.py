@@ -6,6 +6,7 @@ CUDA path that cannot run here: NCCL kernels overlapping compute kernels,
 DataParallel's ops, comm ops nested in busy parents, clipping to the steps.
 Times are in microseconds as in a trace; figures come out in milliseconds.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -37,22 +38,33 @@ def test_interval_arithmetic():
 
 
 def test_phases_and_other_of_a_cpu_step():
-    fig = rank_figures(one_step(ann("data", 0, 1000), ann("forward", 1000, 3000), ann("optimizer", 4000, 500),
-                                ann("backward", 4500, 4000), ann("optimizer", 8500, 1000)), rank=3)
+    fig = rank_figures(
+        one_step(
+            ann("data", 0, 1000),
+            ann("forward", 1000, 3000),
+            ann("optimizer", 4000, 500),
+            ann("backward", 4500, 4000),
+            ann("optimizer", 8500, 1000),
+        ),
+        rank=3,
+    )
     assert fig["rank"] == 3 and fig["step_ms"] == 10.0 and set(fig["phases_ms"]) == set(KEYS)
     ph = fig["phases_ms"]
-    assert (ph["data"], ph["forward"], ph["backward"], ph["optimizer"]) == (1.0, 3.0, 4.0, 1.5)  # two optimizer ranges
+    # two optimizer ranges
+    assert (ph["data"], ph["forward"], ph["backward"], ph["optimizer"]) == (1.0, 3.0, 4.0, 1.5)
     assert ph["other"] == 0.5 and ph["comm_total"] == ph["comm_exposed"] == 0.0
 
 
 def test_gloo_comm_total_and_the_part_the_main_thread_waited_for():
-    """DDP on CPU: the all-reduce launches inside AccumulateGrad, runs on a gloo thread, backward waits at its end."""
+    """DDP on CPU: the all-reduce launches inside AccumulateGrad, runs on a gloo thread, backward
+    waits at its end."""
     worker = {"pid": 7, "tid": 99}
     trace = one_step(
         ann("backward", 2000, 7000),
         x("aten::convolution_backward", 2000, 2000),
         x("autograd::engine::evaluate_function: AccumulateGrad", 4000, 1000),
-        x("c10d::allreduce_", 4200, 600),  # nested in the busy parent: the main thread waits for the launch
+        # nested in the busy parent: the main thread waits for the launch
+        x("c10d::allreduce_", 4200, 600),
         x("aten::threshold_backward", 5000, 1000),
         ann("gloo:all_reduce", 4300, 4200, **worker),  # 4300..8500; main thread idle from 6000
         x("torch.distributed.ddp.reducer::copy_bucket_to_grad", 8500, 300),
@@ -66,9 +78,16 @@ def test_cuda_comm_exposed_is_nccl_time_without_compute_kernels():
     gpu = {"pid": 0, "tid": 7}
     trace = one_step(
         x("void at::native::conv_kernel<float>", 1000, 5000, "kernel", **gpu),  # 1000..6000
-        x("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 4000, 5000, "kernel",
-          pid=0, tid=20),  # 4000..9000: the first 2 ms overlap compute
-        x("c10d::allreduce_", 3000, 100),  # CPU side of a CUDA run: the kernels are the measure, not this
+        x(
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            4000,
+            5000,
+            "kernel",
+            pid=0,
+            tid=20,
+        ),  # 4000..9000: the first 2 ms overlap compute
+        # CPU side of a CUDA run: the kernels are the measure, not this
+        x("c10d::allreduce_", 3000, 100),
         x("Memcpy HtoD (Pageable -> Device)", 8000, 500, "gpu_memcpy", **gpu),
     )
     ph = rank_figures(trace, 0)["phases_ms"]
@@ -77,30 +96,47 @@ def test_cuda_comm_exposed_is_nccl_time_without_compute_kernels():
 
 def test_dataparallel_phases_come_from_its_ops_on_the_main_thread():
     trace = one_step(
-        x("Scatter", 100, 400), x("Broadcast", 600, 900), x("Gather", 3000, 250),
+        x("Scatter", 100, 400),
+        x("Broadcast", 600, 900),
+        x("Gather", 3000, 250),
         x("Broadcast", 700, 100),  # nested in the first: counted once
-        x("ScatterBackward", 6000, 300), x("Gather", 1000, 5000, tid=55, pid=7),  # backward op; another thread
+        # backward op; another thread
+        x("ScatterBackward", 6000, 300),
+        x("Gather", 1000, 5000, tid=55, pid=7),
     )
     ph = rank_figures(trace, 0)["phases_ms"]
     assert (ph["dp_scatter"], ph["dp_replicate"], ph["dp_gather"]) == (0.4, 0.9, 0.25)
 
 
 def test_only_the_steps_count_and_figures_are_per_step():
-    trace = {"traceEvents": [
-        ann("ProfilerStep#3", 0, 4000), ann("ProfilerStep#4", 5000, 6000),
-        ann("forward", 0, 2000), ann("forward", 5000, 2000),
-        ann("forward", 20_000, 9000),  # after the window: not a step of it
-        ann("gloo:all_reduce", 10_000, 3000, pid=7, tid=9),  # half inside the second step
-    ]}
+    trace = {
+        "traceEvents": [
+            ann("ProfilerStep#3", 0, 4000),
+            ann("ProfilerStep#4", 5000, 6000),
+            ann("forward", 0, 2000),
+            ann("forward", 5000, 2000),
+            ann("forward", 20_000, 9000),  # after the window: not a step of it
+            ann("gloo:all_reduce", 10_000, 3000, pid=7, tid=9),  # half inside the second step
+        ]
+    }
     fig = rank_figures(trace, 0)
-    assert fig["step_ms"] == 5.0 and fig["phases_ms"]["forward"] == 2.0 and fig["phases_ms"]["comm_total"] == 0.5
-    assert rank_figures({"traceEvents": [ann("forward", 0, 10)]}, 0) is None  # no profiled step at all
+    assert (
+        fig["step_ms"] == 5.0
+        and fig["phases_ms"]["forward"] == 2.0
+        and fig["phases_ms"]["comm_total"] == 0.5
+    )
+    # no profiled step at all
+    assert rank_figures({"traceEvents": [ann("forward", 0, 10)]}, 0) is None
 
 
 def test_combine_is_the_mean_over_ranks_with_every_rank_kept():
     r0 = {"rank": 0, "step_ms": 4.0, "phases_ms": dict.fromkeys(KEYS, 1.0)}
     r1 = {"rank": 1, "step_ms": 6.0, "phases_ms": dict.fromkeys(KEYS, 2.0)}
     out = combine((3, 6), [r1, r0], device="cpu", effective_mode="ddp", world_size=2, note=None)
-    assert out["steps"] == [3, 6] and out["step_ms"] == 5.0 and out["phases_ms"] == dict.fromkeys(KEYS, 1.5)
+    assert (
+        out["steps"] == [3, 6]
+        and out["step_ms"] == 5.0
+        and out["phases_ms"] == dict.fromkeys(KEYS, 1.5)
+    )
     assert [r["rank"] for r in out["per_rank"]] == [0, 1] and out["note"] is None
     assert out["traces"] == ["profile/trace_rank0.json.gz", "profile/trace_rank1.json.gz"]

@@ -10,6 +10,7 @@ torchrun run is stopped by a SIGTERM to rank 1 alone: both ranks must leave
 after the same step and rank 0 write the summary. Every run is pinned to the
 CPU (``CUDA_VISIBLE_DEVICES=""``), so gloo is expected on a GPU box too.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,22 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 REPO = Path(__file__).resolve().parent.parent
-SAME = ["--log-every", "1", "--max-steps", "10", "--image-size", "16", "--batch-size", "64", "--lr", "0.1", "--seed", "3"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # gloo on the CPU, even on a GPU box
+SAME = [
+    "--log-every",
+    "1",
+    "--max-steps",
+    "10",
+    "--image-size",
+    "16",
+    "--batch-size",
+    "64",
+    "--lr",
+    "0.1",
+    "--seed",
+    "3",
+]
+# gloo on the CPU, even on a GPU box
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def free_port() -> int:
@@ -43,11 +58,33 @@ def losses(run_dir: Path) -> dict[int, float]:
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     run = tmp_path_factory.mktemp("ddp") / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           "-m", "training.train", "--mode", "ddp", "--log-dir", str(run), *SAME]
-    # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans them).
-    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "training.train",
+        "--mode",
+        "ddp",
+        "--log-dir",
+        str(run),
+        *SAME,
+    ]
+    # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans
+    # them).
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=180)
     except subprocess.TimeoutExpired:
@@ -59,8 +96,14 @@ def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 @pytest.fixture(scope="module")
 def single_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("single") / "run"
-    res = subprocess.run([sys.executable, "-m", "training.train", "--log-dir", str(run), *SAME],
-                         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "training.train", "--log-dir", str(run), *SAME],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return run
 
@@ -82,46 +125,88 @@ def test_ddp_memory_tags_of_both_ranks(ddp_run):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     for dev in ("cpu0", "cpu1"):
-        assert {f"mem/{dev}/allocated_mib", f"mem/{dev}/peak_mib", f"mem/{dev}/reserved_mib"} <= tags
+        assert {
+            f"mem/{dev}/allocated_mib",
+            f"mem/{dev}/peak_mib",
+            f"mem/{dev}/reserved_mib",
+        } <= tags
 
 
 def test_ddp_logs_carry_the_rank(ddp_run):
     _, res = ddp_run
     assert "[rank 0] INFO step 10/10 loss" in res.stderr
-    assert "[rank 1] INFO" in res.stderr and "[rank 1] INFO step" not in res.stderr  # progress is rank 0's
+    # progress is rank 0's
+    assert "[rank 1] INFO" in res.stderr and "[rank 1] INFO step" not in res.stderr
 
 
 def test_ddp_reproduces_single_losses(ddp_run, single_run):
     single, ddp = losses(single_run), losses(ddp_run[0])
     assert sorted(single) == sorted(ddp) == list(range(1, 11))
     for step in range(1, 11):
-        assert abs(ddp[step] - single[step]) <= 1e-4 * abs(single[step]), (step, single[step], ddp[step])
+        assert abs(ddp[step] - single[step]) <= 1e-4 * abs(single[step]), (
+            step,
+            single[step],
+            ddp[step],
+        )
     assert single[1] != single[10]  # the losses move, so agreeing is not trivial
 
 
 def test_a_stop_reaching_one_rank_stops_both_at_the_same_step(tmp_path):
-    """SIGTERM to rank 1 alone: the ranks agree on the stop, leave after the same step, rank 0 writes the summary.
+    """SIGTERM to rank 1 alone: the ranks agree on the stop, leave after the same step, rank 0
+    writes the summary.
 
-    Without the agreement rank 0 would train on into a collective rank 1 has left (under NCCL: a hang until
-    the watchdog fires, then SIGKILL before summary.json is written).
-    """
+    Without the agreement rank 0 would train on into a collective rank 1 has left (under NCCL: a
+    hang until the watchdog fires, then SIGKILL before summary.json is written)."""
     import re
     import time
 
     import psutil
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           "-m", "training.train", "--mode", "ddp", "--log-dir", str(run), "--epochs", "1000", "--log-every", "1",
-           "--image-size", "8", "--batch-size", "32", "--checkpoint", "none"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "training.train",
+        "--mode",
+        "ddp",
+        "--log-dir",
+        str(run),
+        "--epochs",
+        "1000",
+        "--log-every",
+        "1",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "32",
+        "--checkpoint",
+        "none",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (run / "progress.json").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "the run never started"
             time.sleep(0.1)
-        rank1 = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
+        rank1 = [
+            p
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if p.environ().get("RANK") == "1"
+        ]
         assert len(rank1) == 1
         rank1[0].terminate()
         out, err = proc.communicate(timeout=60)
@@ -132,8 +217,11 @@ def test_a_stop_reaching_one_rank_stops_both_at_the_same_step(tmp_path):
     stopped = dict(re.findall(r"\[rank (\d)\] WARNING SIGTERM: stopped after step (\d+)", err))
     assert set(stopped) == {"0", "1"} and stopped["0"] == stopped["1"], err[-3000:]
     assert int(stopped["0"]) % 5 == 0  # where the ranks agree (training.loop.STOP_SYNC_EVERY)
-    ranks_part = err.split(" failed (exitcode")[0]  # then torchrun's own report of the 143s, traceback and all
-    assert "another rank was asked to stop" in ranks_part and "Traceback" not in ranks_part, ranks_part[-3000:]
+    # then torchrun's own report of the 143s, traceback and all
+    ranks_part = err.split(" failed (exitcode")[0]
+    assert "another rank was asked to stop" in ranks_part and "Traceback" not in ranks_part, (
+        ranks_part[-3000:]
+    )
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] is False and summary["steps"] == int(stopped["0"])
     assert summary["devices"] == ["cpu0", "cpu1"]

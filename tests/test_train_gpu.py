@@ -6,6 +6,7 @@ visible GPU with its batch-split refusal, DDP over NCCL, and profiling on a
 GPU: DataParallel's scatter/replicate/gather in breakdown.json, kernels in the
 trace, and the CUDA memory snapshot.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,24 @@ pytestmark = pytest.mark.gpu
 
 
 def gpus() -> int:
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return int(out.stdout.strip() or 0)
 
 
 def train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "training.train", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "training.train", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def test_single_on_cuda_reports_cuda0(tmp_path):
@@ -46,13 +57,19 @@ def test_dp_splits_over_every_gpu_and_refuses_uneven_batches(tmp_path):
     n = gpus()
     if n < 2:
         pytest.skip("DataParallel needs two GPUs")
-    bad = train("--mode", "dp", "--batch-size", str(2 * n + 1), "--log-dir", str(tmp_path / "bad"), *SMALL)
-    assert bad.returncode == 2 and bad.stderr.startswith(f"error: batch {2 * n + 1} does not split over {n} GPUs")
+    bad = train(
+        "--mode", "dp", "--batch-size", str(2 * n + 1), "--log-dir", str(tmp_path / "bad"), *SMALL
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        f"error: batch {2 * n + 1} does not split over {n} GPUs"
+    )
     run = tmp_path / "run"
     res = train("--mode", "dp", "--batch-size", str(16 * n), "--log-dir", str(run), *SMALL)
     assert res.returncode == 0, res.stderr
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["effective_mode"] == "dp" and summary["devices"] == [f"cuda{i}" for i in range(n)]
+    assert summary["effective_mode"] == "dp" and summary["devices"] == [
+        f"cuda{i}" for i in range(n)
+    ]
 
 
 def test_ddp_over_nccl(tmp_path):
@@ -62,9 +79,28 @@ def test_ddp_over_nccl(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     run = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                          str(port), "-m", "training.train", "--mode", "ddp", "--log-dir", str(run), *SMALL],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(port),
+            "-m",
+            "training.train",
+            "--mode",
+            "ddp",
+            "--log-dir",
+            str(run),
+            *SMALL,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["backend"] == "nccl" and summary["devices"] == ["cuda0", "cuda1"]
@@ -75,14 +111,29 @@ def test_dp_profile_has_scatter_replicate_gather(tmp_path):
     if n < 2:
         pytest.skip("DataParallel needs two GPUs")
     run = tmp_path / "run"
-    res = train("--mode", "dp", "--batch-size", str(16 * n), "--log-dir", str(run), "--profile-steps", "3:5",
-                "--image-size", "16", "--max-steps", "6", "--log-every", "100")
+    res = train(
+        "--mode",
+        "dp",
+        "--batch-size",
+        str(16 * n),
+        "--log-dir",
+        str(run),
+        "--profile-steps",
+        "3:5",
+        "--image-size",
+        "16",
+        "--max-steps",
+        "6",
+        "--log-every",
+        "100",
+    )
     assert res.returncode == 0, res.stderr
     b = json.loads((run / "profile" / "breakdown.json").read_text())
     assert b["device"] == "cuda" and b["effective_mode"] == "dp" and b["note"] is None
     ph = b["phases_ms"]
     assert ph["dp_scatter"] > 0 and ph["dp_replicate"] > 0 and ph["dp_gather"] > 0, ph
-    assert ph["dp_scatter"] + ph["dp_replicate"] + ph["dp_gather"] <= ph["forward"] + 1e-6, ph  # all inside forward
+    # all inside forward
+    assert ph["dp_scatter"] + ph["dp_replicate"] + ph["dp_gather"] <= ph["forward"] + 1e-6, ph
 
 
 def test_profile_and_memory_snapshot_on_cuda(tmp_path):
@@ -90,12 +141,28 @@ def test_profile_and_memory_snapshot_on_cuda(tmp_path):
     import pickle
 
     run = tmp_path / "run"
-    res = train("--device", "cuda", "--log-dir", str(run), "--profile-steps", "3:5", "--memory-snapshot", "2",
-                "--image-size", "16", "--max-steps", "6", "--log-every", "100")
+    res = train(
+        "--device",
+        "cuda",
+        "--log-dir",
+        str(run),
+        "--profile-steps",
+        "3:5",
+        "--memory-snapshot",
+        "2",
+        "--image-size",
+        "16",
+        "--max-steps",
+        "6",
+        "--log-every",
+        "100",
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["profile"] == {"breakdown": "profile/breakdown.json",
-                                  "memory_snapshots": ["profile/memory_snapshot_rank0.pickle"]}
+    assert summary["profile"] == {
+        "breakdown": "profile/breakdown.json",
+        "memory_snapshots": ["profile/memory_snapshot_rank0.pickle"],
+    }
     b = json.loads((run / "profile" / "breakdown.json").read_text())
     assert b["device"] == "cuda" and b["phases_ms"]["comm_total"] == 0.0
     assert b["phases_ms"]["other"] <= 0.15 * b["step_ms"], b
@@ -103,4 +170,5 @@ def test_profile_and_memory_snapshot_on_cuda(tmp_path):
         assert any(e.get("cat") == "kernel" for e in json.load(f)["traceEvents"])
     with open(run / "profile" / "memory_snapshot_rank0.pickle", "rb") as f:
         snap = pickle.load(f)
-    assert snap["segments"] and any(snap["device_traces"])  # allocations and their history were recorded
+    # allocations and their history were recorded
+    assert snap["segments"] and any(snap["device_traces"])

@@ -1,4 +1,5 @@
-"""training/models.py: every torchvision classification model by name, their input sizes, and real runs.
+"""training/models.py: every torchvision classification model by name, their input sizes, and real
+runs.
 
 The unit part asks torchvision itself: the names are its list, the smallest
 size we accept really runs a forward pass and one pixel less really fails
@@ -10,6 +11,7 @@ torchrun) for a few steps of ``resnet18``, ``mobilenet_v3_small`` and
 ``vit_b_16`` at its one size (224, batch 2, 2 steps) on a tiny folder of
 grey images, and reads summary.json back.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,19 +36,36 @@ def test_names_are_tinycnn_then_torchvisions_list():
     import torchvision.models as tvm
 
     assert models.names() == ("tinycnn", *tvm.list_models(module=tvm))
-    assert {"resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_16"} <= set(models.names())
+    assert {
+        "resnet18",
+        "resnet50",
+        "mobilenet_v3_small",
+        "efficientnet_b0",
+        "convnext_tiny",
+        "vit_b_16",
+    } <= set(models.names())
 
 
-@pytest.mark.parametrize("name,size,exact", [("tinycnn", 4, False), ("resnet18", 1, False), ("alexnet", 63, False),
-                                             ("inception_v3", 75, False), ("vit_b_16", 224, True),
-                                             ("maxvit_t", 224, True), ("swin_v2_t", 256, False)])
+@pytest.mark.parametrize(
+    "name,size,exact",
+    [
+        ("tinycnn", 4, False),
+        ("resnet18", 1, False),
+        ("alexnet", 63, False),
+        ("inception_v3", 75, False),
+        ("vit_b_16", 224, True),
+        ("maxvit_t", 224, True),
+        ("swin_v2_t", 256, False),
+    ],
+)
 def test_input_sizes_come_from_torchvision(name, size, exact):
     assert models.input_size(name) == (size, exact)
 
 
 @pytest.mark.parametrize("name", ["alexnet", "densenet121", "inception_v3", "vit_b_32"])
 def test_the_smallest_size_runs_and_one_less_fails(name):
-    """The refusal is not a guess: at the size we accept a forward pass works, below it torch raises."""
+    """The refusal is not a guess: at the size we accept a forward pass works, below it torch
+    raises."""
     torch.manual_seed(0)
     need, exact = models.input_size(name)
     model = models.build(name, 3, 4).eval()
@@ -62,7 +81,10 @@ def test_the_smallest_size_runs_and_one_less_fails(name):
 def test_check_names_the_fix():
     with pytest.raises(BadInput, match=r"unknown --model 'vgg'.*list_models"):
         models.check("vgg", 32)
-    with pytest.raises(BadInput, match=r"vit_b_16 takes 224x224 images only, --image-size 256 given: use --image-size 224"):
+    with pytest.raises(
+        BadInput,
+        match=r"vit_b_16 takes 224x224 images only, --image-size 256 given: use --image-size 224",
+    ):
         models.check("vit_b_16", 256)
     with pytest.raises(BadInput, match=r"inception_v3 needs images of at least 75x75"):
         models.check("inception_v3", 32)
@@ -80,7 +102,8 @@ def test_grey_images_get_a_one_channel_first_convolution():
 
 
 def test_resnet18_weights_are_the_same_as_before_for_a_seed():
-    """The generic conv swap makes the same resnet18 as the old hand-made one (same draws, same order)."""
+    """The generic conv swap makes the same resnet18 as the old hand-made one (same draws, same
+    order)."""
     from torchvision.models import resnet18
 
     torch.manual_seed(5)
@@ -101,6 +124,7 @@ def test_auxiliary_heads_are_off_so_training_returns_logits(name):
 
 # ---- real runs ------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -109,7 +133,8 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def grey_folder(tmp_path_factory) -> Path:
-    """train/<class>/ 4 grey 8x8 images each, val/<class>/ 1 each: the smallest set every model can train on."""
+    """train/<class>/ 4 grey 8x8 images each, val/<class>/ 1 each: the smallest set every model can
+    train on."""
     from PIL import Image
 
     root = tmp_path_factory.mktemp("grey")
@@ -117,21 +142,60 @@ def grey_folder(tmp_path_factory) -> Path:
         for label in ("a", "b"):
             (root / split / label).mkdir(parents=True)
             for i in range(n):
-                Image.new("L", (8, 8), color=40 * i + (100 if label == "b" else 0)).save(root / split / label / f"{i}.png")
+                Image.new("L", (8, 8), color=40 * i + (100 if label == "b" else 0)).save(
+                    root / split / label / f"{i}.png"
+                )
     return root
 
 
 def train(run: Path, folder: Path, model: str, nproc: int, *opts: str) -> dict:
-    """The trainer for 2 steps, alone or as ``nproc`` gloo ranks under torchrun; its summary.json."""
-    common = ["-m", "training.train", "--model", model, "--dataset", f"imagefolder:{folder}", "--max-steps", "2",
-              "--log-every", "1", "--checkpoint", "none", "--device", "cpu", "--log-dir", str(run), *opts]
+    """The trainer for 2 steps, alone or as ``nproc`` gloo ranks under torchrun; its
+    summary.json."""
+    common = [
+        "-m",
+        "training.train",
+        "--model",
+        model,
+        "--dataset",
+        f"imagefolder:{folder}",
+        "--max-steps",
+        "2",
+        "--log-every",
+        "1",
+        "--checkpoint",
+        "none",
+        "--device",
+        "cpu",
+        "--log-dir",
+        str(run),
+        *opts,
+    ]
     if nproc == 1:
         cmd = [sys.executable, *common]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-               "127.0.0.1", "--master-port", str(free_port()), *common, "--mode", "ddp"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            *common,
+            "--mode",
+            "ddp",
+        ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -144,18 +208,37 @@ def train(run: Path, folder: Path, model: str, nproc: int, *opts: str) -> dict:
 def _check(summary: dict, model: str, world: int) -> None:
     assert summary["config"]["model"] == model and summary["world_size"] == world
     assert summary["steps"] == 2 and summary["completed"]
-    assert summary["final"]["train_loss"] == pytest.approx(summary["final"]["train_loss"])  # a number, not NaN
+    # a number, not NaN
+    assert summary["final"]["train_loss"] == pytest.approx(summary["final"]["train_loss"])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v3_small"])
 @pytest.mark.parametrize("nproc", [1, 2], ids=["single", "ddp2"])
 def test_cnn_trains_in_single_and_ddp(tmp_path, grey_folder, model, nproc):
-    _check(train(tmp_path / "run", grey_folder, model, nproc, "--batch-size", "4", "--image-size", "32"), model, nproc)
+    _check(
+        train(
+            tmp_path / "run", grey_folder, model, nproc, "--batch-size", "4", "--image-size", "32"
+        ),
+        model,
+        nproc,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [1, 2], ids=["single", "ddp2"])
 def test_vit_b_16_trains_at_its_one_size(tmp_path, grey_folder, nproc):
-    _check(train(tmp_path / "run", grey_folder, "vit_b_16", nproc, "--batch-size", "2", "--image-size", "224"),
-           "vit_b_16", nproc)
+    _check(
+        train(
+            tmp_path / "run",
+            grey_folder,
+            "vit_b_16",
+            nproc,
+            "--batch-size",
+            "2",
+            "--image-size",
+            "224",
+        ),
+        "vit_b_16",
+        nproc,
+    )

@@ -1,4 +1,5 @@
-"""``--profile-steps`` for real: single, DataParallel (falling back here) and 2-rank gloo DDP runs on the CPU.
+"""``--profile-steps`` for real: single, DataParallel (falling back here) and 2-rank gloo DDP runs
+on the CPU.
 
 Each run is a real ``python -m training.train`` process (DDP under
 ``python -m torch.distributed.run``) profiling steps 3 to 5 of 8, with no
@@ -11,6 +12,7 @@ in ``comm_total`` and partly in ``comm_exposed``, and a DataParallel run that
 fell back to one device says so. A run stopped inside its window stops
 as promptly as any and writes no profile.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,7 +30,18 @@ import pytest
 from training.breakdown import KEYS, PHASES
 
 REPO = Path(__file__).resolve().parent.parent
-ARGS = ["--max-steps", "8", "--image-size", "16", "--batch-size", "32", "--log-every", "100", "--profile-steps", "3:6"]
+ARGS = [
+    "--max-steps",
+    "8",
+    "--image-size",
+    "16",
+    "--batch-size",
+    "32",
+    "--log-every",
+    "100",
+    "--profile-steps",
+    "3:6",
+]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -39,9 +52,17 @@ def free_port() -> int:
 
 
 def start(cmd: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
-    # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans them).
-    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans
+    # them).
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -55,10 +76,40 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """The three runs, one after the other (two cores here), each checked to have finished."""
     root = tmp_path_factory.mktemp("profiled")
     cmds = {
-        "single": [sys.executable, "-m", "training.train", "--log-dir", str(root / "single"), *ARGS],
-        "dp": [sys.executable, "-m", "training.train", "--mode", "dp", "--log-dir", str(root / "dp"), *ARGS],
-        "ddp": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                str(free_port()), "-m", "training.train", "--mode", "ddp", "--log-dir", str(root / "ddp"), *ARGS],
+        "single": [
+            sys.executable,
+            "-m",
+            "training.train",
+            "--log-dir",
+            str(root / "single"),
+            *ARGS,
+        ],
+        "dp": [
+            sys.executable,
+            "-m",
+            "training.train",
+            "--mode",
+            "dp",
+            "--log-dir",
+            str(root / "dp"),
+            *ARGS,
+        ],
+        "ddp": [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "training.train",
+            "--mode",
+            "ddp",
+            "--log-dir",
+            str(root / "ddp"),
+            *ARGS,
+        ],
     }
     for name, cmd in cmds.items():
         res = start(cmd)
@@ -85,12 +136,17 @@ def check_adds_up(step_ms: float, phases: dict[str, float]) -> None:
 @pytest.mark.parametrize("mode,ranks", [("single", 1), ("dp", 1), ("ddp", 2)])
 def test_every_rank_writes_a_trace_of_the_window_only(runs, mode, ranks):
     run = runs[mode]
-    assert sorted(p.name for p in (run / "profile").iterdir()) == \
-        ["breakdown.json", *(f"trace_rank{r}.json.gz" for r in range(ranks))]
+    assert sorted(p.name for p in (run / "profile").iterdir()) == [
+        "breakdown.json",
+        *(f"trace_rank{r}.json.gz" for r in range(ranks)),
+    ]
     for rank in range(ranks):
         names = {e.get("name") for e in trace(run, rank)["traceEvents"]}
-        assert {n for n in names if str(n).startswith("ProfilerStep#")} == {"ProfilerStep#3", "ProfilerStep#4",
-                                                                            "ProfilerStep#5"}
+        assert {n for n in names if str(n).startswith("ProfilerStep#")} == {
+            "ProfilerStep#3",
+            "ProfilerStep#4",
+            "ProfilerStep#5",
+        }
         assert set(PHASES) <= names
     summary = json.loads((run / "summary.json").read_text())
     assert summary["profile"] == {"breakdown": "profile/breakdown.json"}
@@ -119,7 +175,8 @@ def test_ddp_all_reduce_shows_as_communication(runs):
     assert [r["rank"] for r in b["per_rank"]] == [0, 1] and b["world_size"] == 2
     for r in b["per_rank"]:
         ph = r["phases_ms"]
-        # tinycnn fits one bucket, reduced after the last gradient: backward must wait for some of it
+        # tinycnn fits one bucket, reduced after the last gradient: backward must wait for some of
+        # it
         assert 0 < ph["comm_exposed"] <= ph["comm_total"] + 1e-6, ph
         assert ph["comm_exposed"] <= ph["backward"] + 1e-6, ph  # the wait is inside backward
         assert ph["dp_scatter"] == ph["dp_replicate"] == ph["dp_gather"] == 0.0
@@ -128,7 +185,12 @@ def test_ddp_all_reduce_shows_as_communication(runs):
 
 def test_dp_fallback_has_no_dp_phases_and_says_why(runs):
     b = breakdown(runs["dp"])
-    assert b["phases_ms"]["dp_scatter"] == b["phases_ms"]["dp_replicate"] == b["phases_ms"]["dp_gather"] == 0.0
+    assert (
+        b["phases_ms"]["dp_scatter"]
+        == b["phases_ms"]["dp_replicate"]
+        == b["phases_ms"]["dp_gather"]
+        == 0.0
+    )
     assert b["note"].startswith("DataParallel fell back to one device") and "0 visible" in b["note"]
     assert b["phases_ms"]["comm_total"] == 0.0
 
@@ -136,13 +198,38 @@ def test_dp_fallback_has_no_dp_phases_and_says_why(runs):
 def test_a_stop_inside_the_window_is_prompt_and_writes_no_profile(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "training.train", "--log-dir", str(run), "--epochs", "1000", "--log-every", "1",
-         "--image-size", "16", "--batch-size", "32", "--profile-steps", "2:40000"],
-        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "training.train",
+            "--log-dir",
+            str(run),
+            "--epochs",
+            "1000",
+            "--log-every",
+            "1",
+            "--image-size",
+            "16",
+            "--batch-size",
+            "32",
+            "--profile-steps",
+            "2:40000",
+        ],
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
-        while not (run / "progress.json").exists() or json.loads((run / "progress.json").read_text())["step"] < 3:
-            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached the window"
+        while (
+            not (run / "progress.json").exists()
+            or json.loads((run / "progress.json").read_text())["step"] < 3
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                "the run never reached the window"
+            )
             time.sleep(0.1)
         t = time.monotonic()
         proc.send_signal(signal.SIGTERM)

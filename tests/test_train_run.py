@@ -1,4 +1,5 @@
-"""The trainer end to end on CPU, as real processes: tags, summary, resume, grad-norm watch, SIGTERM.
+"""The trainer end to end on CPU, as real processes: tags, summary, resume, grad-norm watch,
+SIGTERM.
 
 Every test starts ``python -m training.train`` as a subprocess on the digits
 sample set and reads what it wrote: events with TensorBoard's own
@@ -8,6 +9,7 @@ import alone takes seconds here. Every run is pinned to the CPU
 (``CUDA_VISIBLE_DEVICES=""``): the expectations (``mem/cpu0``, DP falling back)
 are the CPU's, and must hold on a machine with GPUs too.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,13 +25,20 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--image-size", "16", "--batch-size", "32", "--lr", "0.1"]
-CPU_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # the CPU, even on a GPU box
+# the CPU, even on a GPU box
+CPU_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def trainer(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = CPU_ENV
-    return subprocess.run([sys.executable, "-m", "training.train", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "training.train", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -40,10 +49,25 @@ def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 @pytest.fixture(scope="module")
 def run30(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """One single-device run of 30 steps, logging every step; it crosses one epoch end (22 steps)."""
+    """One single-device run of 30 steps, logging every step; it crosses one epoch end (22
+    steps)."""
     run = tmp_path_factory.mktemp("single") / "run"
-    res = trainer("--log-dir", str(run), "--max-steps", "30", "--epochs", "3", "--log-every", "1",
-                  "--image-size", "16", "--batch-size", "64", "--lr", "0.1")
+    res = trainer(
+        "--log-dir",
+        str(run),
+        "--max-steps",
+        "30",
+        "--epochs",
+        "3",
+        "--log-every",
+        "1",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "64",
+        "--lr",
+        "0.1",
+    )
     return run, res
 
 
@@ -52,9 +76,19 @@ def test_single_run_writes_every_tag_and_learns(run30):
     assert res.returncode == 0, res.stderr
     tags = scalars(run)
     expected = {
-        "train/loss", "train/acc", "train/lr", "train/grad_norm", "val/loss", "val/acc",
-        "perf/samples_per_sec", "perf/step_time_ms", "perf/data_time_ms", "perf/epoch_time_s",
-        "mem/cpu0/allocated_mib", "mem/cpu0/peak_mib", "mem/cpu0/reserved_mib",
+        "train/loss",
+        "train/acc",
+        "train/lr",
+        "train/grad_norm",
+        "val/loss",
+        "val/acc",
+        "perf/samples_per_sec",
+        "perf/step_time_ms",
+        "perf/data_time_ms",
+        "perf/epoch_time_s",
+        "mem/cpu0/allocated_mib",
+        "mem/cpu0/peak_mib",
+        "mem/cpu0/reserved_mib",
     }
     assert expected <= set(tags), expected - set(tags)
     loss = [v for _, v in tags["train/loss"]]
@@ -81,15 +115,28 @@ def test_single_run_summary_and_progress(run30):
     assert {"epoch", "epochs", "samples_per_sec", "elapsed_s", "updated_at"} <= set(progress)
     assert (run / "checkpoints" / "last.pt").is_file()
     assert not [p for p in run.rglob("*.tmp")]  # atomic writes leave no temp files
-    assert "profile" not in summary and not (run / "profile").exists()  # profiling is off by default
+    # profiling is off by default
+    assert "profile" not in summary and not (run / "profile").exists()
 
 
 def test_resume_continues_exactly_where_it_stopped(run30, tmp_path):
     """5 steps, then --resume auto to 10: steps 6..10 match the uninterrupted run's losses."""
     uninterrupted = dict(scalars(run30[0])["train/loss"])
     run = tmp_path / "run"
-    common = ["--log-dir", str(run), "--log-every", "1", "--epochs", "3", "--image-size", "16",
-              "--batch-size", "64", "--lr", "0.1"]
+    common = [
+        "--log-dir",
+        str(run),
+        "--log-every",
+        "1",
+        "--epochs",
+        "3",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "64",
+        "--lr",
+        "0.1",
+    ]
     first = trainer(*common, "--max-steps", "5")
     assert first.returncode == 0, first.stderr
     second = trainer(*common, "--max-steps", "10", "--resume", "auto")
@@ -102,7 +149,9 @@ def test_resume_continues_exactly_where_it_stopped(run30, tmp_path):
     assert json.loads((run / "summary.json").read_text())["steps"] == 10
     late = trainer(*common, "--max-steps", "20", "--resume", "auto", "--profile-steps", "8:12")
     assert late.returncode == 2 and late.stderr.splitlines() == [
-        "error: --profile-steps 8:12 starts at or before step 10, where this run resumes: start it at 11 or later"]
+        "error: --profile-steps 8:12 starts at or before step 10, where this run resumes: start "
+        "it at 11 or later"
+    ]
 
 
 def test_resume_from_a_file_that_is_not_a_checkpoint(tmp_path):
@@ -118,7 +167,17 @@ def test_resume_from_a_file_that_is_not_a_checkpoint(tmp_path):
 def dp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """--mode dp on a machine without GPUs, with a grad-norm limit every step exceeds."""
     run = tmp_path_factory.mktemp("dp") / "run"
-    res = trainer("--mode", "dp", "--log-dir", str(run), "--max-steps", "3", "--grad-norm-warn", "1e-6", *SMALL)
+    res = trainer(
+        "--mode",
+        "dp",
+        "--log-dir",
+        str(run),
+        "--max-steps",
+        "3",
+        "--grad-norm-warn",
+        "1e-6",
+        *SMALL,
+    )
     return run, res
 
 
@@ -149,8 +208,23 @@ def test_no_grad_norm_warning_under_a_high_limit(tmp_path):
 def test_sigterm_stops_promptly_with_143(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "training.train", "--log-dir", str(run), "--epochs", "1000", "--log-every", "1", *SMALL],
-        cwd=REPO, env=CPU_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "training.train",
+            "--log-dir",
+            str(run),
+            "--epochs",
+            "1000",
+            "--log-every",
+            "1",
+            *SMALL,
+        ],
+        cwd=REPO,
+        env=CPU_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60

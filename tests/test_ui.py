@@ -1,10 +1,12 @@
-"""ui.shared: one cached event reader per folder for every page, and the pages keep no reader of their own.
+"""ui.shared: one cached event reader per folder for every page, and the pages keep no reader of
+their own.
 
 The reader cache is exercised outside a Streamlit server (``st.cache_resource``
 falls back to an in-memory cache there, as it is in the app); the pages are
 checked with ``ast``: none calls ``st.cache_resource`` or builds a
 ``LogdirReader`` itself, and the pages that read event files take the shared one.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,7 +27,8 @@ def test_one_reader_per_folder_shared_by_every_caller(tmp_path):
     b.mkdir()
     first = shared.event_reader(str(a))
     assert isinstance(first, LogdirReader)
-    assert shared.event_reader(str(a)) is first  # the Live page and the Compare page get the same one
+    # the Live page and the Compare page get the same one
+    assert shared.event_reader(str(a)) is first
     assert shared.event_reader(str(b)) is not first
 
 
@@ -51,7 +54,8 @@ def _calls(path) -> set[str]:
 def test_pages_keep_no_reader_of_their_own(page):
     names = _calls(page)
     assert "cache_resource" not in names and "LogdirReader" not in names, (
-        f"{page.name} caches or builds an event reader itself: use ui.shared.event_reader")
+        f"{page.name} caches or builds an event reader itself: use ui.shared.event_reader"
+    )
 
 
 def test_the_pages_that_read_events_use_the_shared_reader():

@@ -1,7 +1,9 @@
-"""lab.views.utilisation: mean utilisation per GPU and overall while the trainer ran, the CPU share of a CPU
-run, and the "only GPU 0 works" warning of DataParallel; and the columns and warning they give the Compare
-table and page. Series have the shape of lab.events.Series; the run folders are written by the test in the
-contract's shape, with the run.json ``env`` and ``config.gpus`` the launcher records."""
+"""lab.views.compare.utilisation: mean utilisation per GPU and overall while the trainer ran, the
+CPU share of a CPU run, and the "only GPU 0 works" warning of DataParallel; and the columns and
+warning they give the Compare table and page. Series have the shape of lab.events.Series; the run
+folders are written by the test in the contract's shape, with the run.json ``env`` and
+``config.gpus`` the launcher records."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +12,11 @@ import numpy as np
 import pytest
 
 from lab.runfolder import parse_time
-from lab.views import compare, compare_columns, utilisation
-from lab.views.compare_runs import load_runs
-from lab.views.fairness import fairness_warnings
+from lab.views.compare import columns as compare_columns
+from lab.views.compare import table as compare
+from lab.views.compare import utilisation
+from lab.views.compare.fairness import fairness_warnings
+from lab.views.compare.runs import load_runs
 from tests.test_compare import make_run
 
 START = "2026-11-29T07:00:00+00:00"
@@ -43,9 +47,15 @@ TIMES = [T0 - 2, T0 + 1, T0 + 5, T0 + 9, T0 + 12]
 @pytest.fixture
 def dp_run(tmp_path):
     root = tmp_path / "r"
-    setup(make_run(root, "dp", mode="dp", devices=("cuda0", "cuda1"), created_at=START), gpus=(2, 3))
-    scalars = {"sys/gpu2/util_pct": S([0, 90, 95, 100, 0], TIMES), "sys/gpu3/util_pct": S([0, 30, 35, 40, 0], TIMES),
-               "sys/gpu2/mem_used_mib": S([1, 2, 3, 4, 5], TIMES), "sys/cpu_pct": S([50] * 5, TIMES)}
+    setup(
+        make_run(root, "dp", mode="dp", devices=("cuda0", "cuda1"), created_at=START), gpus=(2, 3)
+    )
+    scalars = {
+        "sys/gpu2/util_pct": S([0, 90, 95, 100, 0], TIMES),
+        "sys/gpu3/util_pct": S([0, 30, 35, 40, 0], TIMES),
+        "sys/gpu2/mem_used_mib": S([1, 2, 3, 4, 5], TIMES),
+        "sys/cpu_pct": S([50] * 5, TIMES),
+    }
     return load_runs(root)[0], scalars
 
 
@@ -54,28 +64,40 @@ def test_gpu_means_count_only_the_training(dp_run):
     u = utilisation.utilisation(run, scalars)
     assert u.per_gpu == {"gpu2": pytest.approx(95.0), "gpu3": pytest.approx(35.0)} and not u.on_cpu
     assert u.overall == pytest.approx(65.0)
-    outside = {"sys/gpu2/util_pct": S([10, 20], [T0 - 50, T0 - 40])}  # none inside the window: all of them
+    # none inside the window: all of them
+    outside = {"sys/gpu2/util_pct": S([10, 20], [T0 - 50, T0 - 40])}
     assert utilisation.utilisation(run, outside).per_gpu == {"gpu2": pytest.approx(15.0)}
     assert utilisation.utilisation(run, {}) == utilisation.Utilisation({}, None, False)
 
 
 def test_cpu_share_over_the_cores_the_run_was_given(tmp_path):
     root = tmp_path / "r"
-    setup(make_run(root, "ddp", mode="ddp", devices=("cpu0", "cpu1"), created_at=START), omp=1, nproc=2)
+    setup(
+        make_run(root, "ddp", mode="ddp", devices=("cpu0", "cpu1"), created_at=START),
+        omp=1,
+        nproc=2,
+    )
     [run] = load_runs(root)
     assert run.cpu_cores == 2
     u = utilisation.utilisation(run, {"sys/cpu_pct": S([5, 150, 170, 190, 5], TIMES)})
-    assert (u.per_gpu, u.overall, u.on_cpu) == ({}, pytest.approx(170.0 / 2), True)  # % of its 2 cores
+    # % of its 2 cores
+    assert (u.per_gpu, u.overall, u.on_cpu) == ({}, pytest.approx(170.0 / 2), True)
 
 
 def test_only_gpu0_works_under_dp(dp_run, tmp_path):
     run, scalars = dp_run
     [msg] = utilisation.busy_warnings([run], {run.key: scalars})
-    assert msg.startswith("Only gpu2 works in dp: under DataParallel its mean utilisation was 95% against 35%")
+    assert msg.startswith(
+        "Only gpu2 works in dp: under DataParallel its mean utilisation was 95% against 35%"
+    )
     even = dict(scalars, **{"sys/gpu3/util_pct": S([0, 50, 50, 50, 0], TIMES)})  # 95 < 2 x 50
     assert utilisation.busy_warnings([run], {run.key: even}) == []
     root = tmp_path / "ddp"  # DDP is never "only GPU 0": one process per GPU
-    setup(make_run(root, "ddp", mode="ddp", devices=("cuda0", "cuda1"), created_at=START), gpus=(2, 3), nproc=2)
+    setup(
+        make_run(root, "ddp", mode="ddp", devices=("cuda0", "cuda1"), created_at=START),
+        gpus=(2, 3),
+        nproc=2,
+    )
     [ddp] = load_runs(root)
     assert utilisation.busy_warnings([ddp], {ddp.key: scalars}) == []
 
@@ -83,7 +105,9 @@ def test_only_gpu0_works_under_dp(dp_run, tmp_path):
 def test_the_table_and_the_page_warnings(dp_run):
     run, scalars = dp_run
     row = compare.compare_table([run], scalars={run.key: scalars}).iloc[0]
-    assert (row["util % gpu2"], row["util % gpu3"], row["mean util %"]) == pytest.approx((95.0, 35.0, 65.0))
+    assert (row["util % gpu2"], row["util % gpu3"], row["mean util %"]) == pytest.approx(
+        (95.0, 35.0, 65.0)
+    )
     assert compare_columns.column_formats(["util % gpu2"])["util % gpu2"].format == "%.0f"
     keys = [w.key for w in fairness_warnings([run], scalars={run.key: scalars})]
     assert keys == ["only_gpu0"]

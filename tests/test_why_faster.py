@@ -1,12 +1,12 @@
-"""Issue 11 end to end, on real runs: ``python -m lab sweep --scaling weak --modes single,ddp --profile-steps``
-as a user types it (a real supervisor, the real trainer, DDP as two gloo processes under torchrun), then the
-Compare page (AppTest) and the Live page on what those runs wrote.
+"""Issue 11 end to end, on real runs: ``python -m lab sweep --scaling weak --modes single,ddp
+--profile-steps`` as a user types it (a real supervisor, the real trainer, DDP as two gloo processes
+under torchrun), then the Compare page (AppTest) and the Live page on what those runs wrote.
 
-Weak scaling keeps the batch per device, so the DDP run's global batch is twice the single run's, and the
-table's efficiency for it is its throughput per device over the single run's. Both runs are profiled, so
-Compare draws the anatomy bars of their steps, reads them with their own numbers in "How to read this",
-and offers every rank's trace for download, as the Live page does.
-"""
+Weak scaling keeps the batch per device, so the DDP run's global batch is twice the single run's,
+and the table's efficiency for it is its throughput per device over the single run's. Both runs are
+profiled, so Compare draws the anatomy bars of their steps, reads them with their own numbers in
+"How to read this", and offers every rank's trace for download, as the Live page does."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +17,11 @@ import sys
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lab.engine import launcher
+from lab.engine.launch import launcher
 from lab.runfolder import REPO_ROOT
-from lab.views import anatomy, anatomy_text, compare, compare_runs
+from lab.views.compare import anatomy, anatomy_text
+from lab.views.compare import runs as compare_runs
+from lab.views.compare import table as compare
 
 pytestmark = pytest.mark.slow
 
@@ -28,9 +30,29 @@ pytestmark = pytest.mark.slow
 def sweep(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("runs")
     env = dict(os.environ, LAB_RUNS_DIR=str(root), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "lab", "sweep", "--scaling", "weak", "--modes", "single,ddp", "--profile-steps", "3:5",
-           "--max-steps", "6", "--image-size", "8", "--batch-size", "16", "--log-every", "1", "--checkpoint", "none",
-           "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lab",
+        "sweep",
+        "--scaling",
+        "weak",
+        "--modes",
+        "single,ddp",
+        "--profile-steps",
+        "3:5",
+        "--max-steps",
+        "6",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "16",
+        "--log-every",
+        "1",
+        "--checkpoint",
+        "none",
+        "--json",
+    ]
     r = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -39,7 +61,9 @@ def sweep(tmp_path_factory) -> dict:
     finally:
         for rid in out["run_ids"]:  # whatever happened, nothing of ours stays running
             launcher.stop(rid, root)
-    assert states == ["succeeded", "succeeded"], [(root / rid / "stdout.log").read_text()[-2000:] for rid in out["run_ids"]]
+    assert states == ["succeeded", "succeeded"], [
+        (root / rid / "stdout.log").read_text()[-2000:] for rid in out["run_ids"]
+    ]
     single, ddp = (root / rid for rid in out["run_ids"])
     return {"root": root, "single": single, "ddp": ddp}
 
@@ -60,10 +84,13 @@ def test_weak_scaling_doubles_the_global_batch_and_efficiency_is_per_device(swee
     row, base = table.loc[by_dir[sweep["ddp"]]], table.loc[by_dir[sweep["single"]]]
     # the table's throughput is the steady windows' median (summary.json's throughput.median)
     tp = {k: s["throughput"]["median"] for k, s in (("single", single), ("ddp", ddp))}
-    assert (row["throughput (samples/s)"], base["throughput (samples/s)"]) == pytest.approx((tp["ddp"], tp["single"]))
+    assert (row["throughput (samples/s)"], base["throughput (samples/s)"]) == pytest.approx(
+        (tp["ddp"], tp["single"])
+    )
     assert row["efficiency"] == pytest.approx((tp["ddp"] / 2) / (tp["single"] / 1))
     assert (row["scaling"], base["scaling"], base["efficiency"]) == ("weak", "weak", 1.0)
-    # the profiled window is in the table too: DDP waited for some of its all-reduce, single for none
+    # the profiled window is in the table too: DDP waited for some of its all-reduce, single for
+    # none
     assert row["comm exposed % of step"] > 0 and base["comm exposed % of step"] == 0
 
 
@@ -87,7 +114,8 @@ def test_compare_draws_the_anatomy_and_reads_it(sweep, monkeypatch):
     ddp = next(r for r in runs if r.run_dir == sweep["ddp"])
     expected = anatomy_text.sentence(names[ddp.key], anatomy.breakdown(ddp.run_dir))
     assert "waits" in expected and "ms per step on all-reduce" in expected
-    assert any(expected in m.value for m in at.markdown)  # "How to read this", with this run's numbers
+    # "How to read this", with this run's numbers
+    assert any(expected in m.value for m in at.markdown)
     assert any("Strong or weak scaling" in m.value for m in at.markdown)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels.count("rank 0 trace") == 2 and labels.count("rank 1 trace") == 1

@@ -1,4 +1,5 @@
-"""Where a profiled step's time went: from one rank's Chrome trace to the figures of ``profile/breakdown.json``.
+"""Where a profiled step's time went: from one rank's Chrome trace to the figures of
+``profile/breakdown.json``.
 
 Owns the method (docs/contracts.md section 2, "profile/"), on plain lists of
 ``(start, end)`` intervals in microseconds, so that overlaps are counted once.
@@ -16,6 +17,7 @@ clipped to the steps and divided by their number: milliseconds per step.
 Tested by tests/test_train_breakdown.py (hand-made traces) and
 tests/test_train_profile.py (real runs).
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -85,24 +87,38 @@ def _span(e: dict[str, Any]) -> tuple[float, float]:
     return float(e["ts"]), float(e["ts"]) + float(e["dur"])
 
 
-def _comm(events: list[dict[str, Any]], main_ops: list[dict[str, Any]]) -> tuple[Intervals, Intervals]:
+def _comm(
+    events: list[dict[str, Any]], main_ops: list[dict[str, Any]]
+) -> tuple[Intervals, Intervals]:
     """(all communication, the part of it the step waited for), before clipping to the steps."""
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if kernels:  # CUDA: the device's timeline says what overlapped
         comm = union(_span(e) for e in kernels if "nccl" in e["name"].lower())
         compute = union(_span(e) for e in kernels if "nccl" not in e["name"].lower())
         return comm, subtract(comm, compute)
-    comm = union(_span(e) for e in events if e.get("cat") in ("cpu_op", "user_annotation") and is_comm(e["name"]))
-    # A comm op nested in a busy parent (DDP launches its all-reduce inside AccumulateGrad) is waiting, not work.
+    comm = union(
+        _span(e)
+        for e in events
+        if e.get("cat") in ("cpu_op", "user_annotation") and is_comm(e["name"])
+    )
+    # A comm op nested in a busy parent (DDP launches its all-reduce inside AccumulateGrad) is
+    # waiting, not work.
     waiting = union(_span(e) for e in main_ops if is_comm(e["name"]))
     working = subtract(union(_span(e) for e in main_ops if not is_comm(e["name"])), waiting)
     return comm, subtract(comm, working)
 
 
 def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
-    """``{"rank", "step_ms", "phases_ms"}`` of one rank's trace; ``None`` when it holds no profiled step."""
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "name" in e]
-    steps = [e for e in events if e.get("cat") == "user_annotation" and str(e["name"]).startswith(STEP_PREFIX)]
+    """``{"rank", "step_ms", "phases_ms"}`` of one rank's trace; ``None`` when it holds no profiled
+    step."""
+    events = [
+        e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "name" in e
+    ]
+    steps = [
+        e
+        for e in events
+        if e.get("cat") == "user_annotation" and str(e["name"]).startswith(STEP_PREFIX)
+    ]
     if not steps:
         return None
     main = (steps[0].get("pid"), steps[0].get("tid"))
@@ -112,8 +128,12 @@ def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
     def per_step(spans: Iterable[tuple[float, float]]) -> float:
         return length(intersect(union(spans), window)) / n / 1000.0
 
-    phases = {name: per_step(_span(e) for e in on_main if e.get("cat") == "user_annotation" and e["name"] == name)
-              for name in PHASES}
+    phases = {
+        name: per_step(
+            _span(e) for e in on_main if e.get("cat") == "user_annotation" and e["name"] == name
+        )
+        for name in PHASES
+    }
     main_ops = [e for e in on_main if e.get("cat") == "cpu_op"]
     comm, exposed = _comm(events, main_ops)
     phases["comm_total"], phases["comm_exposed"] = per_step(comm), per_step(exposed)
@@ -121,12 +141,21 @@ def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
         phases[key] = per_step(_span(e) for e in main_ops if e["name"] == op)
     step_ms = length(window) / n / 1000.0
     phases["other"] = max(0.0, step_ms - sum(phases[p] for p in PHASES))
-    return {"rank": rank, "step_ms": round(step_ms, 4),
-            "phases_ms": {k: round(phases[k], 4) for k in KEYS}}
+    return {
+        "rank": rank,
+        "step_ms": round(step_ms, 4),
+        "phases_ms": {k: round(phases[k], 4) for k in KEYS},
+    }
 
 
-def combine(window: tuple[int, int], ranks: list[dict[str, Any]], device: str, effective_mode: str,
-            world_size: int, note: str | None) -> dict[str, Any]:
+def combine(
+    window: tuple[int, int],
+    ranks: list[dict[str, Any]],
+    device: str,
+    effective_mode: str,
+    world_size: int,
+    note: str | None,
+) -> dict[str, Any]:
     """breakdown.json: the mean over ranks of each figure, and every rank's own."""
     ranks = sorted(ranks, key=lambda r: r["rank"])
 
@@ -139,7 +168,9 @@ def combine(window: tuple[int, int], ranks: list[dict[str, Any]], device: str, e
         "step_ms": mean(r["step_ms"] for r in ranks),
         "phases_ms": {k: mean(r["phases_ms"][k] for r in ranks) for k in KEYS},
         "per_rank": ranks,
-        "device": device, "effective_mode": effective_mode, "world_size": world_size,
+        "device": device,
+        "effective_mode": effective_mode,
+        "world_size": world_size,
         "traces": [f"profile/trace_rank{r['rank']}.json.gz" for r in ranks],
         "note": note,
     }

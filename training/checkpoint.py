@@ -12,6 +12,7 @@ by tests/test_train_run.py (resume, a file that is not a checkpoint),
 tests/test_train_cli.py (a missing file) and tests/test_diagnose_seeds.py
 (a wrapped model's checkpoint).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,10 +52,17 @@ def load(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # pickle, zip and torch errors all mean "not a usable checkpoint"
-        raise BadInput(f"--resume {path}: cannot read it as a checkpoint ({type(e).__name__}); give a last.pt this trainer wrote") from None
-    missing = {"model", "optimizer", "step", "epoch"} - set(state if isinstance(state, dict) else ())
+        raise BadInput(
+            f"--resume {path}: cannot read it as a checkpoint ({type(e).__name__}); give a "
+            "last.pt this trainer wrote"
+        ) from None
+    missing = {"model", "optimizer", "step", "epoch"} - set(
+        state if isinstance(state, dict) else ()
+    )
     if missing:
-        raise BadInput(f"--resume {path}: not a trainer checkpoint (missing {', '.join(sorted(missing))})")
+        raise BadInput(
+            f"--resume {path}: not a trainer checkpoint (missing {', '.join(sorted(missing))})"
+        )
     return state
 
 
@@ -71,7 +79,7 @@ def save(path: Path, state: dict[str, Any]) -> None:
 
 
 def _unprefixed(keys: Iterable[str]) -> set[str]:
-    return {k[len(WRAPPER_PREFIX):] if k.startswith(WRAPPER_PREFIX) else k for k in keys}
+    return {k[len(WRAPPER_PREFIX) :] if k.startswith(WRAPPER_PREFIX) else k for k in keys}
 
 
 def prefix_only(expected: Iterable[str], saved: Iterable[str]) -> bool:
@@ -85,10 +93,19 @@ def misfit(error: Exception, expected: Iterable[str], saved: Iterable[str], mode
     saved = list(saved)
     if prefix_only(expected, saved):
         has = any(k.startswith(WRAPPER_PREFIX) for k in saved)
-        where = ("carry a 'module.' prefix: it was saved from the DataParallel/DDP wrapper, not the model inside"
-                 if has else "lack the 'module.' prefix this model's have")
-        return (f"--resume: the checkpoint's model keys {where}, so they differ from --model {model}'s only by the "
-                "'module.' prefix: save model.module.state_dict() instead of model.state_dict(), or strip the prefix "
-                "({k.removeprefix('module.'): v for k, v in state['model'].items()}) and save the checkpoint again")
+        where = (
+            "carry a 'module.' prefix: it was saved from the DataParallel/DDP wrapper, not the "
+            "model inside"
+            if has
+            else "lack the 'module.' prefix this model's have"
+        )
+        return (
+            f"--resume: the checkpoint's model keys {where}, so they differ from --model "
+            f"{model}'s only by the "
+            "'module.' prefix: save model.module.state_dict() instead of model.state_dict(), or "
+            "strip the prefix "
+            "({k.removeprefix('module.'): v for k, v in state['model'].items()}) and save the "
+            "checkpoint again"
+        )
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return f"--resume: checkpoint does not fit --model {model} on this data ({first})"

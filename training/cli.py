@@ -10,6 +10,7 @@ dataset folders) live beside the code that owns them and raise ``BadInput``
 too. Tested by tests/test_train_cli.py (every refusal, as a real process) and
 tests/test_train_units.py (batch splitting, the torchrun hint).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,16 +35,26 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m training.train`` with the contract's defaults."""
-    p = _Parser(prog="python -m training.train", description="Train an image classifier in one of three data-parallel modes.")
+    p = _Parser(
+        prog="python -m training.train",
+        description="Train an image classifier in one of three data-parallel modes.",
+    )
     p.add_argument("--mode", choices=MODES, default="single")
-    p.add_argument("--model", default="tinycnn",
-                   help="tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)")
+    p.add_argument(
+        "--model",
+        default="tinycnn",
+        help="tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)",
+    )
     p.add_argument("--dataset", default="digits", help="digits | synthetic | imagefolder:PATH")
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=0, help="stop after N optimizer steps (0 = no limit)")
+    p.add_argument(
+        "--max-steps", type=int, default=0, help="stop after N optimizer steps (0 = no limit)"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="the global batch")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--amp", action="store_true", help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast")
+    p.add_argument(
+        "--amp", action="store_true", help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast"
+    )
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-dir", required=True, help="the run folder; events under LOG_DIR/tb/")
@@ -54,31 +65,71 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--checkpoint", choices=("last", "none"), default="last")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--dist-timeout", type=float, default=None, metavar="SECONDS",
-                   help="ddp: how long a collective waits for the other ranks before it fails (default: PyTorch's)")
-    p.add_argument("--profile-steps", default=None, metavar="A:B",
-                   help="torch.profiler over optimizer steps A to B-1 on every rank; traces and breakdown.json under LOG_DIR/profile/")
-    p.add_argument("--stop-on-nan", action="store_true",
-                   help="end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training on")
-    p.add_argument("--data-delay-ms", type=float, default=0.0, metavar="MS",
-                   help="wait MS per training batch fetched: a slow input pipeline, simulated (workers overlap it)")
-    p.add_argument("--memory-snapshot", type=int, default=0, metavar="N",
-                   help="CUDA only: record the allocator's history over the first N steps into LOG_DIR/profile/")
+    p.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="ddp: how long a collective waits for the other ranks before it fails (default: "
+        "PyTorch's)",
+    )
+    p.add_argument(
+        "--profile-steps",
+        default=None,
+        metavar="A:B",
+        help="torch.profiler over optimizer steps A to B-1 on every rank; traces and "
+        "breakdown.json under LOG_DIR/profile/",
+    )
+    p.add_argument(
+        "--stop-on-nan",
+        action="store_true",
+        help="end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training "
+        "on",
+    )
+    p.add_argument(
+        "--data-delay-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="wait MS per training batch fetched: a slow input pipeline, simulated (workers "
+        "overlap it)",
+    )
+    p.add_argument(
+        "--memory-snapshot",
+        type=int,
+        default=0,
+        metavar="N",
+        help="CUDA only: record the allocator's history over the first N steps into "
+        "LOG_DIR/profile/",
+    )
     return p
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:
     """The command that starts this same run under torchrun on two processes."""
     rest, skip = [], False
-    for a in argv:  # drop the user's --mode so the hint reads "... -m training.train --mode ddp ..."
+    # drop the user's --mode so the hint reads "... -m training.train --mode ddp ..."
+    for a in argv:
         if skip:
             skip = False
         elif a == "--mode":
             skip = True
         elif not a.startswith("--mode="):
             rest.append(a)
-    return shlex.join(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "training.train",
-                       "--mode", "ddp", *rest])
+    return shlex.join(
+        [
+            "python",
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "training.train",
+            "--mode",
+            "ddp",
+            *rest,
+        ]
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -90,7 +141,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if not args.lr > 0:
         raise BadInput(f"--lr must be positive, got {args.lr}")
     if args.epochs < 1 and args.max_steps <= 0:
-        raise BadInput(f"--epochs is {args.epochs} and there is no --max-steps: use --epochs 1 or more")
+        raise BadInput(
+            f"--epochs is {args.epochs} and there is no --max-steps: use --epochs 1 or more"
+        )
     if args.max_steps < 0:
         raise BadInput(f"--max-steps must be 0 (no limit) or positive, got {args.max_steps}")
     if args.log_every < 1:
@@ -107,29 +160,44 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise BadInput("--log-dir is empty: name the run folder")
     parse_window(args.profile_steps)
     if args.dist_timeout is not None and not 0 < args.dist_timeout < math.inf:
-        raise BadInput(f"--dist-timeout must be a positive number of seconds, got {args.dist_timeout}: e.g. 600")
+        raise BadInput(
+            f"--dist-timeout must be a positive number of seconds, got {args.dist_timeout}: e.g. "
+            "600"
+        )
     if not 0 <= args.data_delay_ms <= 60_000:
         raise BadInput(f"--data-delay-ms must be 0 (off) to 60000, got {args.data_delay_ms}")
     if args.memory_snapshot < 0:
-        raise BadInput(f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}")
+        raise BadInput(
+            f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}"
+        )
     if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
         raise BadInput(f"--mode ddp must be started by torchrun: {torchrun_hint(argv)}")
     return args
 
 
 def parse_window(text: str | None) -> tuple[int, int] | None:
-    """``--profile-steps A:B`` as ``(A, B)``: steps A to B-1, counted from 1; ``None`` when not given."""
+    """``--profile-steps A:B`` as ``(A, B)``: steps A to B-1, counted from 1; ``None`` when not
+    given."""
     if text is None:
         return None
     first, _, end = text.partition(":")
     try:
         a, b = int(first), int(end)  # no ":" leaves end empty, which int() refuses too
     except ValueError:
-        raise BadInput(f"--profile-steps {text!r} is not A:B in whole steps: e.g. 20:25 profiles steps 20 to 24") from None
+        raise BadInput(
+            f"--profile-steps {text!r} is not A:B in whole steps: e.g. 20:25 profiles steps 20 to "
+            "24"
+        ) from None
     if a < 1:
-        raise BadInput(f"--profile-steps {text}: steps count from 1, so start at 1 or later (e.g. {max(b - 5, 1)}:{max(b, 2)})")
+        raise BadInput(
+            f"--profile-steps {text}: steps count from 1, so start at 1 or later (e.g. "
+            f"{max(b - 5, 1)}:{max(b, 2)})"
+        )
     if b <= a:
-        raise BadInput(f"--profile-steps {text}: B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}")
+        raise BadInput(
+            f"--profile-steps {text}: B must be greater than A (the window is steps A to B-1), "
+            f"e.g. {a}:{a + 5}"
+        )
     return a, b
 
 

@@ -14,6 +14,7 @@ Every failure is a ``BadInput`` naming the folder. Also owns the sampler that
 skips what a resumed run already trained on (``ResumableSampler``). Tested by
 tests/test_train_units.py (image folders, batching) and the run tests.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -140,7 +141,11 @@ def _as_dataset(files: list[tuple[Path, int]], size: int, mode: str) -> Dataset:
     if len(files) * channels * size * size * 4 > PRELOAD_LIMIT_BYTES:
         return LazyImages(files, size, mode)
     try:
-        images = torch.stack([_decode(p, size, mode) for p, _ in files]) if files else torch.empty(0, channels, size, size)
+        images = (
+            torch.stack([_decode(p, size, mode) for p, _ in files])
+            if files
+            else torch.empty(0, channels, size, size)
+        )
     except OSError as e:
         raise BadInput(f"cannot read an image under {files[0][0].parent.parent}: {e}") from None
     labels = torch.tensor([label for _, label in files], dtype=torch.long)
@@ -161,7 +166,9 @@ def image_folder(root: Path, size: int, what: str) -> DataBundle:
         classes = _classes(root)
         train, val = _hold_out(_class_files(root, classes))
     if len(classes) < 2 or not train:
-        raise BadInput(f"dataset folder {root} holds no images in two or more class folders: {what}")
+        raise BadInput(
+            f"dataset folder {root} holds no images in two or more class folders: {what}"
+        )
     mode = _image_mode(train[0][0])
     return DataBundle(
         train=_as_dataset(train, size, mode),
@@ -193,7 +200,9 @@ class SyntheticImages(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         gen = torch.Generator().manual_seed(self.offset + i)
         label = self.labels[i]
-        return torch.randn(self.templates.shape[1:], generator=gen) + 0.5 * self.templates[label], label
+        return torch.randn(self.templates.shape[1:], generator=gen) + 0.5 * self.templates[
+            label
+        ], label
 
 
 def synthetic(size: int) -> DataBundle:
@@ -206,16 +215,24 @@ def synthetic(size: int) -> DataBundle:
         labels = torch.randint(0, SYNTHETIC_CLASSES, (n,), generator=gen)
         if lazy:  # e.g. --image-size 224: 2,560 images would be 1.5 GB as one tensor
             return SyntheticImages(labels, templates, offset)
-        return TensorImages(torch.randn(n, 3, size, size, generator=gen) + 0.5 * templates[labels], labels)
+        return TensorImages(
+            torch.randn(n, 3, size, size, generator=gen) + 0.5 * templates[labels], labels
+        )
 
-    return DataBundle(make(SYNTHETIC_TRAIN, 10**6), make(SYNTHETIC_VAL, 2 * 10**6), SYNTHETIC_CLASSES, 3, "synthetic")
+    return DataBundle(
+        make(SYNTHETIC_TRAIN, 10**6),
+        make(SYNTHETIC_VAL, 2 * 10**6),
+        SYNTHETIC_CLASSES,
+        3,
+        "synthetic",
+    )
 
 
 def load(spec: str, size: int, delay_ms: float = 0.0) -> DataBundle:
     """The ``--dataset`` spec as a ``DataBundle``; ``BadInput`` if it cannot be used.
 
-    ``delay_ms`` (``--data-delay-ms``) makes each training batch wait that long (``training.debug.Delayed``).
-    """
+    ``delay_ms`` (``--data-delay-ms``) makes each training batch wait that long
+    (``training.debug.Delayed``)."""
     bundle = _load(spec, size)
     if delay_ms > 0:
         from training.debug import Delayed
@@ -226,10 +243,14 @@ def load(spec: str, size: int, delay_ms: float = 0.0) -> DataBundle:
 
 def _load(spec: str, size: int) -> DataBundle:
     if spec == "digits":
-        return image_folder(DIGITS_DIR, size, "run scripts/make_digits.py to recreate the sample digits")
+        return image_folder(
+            DIGITS_DIR, size, "run scripts/make_digits.py to recreate the sample digits"
+        )
     if spec == "synthetic":
         return synthetic(size)
-    if spec.startswith("imagefolder:") and spec[len("imagefolder:"):].strip():
-        path = Path(spec[len("imagefolder:"):]).expanduser()
-        return image_folder(path, size, "give a folder with train/<class>/* and val/<class>/*, or <class>/*")
+    if spec.startswith("imagefolder:") and spec[len("imagefolder:") :].strip():
+        path = Path(spec[len("imagefolder:") :]).expanduser()
+        return image_folder(
+            path, size, "give a folder with train/<class>/* and val/<class>/*, or <class>/*"
+        )
     raise BadInput(f"unknown --dataset {spec!r}: use digits, synthetic or imagefolder:PATH")

@@ -1,4 +1,5 @@
-"""The trainer's aids for a run that goes wrong: stacks on demand, a stop on a NaN loss, a slow input, a test seam.
+"""The trainer's aids for a run that goes wrong: stacks on demand, a stop on a NaN loss, a slow
+input, a test seam.
 
 Owns four small things the lab's health checks lean on (docs/contracts.md
 section 1): ``enable_stack_dumps`` makes SIGUSR1 print every thread's Python
@@ -13,6 +14,7 @@ rank blocks forever before its first training step (so before its first
 all-reduce), as a rank stuck in a collective or a deadlock would. Nothing
 else reads that variable. Tested by tests/test_health_runs.py (real runs).
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -36,19 +38,25 @@ def enable_stack_dumps() -> None:
 
 
 class NonFiniteLoss(Exception):
-    """``train/loss`` turned NaN or infinite under ``--stop-on-nan``; the message is the one line to print."""
+    """``train/loss`` turned NaN or infinite under ``--stop-on-nan``; the message is the one line to
+    print."""
 
 
 def check_loss(loss: float, step: int, enabled: bool) -> None:
-    """Raise ``NonFiniteLoss`` when ``enabled`` and ``loss`` (the global one, alike on every rank) is not finite."""
+    """Raise ``NonFiniteLoss`` when ``enabled`` and ``loss`` (the global one, alike on every rank)
+    is not finite."""
     if enabled and not math.isfinite(loss):
         raise NonFiniteLoss(
-            f"train/loss is {loss} at step {step} (--stop-on-nan): the run diverged; lower --lr (e.g. by 10x), "
-            "set --grad-norm-warn to see the gradient spikes first, or turn off --amp if fp16 overflows")
+            f"train/loss is {loss} at step {step} (--stop-on-nan): the run diverged; lower --lr "
+            "(e.g. by 10x), "
+            "set --grad-norm-warn to see the gradient spikes first, or turn off --amp if fp16 "
+            "overflows"
+        )
 
 
 class Delayed:
-    """``inner`` (a map-style data set) with ``delay_ms`` of waiting for every batch a DataLoader fetches.
+    """``inner`` (a map-style data set) with ``delay_ms`` of waiting for every batch a DataLoader
+    fetches.
 
     Not a torch ``Dataset`` subclass: this module loads before torch does.
     """
@@ -71,7 +79,12 @@ class Delayed:
 def hang_if_asked(rank: int) -> None:
     """Test seam: block forever when ``LAB_TEST_HANG_RANK`` names this rank."""
     if os.environ.get(HANG_ENV) == str(rank):
-        log.warning("%s=%s: rank %d blocks here forever (a test of stalled-run detection)", HANG_ENV, rank, rank)
+        log.warning(
+            "%s=%s: rank %d blocks here forever (a test of stalled-run detection)",
+            HANG_ENV,
+            rank,
+            rank,
+        )
         block_forever_for_tests()
 
 

@@ -14,6 +14,7 @@ used on CPU. A restarted torchrun attempt joins through a store prefix of its
 own (``restart_store``). Tested by tests/test_train_units.py,
 tests/test_train_ddp.py and tests/test_health_runs.py (a restart).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -57,8 +58,8 @@ class Placement:
 
     @property
     def device_names(self) -> list[str]:
-        """This process's device names as the contract spells them: cuda<i> (node<n>:cuda<i> over several
-        nodes, whose local indices repeat), cpu<rank> (the global rank: unique already)."""
+        """This process's device names as the contract spells them: cuda<i> (node<n>:cuda<i> over
+        several nodes, whose local indices repeat), cpu<rank> (the global rank: unique already)."""
         if self.device.type == "cuda":
             node = f"node{self.node_rank}:" if self.nnodes > 1 else ""
             return [f"{node}cuda{i}" for i in (self.device_ids or [self.device.index or 0])]
@@ -72,7 +73,9 @@ def _want_cuda(pref: str) -> bool:
     if pref == "cuda" and not available:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         where = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
-        raise BadInput(f"--device cuda but no CUDA device is visible{where}: use --device cpu or auto")
+        raise BadInput(
+            f"--device cuda but no CUDA device is visible{where}: use --device cpu or auto"
+        )
     return available
 
 
@@ -91,30 +94,48 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
             count = torch.cuda.device_count()
             if local_rank >= count:
                 raise BadInput(
-                    f"local rank {local_rank} needs cuda:{local_rank} but only {count} CUDA device(s) are visible: "
+                    f"local rank {local_rank} needs cuda:{local_rank} but only {count} CUDA "
+                    "device(s) are visible: "
                     f"use --nproc-per-node {count} or fewer"
                 )
             device, backend = torch.device("cuda", local_rank), "nccl"
         else:
             device, backend = torch.device("cpu"), "gloo"
-        return Placement(mode, "ddp", device, rank=rank, local_rank=local_rank, world_size=world,
-                         backend=backend, per_device_batch=per_rank, node_rank=node_rank, nnodes=nnodes)
+        return Placement(
+            mode,
+            "ddp",
+            device,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world,
+            backend=backend,
+            per_device_batch=per_rank,
+            node_rank=node_rank,
+            nnodes=nnodes,
+        )
     if mode == "dp":
         count = torch.cuda.device_count() if cuda else 0
         if count >= 2:
             per_gpu = split_batch(global_batch, count, "GPUs")
-            return Placement(mode, "dp", torch.device("cuda", 0), device_ids=list(range(count)),
-                             per_device_batch=per_gpu)
+            return Placement(
+                mode,
+                "dp",
+                torch.device("cuda", 0),
+                device_ids=list(range(count)),
+                per_device_batch=per_gpu,
+            )
         reason = f"DataParallel needs at least two GPUs; {count} visible"
         device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-        return Placement(mode, "single", device, per_device_batch=global_batch, effective_mode_reason=reason)
+        return Placement(
+            mode, "single", device, per_device_batch=global_batch, effective_mode_reason=reason
+        )
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     return Placement(mode, "single", device, per_device_batch=global_batch)
 
 
 def _node(rank: int, world: int) -> tuple[int, int]:
-    """(this node's rank, the number of nodes): torchrun's GROUP_RANK and GROUP_WORLD_SIZE, else from
-    LOCAL_WORLD_SIZE (a launcher of one's own that sets only the usual variables)."""
+    """(this node's rank, the number of nodes): torchrun's GROUP_RANK and GROUP_WORLD_SIZE, else
+    from LOCAL_WORLD_SIZE (a launcher of one's own that sets only the usual variables)."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
     node = int(os.environ.get("GROUP_RANK") or rank // max(local, 1))
     return node, int(os.environ.get("GROUP_WORLD_SIZE") or max(1, world // max(local, 1)))
@@ -162,24 +183,33 @@ def init_distributed_mode(placement: Placement, timeout_s: float | None = None) 
     restart = restart_store(timeout_s)
     if restart is not None:
         extra["store"] = restart
-    dist.init_process_group(backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra)
+    dist.init_process_group(
+        backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra
+    )
     _ran_distributed = True
 
 
 def restart_store(timeout_s: float | None = None) -> Any:
-    """A restarted torchrun attempt's store: the agent's, under a prefix of its own (None on a first attempt).
+    """A restarted torchrun attempt's store: the agent's, under a prefix of its own (None on a first
+    attempt).
 
-    torchrun (torch 2.14, gloo) gives every attempt the same store keys, so the ranks of a restart can read
-    the dead attempt's addresses and hang or be refused connecting (seen here about one restart in two);
-    a prefix per attempt keeps them apart.
-    """
+    torchrun (torch 2.14, gloo) gives every attempt the same store keys, so the ranks of a restart
+    can read the dead attempt's addresses and hang or be refused connecting (seen here about one
+    restart in two); a prefix per attempt keeps them apart."""
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
     if attempt <= 0 or not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
         return None
-    # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does, as env:// would
-    host = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and os.environ.get("RANK") == "0"
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
-                          timeout=dt.timedelta(seconds=timeout_s or 300))
+    # torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does, as
+    # env:// would
+    host = (
+        os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and os.environ.get("RANK") == "0"
+    )
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=host,
+        timeout=dt.timedelta(seconds=timeout_s or 300),
+    )
     return dist.PrefixStore(f"training/attempt_{attempt}", store)
 
 
@@ -195,10 +225,12 @@ def reduce_across_processes(t: torch.Tensor) -> torch.Tensor:
 
 
 def any_across_processes(flag: bool, device: torch.device) -> bool:
-    """True on every rank when ``flag`` is true on any one (``flag`` itself outside DDP); a collective."""
+    """True on every rank when ``flag`` is true on any one (``flag`` itself outside DDP); a
+    collective."""
     if not is_dist():
         return flag
-    t = torch.tensor([int(flag)], dtype=torch.int32, device=device)  # NCCL wants it on the rank's GPU
+    # NCCL wants it on the rank's GPU
+    t = torch.tensor([int(flag)], dtype=torch.int32, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
 

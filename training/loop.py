@@ -14,6 +14,7 @@ A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug`
 ``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape).
 Tested by tests/test_train_run.py, tests/test_train_ddp.py and tests/test_train_units.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,8 @@ from training.metrics import GradWatch, Recorder, Span, Window, gathered_memory_
 from training.profiling import StepProfiler
 
 log = logging.getLogger(__name__)
-# DDP: steps between the ranks' agreements on a stop; not every step, as each syncs the host with the device
+# DDP: steps between the ranks' agreements on a stop; not every step, as each syncs the host with
+# the device
 STOP_SYNC_EVERY = 5
 
 
@@ -59,8 +61,16 @@ class Outcome:
 class Loop:
     """One run's loop; ``run()`` trains until total steps, the epochs, or ``stop()``."""
 
-    def __init__(self, args: Any, placement: Placement, data: DataBundle, model: nn.Module,
-                 recorder: Recorder, state: dict[str, Any] | None, stop: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        args: Any,
+        placement: Placement,
+        data: DataBundle,
+        model: nn.Module,
+        recorder: Recorder,
+        state: dict[str, Any] | None,
+        stop: Callable[[], bool],
+    ) -> None:
         self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
         self.device = placement.device
         self.model_without_ddp = model
@@ -70,20 +80,39 @@ class Loop:
         cuda = self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=bool(args.amp and cuda))
         self.grads = GradWatch(self.device, self.scaler.is_enabled(), args.grad_norm_warn)
-        self.autocast = (torch.autocast(self.device.type, dtype=torch.float16 if cuda else torch.bfloat16)
-                         if args.amp else nullcontext())
+        self.autocast = (
+            torch.autocast(self.device.type, dtype=torch.float16 if cuda else torch.bfloat16)
+            if args.amp
+            else nullcontext()
+        )
         self.criterion = nn.CrossEntropyLoss().to(self.device)
-        self.loader_batch = args.batch_size // placement.world_size  # DP splits the global batch itself
-        inner = DistributedSampler(data.train, num_replicas=placement.world_size, rank=placement.rank,
-                                   shuffle=True, seed=args.seed, drop_last=True)
+        # DP splits the global batch itself
+        self.loader_batch = args.batch_size // placement.world_size
+        inner = DistributedSampler(
+            data.train,
+            num_replicas=placement.world_size,
+            rank=placement.rank,
+            shuffle=True,
+            seed=args.seed,
+            drop_last=True,
+        )
         self.sampler = ResumableSampler(inner)
-        self.loader = DataLoader(data.train, batch_size=self.loader_batch, sampler=self.sampler, drop_last=True,
-                                 num_workers=args.workers, collate_fn=collate, pin_memory=cuda,
-                                 persistent_workers=args.workers > 0)
+        self.loader = DataLoader(
+            data.train,
+            batch_size=self.loader_batch,
+            sampler=self.sampler,
+            drop_last=True,
+            num_workers=args.workers,
+            collate_fn=collate,
+            pin_memory=cuda,
+            persistent_workers=args.workers > 0,
+        )
         self.steps_per_epoch = len(inner) // self.loader_batch
         planned = args.epochs * self.steps_per_epoch if args.epochs >= 1 else math.inf
         self.total_steps = int(min(planned, args.max_steps) if args.max_steps > 0 else planned)
-        self.epochs = args.epochs if args.epochs >= 1 else math.ceil(self.total_steps / self.steps_per_epoch)
+        self.epochs = (
+            args.epochs if args.epochs >= 1 else math.ceil(self.total_steps / self.steps_per_epoch)
+        )
         self.step, self.start_epoch, self.skip_batches = 0, 0, 0
         if state is not None:
             self._restore(state)
@@ -93,7 +122,9 @@ class Loop:
         self.last_train: dict[str, float] = {}
         self.peak_mem: dict[str, float] = {}
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.prof = StepProfiler(args, placement, recorder.log_dir, first_step=self.step, last_step=self.total_steps)
+        self.prof = StepProfiler(
+            args, placement, recorder.log_dir, first_step=self.step, last_step=self.total_steps
+        )
 
     def _restore(self, state: dict[str, Any]) -> None:
         try:
@@ -101,7 +132,9 @@ class Loop:
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as e:
             saved = state["model"] if isinstance(state.get("model"), dict) else {}
-            raise BadInput(checkpoint.misfit(e, self.model_without_ddp.state_dict(), saved, self.args.model)) from None
+            raise BadInput(
+                checkpoint.misfit(e, self.model_without_ddp.state_dict(), saved, self.args.model)
+            ) from None
         if state.get("scaler") and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.start_epoch = int(state["step"]), int(state["epoch"])
@@ -109,11 +142,13 @@ class Loop:
 
     # -- the steps -------------------------------------------------------
     def run(self) -> Outcome:
-        """Train from the current step to the last one (or a stop); the figures summary.json needs."""
+        """Train from the current step to the last one (or a stop); the figures summary.json
+        needs."""
         out = Outcome(steps_this_run=max(0, self.total_steps - self.step))
         out.steady_excluded_steps = min(5, out.steps_this_run // 5)
         self.first_step, self.t_start = self.step, time.perf_counter()
-        self.total = self.steady = Span(self.paused_s)  # steady restarts after the excluded first steps
+        # steady restarts after the excluded first steps
+        self.total = self.steady = Span(self.paused_s)
         self.window = Window(self.device, self.paused_s)
         self.prof.begin()
         hang_if_asked(self.p.rank)  # a test seam only: LAB_TEST_HANG_RANK
@@ -127,7 +162,8 @@ class Loop:
         return self._finish(out)
 
     def train_one_epoch(self, epoch: int, out: Outcome) -> int:
-        """This epoch's steps, up to its end, the last step or a stop; returns its batches done so far."""
+        """This epoch's steps, up to its end, the last step or a stop; returns its batches done so
+        far."""
         self.sampler.set_epoch(epoch)
         done = self.skip_batches if epoch == self.start_epoch else 0
         self.sampler.skip = done * self.loader_batch
@@ -149,13 +185,16 @@ class Loop:
         return done
 
     def _stop_now(self) -> bool:
-        """Stop after this step? In DDP all ranks must answer alike, or one waits forever in a collective
-        (under NCCL it ignores SIGTERM until the watchdog fires, and rank 0 would die before its summary)."""
+        """Stop after this step? In DDP all ranks must answer alike, or one waits forever in a
+        collective (under NCCL it ignores SIGTERM until the watchdog fires, and rank 0 would die
+        before its summary)."""
         if self.p.effective_mode != "ddp":
             return self.stop()
         return self.step % STOP_SYNC_EVERY == 0 and any_across_processes(self.stop(), self.device)
 
-    def _train_step(self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome) -> None:
+    def _train_step(
+        self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome
+    ) -> None:
         a, phase = self.args, self.prof.phase
         t_data = time.perf_counter()
         with phase("data"):
@@ -175,7 +214,9 @@ class Loop:
             grad_norm = None
             if log_now or a.grad_norm_warn > 0 or self.grads.scaler_on:
                 self.scaler.unscale_(self.optimizer)
-                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+                grad_norm = torch.nn.utils.get_total_norm(
+                    [p.grad for p in self.params if p.grad is not None]
+                )
                 self.grads.step(grad_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -212,13 +253,18 @@ class Loop:
         out.steady_time_s = self.steady.seconds(self.paused_s)
         if not out.stopped and self.last_val_step != self.step and len(self.data.val):
             self.validate()  # so summary.json always carries the final validation figures
-        out.final = {"train_loss": self.last_train.get("loss"), "train_acc": self.last_train.get("acc"),
-                     "val_loss": self.last_val.get("loss"), "val_acc": self.last_val.get("acc")}
+        out.final = {
+            "train_loss": self.last_train.get("loss"),
+            "train_acc": self.last_train.get("acc"),
+            "val_loss": self.last_val.get("loss"),
+            "val_acc": self.last_val.get("acc"),
+        }
         return out
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This epoch's batches: the DataLoader, or for in-memory data the same batches by slicing
-        (what the DataLoader would yield, without its per-batch Python cost: visible for a small model)."""
+        (what the DataLoader would yield, without its per-batch Python cost: visible for a small
+        model)."""
         train = self.data.train
         if not isinstance(train, TensorImages) or self.args.workers > 0:
             yield from self.loader
@@ -226,7 +272,7 @@ class Loop:
         order = torch.tensor(list(iter(self.sampler)), dtype=torch.long)
         b = self.loader_batch
         for i in range(0, len(order) - b + 1, b):
-            idx = order[i:i + b]
+            idx = order[i : i + b]
             yield train.images[idx], train.labels[idx]
 
     def _sync(self) -> None:
@@ -246,31 +292,60 @@ class Loop:
         sps = totals[2] / window_s if window_s > 0 else 0.0
         self.last_train = {"loss": loss, "acc": acc}
         mem = gathered_memory_mib(self.p)  # a collective in DDP: every rank calls it here
-        skipped = self.grads.skipped_steps()  # the same on every rank: the gradients are all-reduced
-        self.rec.scalars({
-            "train/loss": loss, "train/acc": acc, "train/lr": self.optimizer.param_groups[0]["lr"],
-            "train/grad_norm": grad_norm, "perf/samples_per_sec": sps,
-            "perf/step_time_ms": 1000 * window_s / w.steps, "perf/data_time_ms": 1000 * w.data_s / w.steps,
-            **({} if skipped is None else {"amp/skipped_steps": skipped}),
-        }, self.step)
+        # the same on every rank: the gradients are all-reduced
+        skipped = self.grads.skipped_steps()
+        self.rec.scalars(
+            {
+                "train/loss": loss,
+                "train/acc": acc,
+                "train/lr": self.optimizer.param_groups[0]["lr"],
+                "train/grad_norm": grad_norm,
+                "perf/samples_per_sec": sps,
+                "perf/step_time_ms": 1000 * window_s / w.steps,
+                "perf/data_time_ms": 1000 * w.data_s / w.steps,
+                **({} if skipped is None else {"amp/skipped_steps": skipped}),
+            },
+            self.step,
+        )
         self.rec.memory(mem, self.step)
         self.peak_mem = {d: v["peak"] for d, v in mem.items()}
-        self.rec.progress(step=self.step, total_steps=self.total_steps, epoch=epoch, epochs=self.epochs,
-                          samples_per_sec=sps, elapsed_s=time.perf_counter() - self.t_start,
-                          steps_per_epoch=self.steps_per_epoch, num_classes=self.data.num_classes)
+        self.rec.progress(
+            step=self.step,
+            total_steps=self.total_steps,
+            epoch=epoch,
+            epochs=self.epochs,
+            samples_per_sec=sps,
+            elapsed_s=time.perf_counter() - self.t_start,
+            steps_per_epoch=self.steps_per_epoch,
+            num_classes=self.data.num_classes,
+        )
         if self.p.is_main:
-            log.info("step %d/%d loss %.3f acc %.2f %.0f samples/s", self.step, self.total_steps, loss, acc, sps)
-        check_loss(loss, self.step, self.args.stop_on_nan)  # after the scalars: the NaN is on the chart too
+            log.info(
+                "step %d/%d loss %.3f acc %.2f %.0f samples/s",
+                self.step,
+                self.total_steps,
+                loss,
+                acc,
+                sps,
+            )
+        # after the scalars: the NaN is on the chart too
+        check_loss(loss, self.step, self.args.stop_on_nan)
 
     @torch.no_grad()
     def validate(self) -> None:
-        """Loss and accuracy over the whole validation set, each rank taking every world-th image."""
+        """Loss and accuracy over the whole validation set, each rank taking every world-th
+        image."""
         if not len(self.data.val):
             return
         p = self.p
         shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
-        loader = DataLoader(shard, batch_size=self.loader_batch, shuffle=False, collate_fn=collate,
-                            num_workers=self.args.workers)
+        loader = DataLoader(
+            shard,
+            batch_size=self.loader_batch,
+            shuffle=False,
+            collate_fn=collate,
+            num_workers=self.args.workers,
+        )
         # DDP's forward hooks are for training; DP keeps its wrapper to use every GPU.
         model = self.model if p.effective_mode == "dp" else self.model_without_ddp
         model.eval()
@@ -286,15 +361,29 @@ class Loop:
         loss_sum, correct, n = reduce_across_processes(totals).tolist()
         self.last_val = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1)}
         self.last_val_step = self.step
-        self.rec.scalars({"val/loss": self.last_val["loss"], "val/acc": self.last_val["acc"]}, self.step)
+        self.rec.scalars(
+            {"val/loss": self.last_val["loss"], "val/acc": self.last_val["acc"]}, self.step
+        )
         if p.is_main:
-            log.info("step %d validation loss %.3f acc %.3f", self.step, self.last_val["loss"], self.last_val["acc"])
+            log.info(
+                "step %d validation loss %.3f acc %.3f",
+                self.step,
+                self.last_val["loss"],
+                self.last_val["acc"],
+            )
 
     def _save(self, epoch: int, batch_in_epoch: int) -> None:
         if self.args.checkpoint == "none" or not self.p.is_main:
             return
-        checkpoint.save(self.rec.log_dir / "checkpoints" / checkpoint.LAST, {
-            "model": self.model_without_ddp.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
-            "step": self.step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "config": vars(self.args),
-        })
+        checkpoint.save(
+            self.rec.log_dir / "checkpoints" / checkpoint.LAST,
+            {
+                "model": self.model_without_ddp.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+                "step": self.step,
+                "epoch": epoch,
+                "batch_in_epoch": batch_in_epoch,
+                "config": vars(self.args),
+            },
+        )

@@ -17,6 +17,7 @@ window's ``perf/samples_per_sec`` (``rate_windows``) for summary.json's
 the first write, so a refused run leaves the run folder untouched. Tested by
 tests/test_train_run.py and tests/test_train_ddp.py (real runs).
 """
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,9 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
     """This process's devices: ``{name: {allocated, peak, reserved}}`` in MiB."""
     out: dict[str, dict[str, float]] = {}
     if placement.device.type == "cuda":
-        for name, i in zip(placement.device_names, placement.device_ids or [placement.device.index or 0]):
+        for name, i in zip(
+            placement.device_names, placement.device_ids or [placement.device.index or 0]
+        ):
             out[name] = {
                 "allocated": torch.cuda.memory_allocated(i) / MIB,
                 "peak": torch.cuda.max_memory_allocated(i) / MIB,
@@ -72,8 +75,9 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
 
 
 def merge_memory(parts: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Every rank's devices (``parts`` in rank order) in one dict; a name two ranks share is kept for
-    both as ``rank<r>:<name>``, never overwritten (device names are unique per node and node prefixed)."""
+    """Every rank's devices (``parts`` in rank order) in one dict; a name two ranks share is kept
+    for both as ``rank<r>:<name>``, never overwritten (device names are unique per node and node
+    prefixed)."""
     merged: dict[str, dict[str, float]] = {}
     for rank, part in enumerate(parts):
         for name, mem in part.items():
@@ -114,16 +118,23 @@ class GradWatch:
         """Warn (rank 0's log, ``train/grad_norm_warning``) when ``warning(norm)``."""
         if self.warning(norm):
             if is_main:
-                log.warning("step %d: gradient norm %.4g is above --grad-norm-warn %.4g", step, norm, self.limit)
+                log.warning(
+                    "step %d: gradient norm %.4g is above --grad-norm-warn %.4g",
+                    step,
+                    norm,
+                    self.limit,
+                )
             recorder.scalars({"train/grad_norm_warning": norm}, step)
 
     def skipped_steps(self) -> int | None:
-        """Steps skipped so far by this process (None without a GradScaler). Syncs with the device."""
+        """Steps skipped so far by this process (None without a GradScaler). Syncs with the
+        device."""
         return int(self.skipped) if self.scaler_on else None
 
 
 class Span:
-    """Seconds since it was made, less the time the loop spent paused (validation, checkpoints) since."""
+    """Seconds since it was made, less the time the loop spent paused (validation, checkpoints)
+    since."""
 
     def __init__(self, paused_s: float) -> None:
         self.t0, self.paused_at = time.perf_counter(), paused_s
@@ -133,7 +144,8 @@ class Span:
 
 
 class Window:
-    """One logging window: loss and accuracy sums kept on the device (no ``.item()`` per step), steps, data time."""
+    """One logging window: loss and accuracy sums kept on the device (no ``.item()`` per step),
+    steps, data time."""
 
     def __init__(self, device: torch.device, paused_s: float) -> None:
         self.device = device
@@ -155,8 +167,13 @@ class Window:
 
     def totals(self) -> torch.Tensor:
         """``[loss sum, correct, samples]`` of this rank, ready for ``reduce_across_processes``."""
-        return torch.stack([self.loss_sum.float(), self.correct.float(),
-                            torch.tensor(float(self.n), device=self.device)])
+        return torch.stack(
+            [
+                self.loss_sum.float(),
+                self.correct.float(),
+                torch.tensor(float(self.n), device=self.device),
+            ]
+        )
 
 
 class Recorder:
@@ -188,13 +205,16 @@ class Recorder:
         w = self._w()
         now = time.time()
         if RATE_TAG in values:
-            self.rate_windows.append((step, struct.unpack("f", struct.pack("f", float(values[RATE_TAG])))[0]))
+            self.rate_windows.append(
+                (step, struct.unpack("f", struct.pack("f", float(values[RATE_TAG])))[0])
+            )
         for tag, value in values.items():
             w.add_scalar(tag, float(value), step, walltime=now)
 
     def memory(self, mem: dict[str, dict[str, float]], step: int) -> None:
         self.scalars(
-            {f"mem/{dev}/{kind}_mib": v for dev, kinds in mem.items() for kind, v in kinds.items()}, step
+            {f"mem/{dev}/{kind}_mib": v for dev, kinds in mem.items() for kind, v in kinds.items()},
+            step,
         )
 
     def progress(self, **fields: Any) -> None:

@@ -18,6 +18,7 @@ a shape error on the first step). Tested by tests/test_train_models.py,
 tests/test_train_ddp.py (DDP reproduces the single-device losses) and
 tests/test_train_run.py (a run learns).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -32,8 +33,10 @@ OWN = ("tinycnn",)
 # sized at construction): any other size fails on the first step.
 _EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")
 # Training mode would return (logits, aux logits) instead of the logits.
-_NO_AUX = {"googlenet": dict(aux_logits=False, init_weights=True),
-           "inception_v3": dict(aux_logits=False, init_weights=True)}
+_NO_AUX = {
+    "googlenet": dict(aux_logits=False, init_weights=True),
+    "inception_v3": dict(aux_logits=False, init_weights=True),
+}
 
 
 class TinyCNN(nn.Module):
@@ -64,7 +67,8 @@ def names() -> tuple[str, ...]:
 
 
 def input_size(name: str) -> tuple[int, bool]:
-    """``(smallest image side, only that size)`` for a model: torchvision's ``min_size`` of its weights."""
+    """``(smallest image side, only that size)`` for a model: torchvision's ``min_size`` of its
+    weights."""
     if name in OWN:
         return 4, False
     import torchvision.models as tvm
@@ -75,28 +79,50 @@ def input_size(name: str) -> tuple[int, bool]:
 
 
 def check(name: str, image_size: int) -> None:
-    """``BadInput`` (naming the fix) when ``name`` is unknown or cannot take ``image_size`` images."""
+    """``BadInput`` (naming the fix) when ``name`` is unknown or cannot take ``image_size``
+    images."""
     if name not in names():
-        raise BadInput(f"unknown --model {name!r}: use tinycnn or a name of torchvision.models.list_models(), "
-                       "e.g. resnet18, mobilenet_v3_small, vit_b_16")
+        raise BadInput(
+            f"unknown --model {name!r}: use tinycnn or a name of torchvision.models.list_models(), "
+            "e.g. resnet18, mobilenet_v3_small, vit_b_16"
+        )
     need, exact = input_size(name)
     if exact and image_size != need:
-        raise BadInput(f"{name} takes {need}x{need} images only, --image-size {image_size} given: use --image-size {need}")
+        raise BadInput(
+            f"{name} takes {need}x{need} images only, --image-size {image_size} given: use "
+            f"--image-size {need}"
+        )
     if image_size < need:
-        raise BadInput(f"{name} needs images of at least {need}x{need}, --image-size {image_size} given: "
-                       f"use --image-size {need} or more")
+        raise BadInput(
+            f"{name} needs images of at least {need}x{need}, --image-size {image_size} given: "
+            f"use --image-size {need} or more"
+        )
 
 
 def _first_conv_for(model: nn.Module, channels: int) -> None:
-    """Replace the first 3-channel convolution by one that takes ``channels`` (same shape otherwise)."""
+    """Replace the first 3-channel convolution by one that takes ``channels`` (same shape
+    otherwise)."""
     for parent in model.modules():
         for child_name, child in parent.named_children():
             if isinstance(child, nn.Conv2d) and child.in_channels == 3:
-                setattr(parent, child_name, nn.Conv2d(
-                    channels, child.out_channels, child.kernel_size, child.stride, child.padding, child.dilation,
-                    bias=child.bias is not None, padding_mode=child.padding_mode))
+                setattr(
+                    parent,
+                    child_name,
+                    nn.Conv2d(
+                        channels,
+                        child.out_channels,
+                        child.kernel_size,
+                        child.stride,
+                        child.padding,
+                        child.dilation,
+                        bias=child.bias is not None,
+                        padding_mode=child.padding_mode,
+                    ),
+                )
                 return
-    raise BadInput(f"cannot adapt {type(model).__name__} to {channels}-channel images: use an RGB dataset")
+    raise BadInput(
+        f"cannot adapt {type(model).__name__} to {channels}-channel images: use an RGB dataset"
+    )
 
 
 def build(name: str, channels: int, num_classes: int) -> nn.Module:

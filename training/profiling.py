@@ -1,4 +1,5 @@
-"""Profiling a window of optimizer steps (``--profile-steps A:B``) and CUDA memory history (``--memory-snapshot N``).
+"""Profiling a window of optimizer steps (``--profile-steps A:B``) and CUDA memory history
+(``--memory-snapshot N``).
 
 Owns when ``torch.profiler`` runs and what it leaves in ``profile/`` of the
 run folder (docs/contracts.md section 2). The window is steps A to B-1, like
@@ -17,6 +18,7 @@ history over this run's first N steps into ``memory_snapshot_rank<i>.pickle``
 Tested by tests/test_train_profile.py (real runs) and tests/test_train_cli.py
 (refusals).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -43,32 +45,44 @@ MEMORY_ENTRIES = 100_000  # alloc/free events kept; the pickle grows with it (se
 def check_memory_snapshot(steps: int, placement: Placement) -> None:
     """Refuse ``--memory-snapshot`` where there is no CUDA allocator to record."""
     if steps and placement.device.type != "cuda":
-        raise BadInput("--memory-snapshot records CUDA memory and this run is on the CPU: "
-                       "drop it, or use --device cuda on a machine with a GPU")
+        raise BadInput(
+            "--memory-snapshot records CUDA memory and this run is on the CPU: "
+            "drop it, or use --device cuda on a machine with a GPU"
+        )
 
 
 def fallback_note(placement: Placement) -> str | None:
     """Why a breakdown has no DataParallel phases although ``--mode dp`` was asked for."""
     if placement.mode == "dp" and placement.effective_mode != "dp":
-        return (f"DataParallel fell back to one device ({placement.effective_mode_reason}): "
-                "no scatter/replicate/gather")
+        return (
+            f"DataParallel fell back to one device ({placement.effective_mode_reason}): "
+            "no scatter/replicate/gather"
+        )
     return None
 
 
 class StepProfiler:
-    """The profiler of one run: idle outside its window, every rank's trace and rank 0's breakdown after it."""
+    """The profiler of one run: idle outside its window, every rank's trace and rank 0's breakdown
+    after it."""
 
-    def __init__(self, args: Any, placement: Placement, run_dir: Path, first_step: int, last_step: int) -> None:
+    def __init__(
+        self, args: Any, placement: Placement, run_dir: Path, first_step: int, last_step: int
+    ) -> None:
         self.p, self.dir = placement, run_dir / "profile"
         self.window = parse_window(args.profile_steps)
         if self.window is not None:
             a, b = self.window
             if b - 1 > last_step:
-                raise BadInput(f"--profile-steps {a}:{b} reaches past the run's last step ({last_step}): "
-                               f"end it at {last_step + 1} or less, or train for more steps")
+                raise BadInput(
+                    f"--profile-steps {a}:{b} reaches past the run's last step ({last_step}): "
+                    f"end it at {last_step + 1} or less, or train for more steps"
+                )
             if a <= first_step:
-                raise BadInput(f"--profile-steps {a}:{b} starts at or before step {first_step}, where this run "
-                               f"resumes: start it at {first_step + 1} or later")
+                raise BadInput(
+                    f"--profile-steps {a}:{b} starts at or before step {first_step}, where this "
+                    "run "
+                    f"resumes: start it at {first_step + 1} or later"
+                )
         self.memory_last = first_step + args.memory_snapshot if args.memory_snapshot else 0
         self.cuda = placement.device.type == "cuda"
         self._prof: Any = None  # torch.profiler.profile, only from step A to the write after B-1
@@ -83,7 +97,8 @@ class StepProfiler:
             self._recording_memory = True
 
     def step(self, k: int) -> ContextManager[None]:
-        """Around optimizer step ``k`` (1-based): a ``ProfilerStep#k`` range inside the window, nothing outside."""
+        """Around optimizer step ``k`` (1-based): a ``ProfilerStep#k`` range inside the window,
+        nothing outside."""
         if self.window is not None and self.window[0] <= k < self.window[1]:
             return self._profiled_step(k)
         return NULL
@@ -95,11 +110,15 @@ class StepProfiler:
         return self._cuda_range(name) if self.cuda else record_function(name)
 
     def due(self, k: int) -> bool:
-        """Has step ``k`` ended the window or the memory history, so that ``write()`` must run now?"""
-        return (self.window is not None and k == self.window[1] - 1) or (self._recording_memory and k >= self.memory_last)
+        """Has step ``k`` ended the window or the memory history, so that ``write()`` must run
+        now?"""
+        return (self.window is not None and k == self.window[1] - 1) or (
+            self._recording_memory and k >= self.memory_last
+        )
 
     def write(self) -> None:
-        """Trace and breakdown after the window (a collective in DDP: every rank calls it); the memory snapshot."""
+        """Trace and breakdown after the window (a collective in DDP: every rank calls it); the
+        memory snapshot."""
         if self._prof is not None:
             prof, self._prof = self._prof, None
             prof.stop()
@@ -108,11 +127,14 @@ class StepProfiler:
             self._dump_memory()
 
     def close(self) -> None:
-        """At the end of the run: drop a window a stop cut short; dump memory history of a short run."""
+        """At the end of the run: drop a window a stop cut short; dump memory history of a short
+        run."""
         if self._prof is not None:
             self._prof.stop()
             self._prof = None
-            log.warning("the run stopped inside --profile-steps %d:%d: no profile written", *self.window)
+            log.warning(
+                "the run stopped inside --profile-steps %d:%d: no profile written", *self.window
+            )
         if self._recording_memory:
             self._dump_memory()
 
@@ -143,20 +165,32 @@ class StepProfiler:
         trace, mine = self._export(prof), None
         try:
             mine = breakdown.rank_figures(trace, self.p.rank) if trace is not None else None
-        except (KeyError, TypeError, ValueError) as e:  # a trace layout we do not know must not stop training
+        # a trace layout we do not know must not stop training
+        except (KeyError, TypeError, ValueError) as e:
             log.warning("--profile-steps: rank %d could not read its trace (%r)", self.p.rank, e)
-        parts = gather_objects(mine)  # every rank gets here, so a rank without figures cannot hang the others
+        # every rank gets here, so a rank without figures cannot hang the others
+        parts = gather_objects(mine)
         ranks = [part for part in parts if part is not None]
         if not ranks:
             log.warning("--profile-steps: no rank has a usable trace; no breakdown written")
             return
         if self.p.is_main:
-            data = breakdown.combine(self.window, ranks, device=self.p.device.type,
-                                     effective_mode=self.p.effective_mode, world_size=self.p.world_size,
-                                     note=fallback_note(self.p))
+            data = breakdown.combine(
+                self.window,
+                ranks,
+                device=self.p.device.type,
+                effective_mode=self.p.effective_mode,
+                world_size=self.p.world_size,
+                note=fallback_note(self.p),
+            )
             write_json_atomic(self.dir / "breakdown.json", data)
-            log.info("profile of steps %d-%d: %.1f ms a step, written to %s", self.window[0], self.window[1] - 1,
-                     data["step_ms"], self.dir)
+            log.info(
+                "profile of steps %d-%d: %.1f ms a step, written to %s",
+                self.window[0],
+                self.window[1] - 1,
+                data["step_ms"],
+                self.dir,
+            )
         self.written["breakdown"] = "profile/breakdown.json"
 
     def _export(self, prof: Any) -> dict[str, Any] | None:
@@ -186,6 +220,7 @@ class StepProfiler:
         path = self.dir / f"memory_snapshot_rank{self.p.rank}.pickle"
         torch.cuda.memory._dump_snapshot(str(path))
         torch.cuda.memory._record_memory_history(enabled=None)
-        self.written["memory_snapshots"] = [f"profile/memory_snapshot_rank{r}.pickle"
-                                            for r in range(self.p.world_size)]
+        self.written["memory_snapshots"] = [
+            f"profile/memory_snapshot_rank{r}.pickle" for r in range(self.p.world_size)
+        ]
         log.info("CUDA memory history written to %s (open it at pytorch.org/memory_viz)", path)

@@ -6,11 +6,12 @@ the only one) into ``{"median", "ci_low", "ci_high", "windows"}``. The
 interval is the distribution-free one of order statistics: between the k-th
 smallest and the k-th largest window, k the largest rank whose two-sided
 binomial tail (p = 1/2) stays under 5%; with too few windows it is the whole
-range. It is the same arithmetic as ``lab.views.spread`` (median_spread of
+range. It is the same arithmetic as ``lab.views.compare.spread`` (median_spread of
 steady_windows), written again because the trainer never imports the lab;
 tests/test_train_throughput.py checks that both give the same figures on a
 real run's own events.
 """
+
 from __future__ import annotations
 
 import math

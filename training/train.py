@@ -1,22 +1,19 @@
 """``python -m training.train``: check the inputs, set up the mode, run the loop, write the summary.
 
-Owns the trainer's entry point and its order of events (docs/contracts.md
-section 1). Every check runs before anything is written: a refused run prints
-one ``error: ...`` line on stderr, exits 2 and leaves the run folder as it
-found it. Then the process group starts (DDP), the model is seeded and built
-(same seed, same weights in every mode), and ``training.loop.Loop`` trains.
-Rank 0 writes ``summary.json`` at the end, with ``throughput``: the median
-of the steady logging windows and its 95% interval (``training.throughput``). ``--amp`` means fp16 autocast with
-a GradScaler on CUDA and bf16 autocast (no scaler) on CPU; summary.json says
-which in ``amp_dtype`` and counts the steps the scaler skipped in
-``amp_skipped_steps``. SIGTERM during the loop stops it after the current
-step (DDP: after the step all ranks agree on; exit 143, no checkpoint,
-``"completed": false``); during set-up, or a second SIGTERM over
-``REPEAT_GRACE_S`` after the first, exits at once with 143. SIGUSR1 prints
-every thread's stack to stderr (``training.debug``, installed before torch
-loads); ``--stop-on-nan`` ends a diverged run with exit 3. Tested by tests/test_train_run.py,
-tests/test_train_cli.py and tests/test_train_ddp.py (real processes).
-"""
+Owns the trainer's entry point and its order of events (docs/contracts.md section 1). Every check
+runs before anything is written: a refused run prints one ``error: ...`` line on stderr, exits 2 and
+leaves the run folder as it found it. Then the process group starts (DDP), the model is seeded and
+built (same seed, same weights in every mode), and ``training.loop.Loop`` trains. Rank 0 writes
+``summary.json`` at the end, with ``throughput``: the median of the steady logging windows and its
+95% interval (``training.throughput``). ``--amp`` means fp16 autocast with a GradScaler on CUDA and
+bf16 autocast (no scaler) on CPU; summary.json says which in ``amp_dtype`` and counts the steps the
+scaler skipped in ``amp_skipped_steps``. SIGTERM during the loop stops it after the current step
+(DDP: after the step all ranks agree on; exit 143, no checkpoint, ``"completed": false``); during
+set-up, or a second SIGTERM over ``REPEAT_GRACE_S`` after the first, exits at once with 143. SIGUSR1
+prints every thread's stack to stderr (``training.debug``, installed before torch loads);
+``--stop-on-nan`` ends a diverged run with exit 3. Tested by tests/test_train_run.py,
+tests/test_train_cli.py and tests/test_train_ddp.py (real processes)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,7 +29,8 @@ from typing import Any, Sequence
 
 from training.debug import NAN_EXIT, NonFiniteLoss, enable_stack_dumps
 
-enable_stack_dumps()  # first, before torch loads: the lab may ask a rank stuck at start-up for its stack
+# first, before torch loads: the lab may ask a rank stuck at start-up for its stack
+enable_stack_dumps()
 
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
@@ -40,7 +38,8 @@ from training.cli import BadInput, parse_args  # noqa: E402
 
 log = logging.getLogger("training")
 SIGTERM_EXIT = 143
-# A stop of a DDP job signals each rank twice at once: the supervisor's SIGTERM to the process group, then
+# A stop of a DDP job signals each rank twice at once: the supervisor's SIGTERM to the process
+# group, then
 # torchrun's agent forwarding its own. Only a repeat after this long is someone insisting.
 REPEAT_GRACE_S = 3.0
 
@@ -67,13 +66,19 @@ def _check_log_dir(log_dir: Path) -> None:
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not os.access(ancestor, os.W_OK):
-        raise BadInput(f"--log-dir {log_dir}: {ancestor} is not writable; pick a folder you can write to")
+        raise BadInput(
+            f"--log-dir {log_dir}: {ancestor} is not writable; pick a folder you can write to"
+        )
 
 
 def _setup_logging(rank: int, ddp: bool) -> None:
     prefix = f"[rank {rank}] " if ddp else ""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s {prefix}%(levelname)s %(message)s", force=True)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format=f"%(asctime)s {prefix}%(levelname)s %(message)s",
+        force=True,
+    )
 
 
 def _device_order(name: str) -> tuple:
@@ -102,16 +107,21 @@ def _prepare(argv: Sequence[str] | None):
     per_rank_images = len(bundle.train) // placement.world_size
     per_rank_batch = split_batch(args.batch_size, placement.world_size, "ranks")
     if per_rank_images < per_rank_batch:
-        raise BadInput(f"{bundle.name} has {len(bundle.train)} training images, fewer than one batch of "
-                       f"{args.batch_size}: use --batch-size {per_rank_images * placement.world_size} or less")
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0  # torchrun --max-restarts
+        raise BadInput(
+            f"{bundle.name} has {len(bundle.train)} training images, fewer than one batch of "
+            f"{args.batch_size}: use --batch-size {per_rank_images * placement.world_size} or less"
+        )
+    # torchrun --max-restarts
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0
     path = checkpoint.resolve(args.resume, log_dir, restarted)
     state = checkpoint.load(path) if path else None
     check_free_memory(placement)
     return args, log_dir, placement, bundle, state, path
 
 
-def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: dict[str, float]) -> dict[str, Any]:
+def _summary(
+    args, placement, loop, out, started_at: str, wall_s: float, peak: dict[str, float]
+) -> dict[str, Any]:
     import torch
 
     from training.throughput import window_spread
@@ -119,24 +129,41 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
     g = args.batch_size
     steady_steps = out.steps_this_run - out.steady_excluded_steps
     summary = {
-        "config": vars(args), "mode": args.mode, "effective_mode": placement.effective_mode,
+        "config": vars(args),
+        "mode": args.mode,
+        "effective_mode": placement.effective_mode,
         "effective_mode_reason": placement.effective_mode_reason,
-        "world_size": placement.world_size, "nnodes": placement.nnodes, "backend": placement.backend,
+        "world_size": placement.world_size,
+        "nnodes": placement.nnodes,
+        "backend": placement.backend,
         "devices": sorted(peak, key=_device_order) or placement.device_names,
-        "global_batch": g, "per_device_batch": placement.per_device_batch,
-        "steps": out.steps, "epochs_completed": loop.start_epoch + out.epochs_completed,
-        "samples_seen": out.steps * g, "wall_time_s": wall_s,
-        "throughput_samples_per_sec": out.steps_this_run * g / out.train_time_s if out.train_time_s > 0 else None,
-        "steady_throughput_samples_per_sec": steady_steps * g / out.steady_time_s if out.steady_time_s > 0 and steady_steps > 0 else None,
+        "global_batch": g,
+        "per_device_batch": placement.per_device_batch,
+        "steps": out.steps,
+        "epochs_completed": loop.start_epoch + out.epochs_completed,
+        "samples_seen": out.steps * g,
+        "wall_time_s": wall_s,
+        "throughput_samples_per_sec": out.steps_this_run * g / out.train_time_s
+        if out.train_time_s > 0
+        else None,
+        "steady_throughput_samples_per_sec": steady_steps * g / out.steady_time_s
+        if out.steady_time_s > 0 and steady_steps > 0
+        else None,
         "steady_excluded_steps": out.steady_excluded_steps,
         "throughput": window_spread(loop.rec.rate_windows),
         "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
-        "final": out.final, "peak_mem_mib": peak,
+        "final": out.final,
+        "peak_mem_mib": peak,
         "amp": bool(args.amp),
-        "amp_dtype": (("float16" if placement.device.type == "cuda" else "bfloat16") if args.amp else None),
+        "amp_dtype": (
+            ("float16" if placement.device.type == "cuda" else "bfloat16") if args.amp else None
+        ),
         "amp_skipped_steps": out.amp_skipped_steps,
-        "torch_version": torch.__version__, "hostname": socket.gethostname(),
-        "started_at": started_at, "ended_at": _now(), "completed": not out.stopped,
+        "torch_version": torch.__version__,
+        "hostname": socket.gethostname(),
+        "started_at": started_at,
+        "ended_at": _now(),
+        "completed": not out.stopped,
     }
     if loop.prof.written:  # only when profiling ran: profile/breakdown.json, memory snapshots
         summary["profile"] = dict(loop.prof.written)
@@ -144,7 +171,8 @@ def _summary(args, placement, loop, out, started_at: str, wall_s: float, peak: d
 
 
 def _set_up(argv: Sequence[str] | None):
-    """Checks, the process group, the seeded model and the loop; ``BadInput`` before anything is written."""
+    """Checks, the process group, the seeded model and the loop; ``BadInput`` before anything is
+    written."""
     args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
     import torch
 
@@ -163,21 +191,37 @@ def _set_up(argv: Sequence[str] | None):
 
 def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, loop) -> None:
     if placement.effective_mode_reason:
-        log.warning("--mode dp has nothing to split: %s; training on %s",
-                    placement.effective_mode_reason, placement.device)
+        log.warning(
+            "--mode dp has nothing to split: %s; training on %s",
+            placement.effective_mode_reason,
+            placement.device,
+        )
     if args.resume == "auto" and ckpt_path is None:
         log.info("--resume auto: no checkpoint in %s, starting fresh", log_dir / "checkpoints")
     if ckpt_path is not None:
-        log.info("resumed from %s at step %d (epoch %d, %d steps into it)", ckpt_path, loop.step,
-                 loop.start_epoch, loop.skip_batches)
-    log.info("%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
-             placement.effective_mode, placement.device, placement.world_size, args.batch_size,
-             placement.per_device_batch, loop.total_steps, bundle.name)
+        log.info(
+            "resumed from %s at step %d (epoch %d, %d steps into it)",
+            ckpt_path,
+            loop.step,
+            loop.start_epoch,
+            loop.skip_batches,
+        )
+    log.info(
+        "%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
+        placement.effective_mode,
+        placement.device,
+        placement.world_size,
+        args.batch_size,
+        placement.per_device_batch,
+        loop.total_steps,
+        bundle.name,
+    )
 
 
 @record
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the trainer; return the process exit code (0, 2, 3 on a NaN loss with --stop-on-nan, or 143)."""
+    """Run the trainer; return the process exit code (0, 2, 3 on a NaN loss with --stop-on-nan, or
+    143)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args, log_dir, placement, bundle, ckpt_path, recorder, loop = _set_up(argv)
@@ -194,23 +238,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     _Stop.in_loop = True
     try:
         out = loop.run()
-    except NonFiniteLoss as e:  # every rank sees the same global loss: all leave here, no collective after
+    # every rank sees the same global loss: all leave here, no collective after
+    except NonFiniteLoss as e:
         print(f"error: {e}", file=sys.stderr)
         recorder.close()
         return NAN_EXIT
     except Exception:
-        if _Stop.requested:  # a peer that stopped first broke a collective: that is the stop, not a crash
+        # a peer that stopped first broke a collective: that is the stop, not a crash
+        if _Stop.requested:
             log.warning("stopped by SIGTERM during a collective")
             return SIGTERM_EXIT
         raise
     _Stop.in_loop = False
     if out.stopped:
         # No collectives past this point: the other ranks are stopping too, maybe already gone.
-        log.warning("SIGTERM: stopped after step %d without a checkpoint%s", out.steps,
-                    "" if _Stop.requested else " (another rank was asked to stop)")
+        log.warning(
+            "SIGTERM: stopped after step %d without a checkpoint%s",
+            out.steps,
+            "" if _Stop.requested else " (another rank was asked to stop)",
+        )
         local = {d: v["peak"] for d, v in local_memory_mib(placement).items()}
-        recorder.summary(_summary(args, placement, loop, out, started_at, time.perf_counter() - t0,
-                                  loop.peak_mem or local))
+        recorder.summary(
+            _summary(
+                args,
+                placement,
+                loop,
+                out,
+                started_at,
+                time.perf_counter() - t0,
+                loop.peak_mem or local,
+            )
+        )
         recorder.close()
         return SIGTERM_EXIT
     peak = {d: v["peak"] for d, v in gathered_memory_mib(placement).items()}
@@ -218,10 +276,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     recorder.summary(summary)
     recorder.close()
     if placement.is_main:
-        sps = summary["steady_throughput_samples_per_sec"] or summary["throughput_samples_per_sec"] or 0.0
+        sps = (
+            summary["steady_throughput_samples_per_sec"]
+            or summary["throughput_samples_per_sec"]
+            or 0.0
+        )
         val_acc = out.final.get("val_acc")
-        log.info("done: %d steps, %.0f samples/s steady, val acc %s", out.steps, sps,
-                 "n/a" if val_acc is None else f"{val_acc:.3f}")
+        log.info(
+            "done: %d steps, %.0f samples/s steady, val acc %s",
+            out.steps,
+            sps,
+            "n/a" if val_acc is None else f"{val_acc:.3f}",
+        )
     barrier_then_destroy()
     return 0
 

@@ -1,14 +1,12 @@
 """What several pages need from Streamlit: the cached event readers and the grid of line charts.
 
-One ``lab.events.LogdirReader`` per folder, kept by ``st.cache_resource`` for
-every page, session and rerun (the Live and Compare pages read a run folder
-and a script's linked folders, each with its own reader, as
-``lab.views.runscalars.folder_scalars`` does; the Logs page any folder of
-event files): a refresh then reads only what was written since the last one. ``chart_grid`` draws ``lab.views`` chart specs
-two to a row, as the Live and Logs pages show them. Tested by
-tests/test_ui.py and, on the pages, tests/test_app_pages.py and
-tests/test_app_compare.py.
-"""
+One ``lab.events.LogdirReader`` per folder, kept by ``st.cache_resource`` for every page, session
+and rerun (the Live and Compare pages read a run folder and a script's linked folders, each with its
+own reader, as ``lab.views.runscalars.folder_scalars`` does; the Logs page any folder of event
+files): a refresh then reads only what was written since the last one. ``chart_grid`` draws
+``lab.views`` chart specs two to a row, as the Live and Logs pages show them. Tested by
+tests/test_ui.py and, on the pages, tests/test_app_pages.py and tests/test_app_compare.py."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,7 +30,8 @@ def event_reader(path: str) -> LogdirReader:
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def hparams_reader(path: str) -> HparamsReader:
-    """The Logs page's incremental reader of the hyperparameters (hparams plugin records) under ``path``.
+    """The Logs page's incremental reader of the hyperparameters (hparams plugin records) under
+    ``path``.
 
     Kept like ``event_reader``: one per folder, shared by sessions (it locks itself).
     """
@@ -40,7 +39,8 @@ def hparams_reader(path: str) -> HparamsReader:
 
 
 def chart_grid(specs: Sequence[ChartSpec], key: str, *, titles_above: bool = False) -> None:
-    """The charts two to a row; ``titles_above`` puts each title over its figure (long legends cover it)."""
+    """The charts two to a row; ``titles_above`` puts each title over its figure (long legends cover
+    it)."""
     cols = st.columns(2)
     for i, spec in enumerate(specs):
         with cols[i % 2]:

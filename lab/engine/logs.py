@@ -7,6 +7,7 @@ RUN_DIR/logs/<job>/attempt_<n>/<local rank>/ (``rank_dirs`` finds them, for
 ``diagnose`` too). ``tail`` and ``follow`` read these without ever loading a
 whole large file. Tested by tests/test_engine_registry.py.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,7 +53,9 @@ def _attempt(d: Path) -> int:
 
 def rank_dirs(run_dir: Path | str) -> dict[int, Path]:
     """local rank -> its log folder (logs/<job>/attempt_<n>/<rank>/); the latest attempt wins."""
-    found = [d for d in Path(run_dir, LOGS_DIR).glob("*/attempt_*/*") if d.is_dir() and d.name.isdigit()]
+    found = [
+        d for d in Path(run_dir, LOGS_DIR).glob("*/attempt_*/*") if d.is_dir() and d.name.isdigit()
+    ]
     found.sort(key=lambda d: (_attempt(d.parent), str(d)))
     return {int(d.name): d for d in found}
 
@@ -69,7 +72,11 @@ def tail(run_dir: Path | str, lines: int = 200, rank: int | None = None) -> str:
         return "\n".join(_tail_text(run_dir / STDOUT_LOG, lines))
     # the combined log keeps stdout and stderr of a rank in their real order
     wanted = f"[default{int(rank)}]:"
-    mine = [ln[len(wanted):] for ln in _tail_text(run_dir / STDOUT_LOG, lines * 8) if ln.startswith(wanted)]
+    mine = [
+        ln[len(wanted) :]
+        for ln in _tail_text(run_dir / STDOUT_LOG, lines * 8)
+        if ln.startswith(wanted)
+    ]
     if mine:
         return "\n".join(mine[-lines:])
     d = rank_dirs(run_dir).get(int(rank))
@@ -79,8 +86,9 @@ def tail(run_dir: Path | str, lines: int = 200, rank: int | None = None) -> str:
     return "\n".join(both[-lines:])
 
 
-def follow(run_dir: Path | str, rank: int | None = None, poll_s: float = 0.5,
-           start_lines: int = 20) -> Iterator[str]:
+def follow(
+    run_dir: Path | str, rank: int | None = None, poll_s: float = 0.5, start_lines: int = 20
+) -> Iterator[str]:
     """Yield the last ``start_lines`` lines, then each new line, until the run is over."""
     run_dir = Path(run_dir)
     path = run_dir / STDOUT_LOG
@@ -105,7 +113,7 @@ def follow(run_dir: Path | str, rank: int | None = None, poll_s: float = 0.5,
             if wanted is None:
                 yield ln
             elif ln.startswith(wanted):
-                yield ln[len(wanted):]
+                yield ln[len(wanted) :]
         if done and not data:
             if buf:
                 yield buf.decode("utf-8", "replace")

@@ -11,6 +11,7 @@ uses (``TreeMeter``), the machine's CPU record, how to end a tree for sure
 Tested by tests/test_engine_procs.py (and the real runs of tests/test_engine_runs.py
 and tests/test_health_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,7 +64,8 @@ def alive(pid: int | None, ct: float | None = None) -> bool:
 
 def _kids(pid: int) -> list[int] | None:
     """Children of ``pid`` from /proc/<pid>/task/*/children (Linux); None where that file is missing
-    (psutil's ``children()`` reads every process on the machine; the supervisor walks its tree every second)."""
+    (psutil's ``children()`` reads every process on the machine; the supervisor walks its tree every
+    second)."""
     out: list[int] = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -71,7 +73,8 @@ def _kids(pid: int) -> list[int] | None:
                 out += [int(x) for x in f.read().split()]
     except FileNotFoundError:
         if os.path.isdir(f"/proc/{pid}/task"):
-            return None  # the kernel lacks CONFIG_PROC_CHILDREN (a thread ending is too rare to matter)
+            # the kernel lacks CONFIG_PROC_CHILDREN (a thread ending is too rare to matter)
+            return None
         return out  # the process ended meanwhile
     except (OSError, ValueError):
         return None
@@ -127,12 +130,14 @@ def _signal_group(pgid: int | None, sig: int) -> None:
         os.killpg(int(pgid), sig)
 
 
-def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], grace_s: float = 5.0) -> list[int]:
+def end_tree(
+    members: Iterable[Iterable[float]], pgids: Iterable[int | None], grace_s: float = 5.0
+) -> list[int]:
     """End every recorded process (and any descendant) of a run; return pids still alive.
 
-    SIGTERM to the groups and each member, SIGKILL after ``grace_s`` (a rank stuck in a collective ignores
-    SIGTERM). Descendants are collected first: once a parent dies its re-parented children are lost to us.
-    """
+    SIGTERM to the groups and each member, SIGKILL after ``grace_s`` (a rank stuck in a collective
+    ignores SIGTERM). Descendants are collected first: once a parent dies its re-parented children
+    are lost to us."""
     procs = {p.pid: p for p in _live(members)}
     for p in list(procs.values()):
         with contextlib.suppress(psutil.Error):
@@ -163,8 +168,9 @@ def end_tree(members: Iterable[Iterable[float]], pgids: Iterable[int | None], gr
 
 
 def _wait_gone(ps: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """Poll until every process is gone or a zombie; return those still running (not psutil.wait_procs:
-    an orphaned zombie whose reaper is slow, or absent in some containers, would wait out the timeout)."""
+    """Poll until every process is gone or a zombie; return those still running (not
+    psutil.wait_procs: an orphaned zombie whose reaper is slow, or absent in some containers, would
+    wait out the timeout)."""
     end = time.monotonic() + max(0.0, timeout_s)
     while True:
         ps = [p for p in ps if _is_running(p)]
@@ -201,8 +207,9 @@ def end_recorded(status: dict, grace_s: float = 5.0) -> list[int]:
 
 
 def rank_pids(procs: Iterable[psutil.Process]) -> dict[int, int]:
-    """local rank -> pid of each torchrun worker among ``procs`` (``LOCAL_RANK`` in its environment); the
-    oldest per rank, since its DataLoader workers inherit the variable. Empty where none can be read."""
+    """local rank -> pid of each torchrun worker among ``procs`` (``LOCAL_RANK`` in its
+    environment); the oldest per rank, since its DataLoader workers inherit the variable. Empty
+    where none can be read."""
     found: dict[int, tuple[float, int]] = {}
     for p in procs:
         with contextlib.suppress(psutil.Error, ValueError, KeyError):
@@ -226,8 +233,9 @@ def lineage(pid: int) -> list[int]:
 
 
 class TreeMeter:
-    """CPU percent and RSS summed over a process tree, one reading per ``read`` (the ``Process`` objects are
-    kept between readings: psutil's ``cpu_percent`` measures since the previous call on the same object)."""
+    """CPU percent and RSS summed over a process tree, one reading per ``read`` (the ``Process``
+    objects are kept between readings: psutil's ``cpu_percent`` measures since the previous call on
+    the same object)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[int, float], psutil.Process] = {}
@@ -251,7 +259,8 @@ class TreeMeter:
 
 
 def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[tuple[int, float], float]:
-    """User + system CPU seconds of each process and of this one, by (pid, create time); gone ones left out."""
+    """User + system CPU seconds of each process and of this one, by (pid, create time); gone ones
+    left out."""
     out = {}
     for p in [*procs, psutil.Process()]:
         try:
@@ -263,9 +272,16 @@ def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[tuple[int, float], floa
 
 
 def machine_cpu_s() -> tuple[float, int]:
-    """(seconds all CPUs spent busy since boot, logical CPUs); guest time is already in user time."""
+    """(seconds all CPUs spent busy since boot, logical CPUs); guest time is already in user
+    time."""
     t = psutil.cpu_times()
-    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    busy = (
+        sum(t)
+        - t.idle
+        - getattr(t, "iowait", 0.0)
+        - getattr(t, "guest", 0.0)
+        - getattr(t, "guest_nice", 0.0)
+    )
     return busy, psutil.cpu_count() or 1
 
 
@@ -297,4 +313,5 @@ def cpu_record() -> CpuRecord:
     )
 
 
-psutil.cpu_percent(interval=None, percpu=True)  # prime: the first reading after import is meaningless
+# prime: the first reading after import is meaningless
+psutil.cpu_percent(interval=None, percpu=True)

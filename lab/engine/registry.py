@@ -1,23 +1,20 @@
 """The list of runs on disk, reconciled with the processes that are really alive.
 
-``list_runs`` reads each run folder (run.json, status.json, progress.json,
-summary.json; a missing or half-written file counts as absent, so listing
-never hangs or raises on a folder being written). A run that says it is
-queued/starting/running but whose supervisor is gone (dead, a zombie, or its
-pid reused by another process: the create time differs) is reported ``lost``:
-computed on every read, never written (a listing writes nothing; whoever ends
-such a run records its end, e.g. ``launcher.stop``). A record also says where
-the run went (``backend``) and, for a Slurm run, its job as its watcher last
-saw it (``slurm``: job_id, state, reason, nodes). ``delete_run`` refuses a
-live run and checks the id first. ``process_owner`` tells which run a process
-belongs to, ``gpu_users`` which runs chose a GPU (for the GPU process list of
-``devices.snapshot``). A record says its ``kind`` (the trainer's or a user's
-script) and ``events_dirs`` (the folders of its curves, as the supervisor
-linked them), its ``health`` findings and torchrun ``restarts`` (status.json),
-and the resume links: ``resumed_from`` (the supervisor's, from run.json) and
-``resumed_by`` (computed on read from the other runs' run.json). Tested by tests/test_engine_registry.py (``gpu_users`` by
-tests/test_devices_limits.py).
-"""
+``list_runs`` reads each run folder (run.json, status.json, progress.json, summary.json; a missing
+or half-written file counts as absent, so listing never hangs or raises on a folder being written).
+A run that says it is queued/starting/running but whose supervisor is gone (dead, a zombie, or its
+pid reused by another process: the create time differs) is reported ``lost``: computed on every
+read, never written (a listing writes nothing; whoever ends such a run records its end, e.g.
+``launcher.stop``). A record also says where the run went (``backend``) and, for a Slurm run, its
+job as its watcher last saw it (``slurm``: job_id, state, reason, nodes). ``delete_run`` refuses a
+live run and checks the id first. ``process_owner`` tells which run a process belongs to,
+``gpu_users`` which runs chose a GPU (for the GPU process list of ``devices.snapshot``). A record
+says its ``kind`` (the trainer's or a user's script) and ``events_dirs`` (the folders of its curves,
+as the supervisor linked them), its ``health`` findings and torchrun ``restarts`` (status.json), and
+the resume links: ``resumed_from`` (the supervisor's, from run.json) and ``resumed_by`` (computed on
+read from the other runs' run.json). Tested by tests/test_engine_registry.py (``gpu_users`` by
+tests/test_devices_limits.py)."""
+
 from __future__ import annotations
 
 import os
@@ -27,9 +24,24 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lab.engine import procs
-from lab.runfolder import (HAS_PROCESSES, LIVE_STATES, LOST, PROGRESS_JSON, QUEUED, RUN_JSON, STATUS_JSON,
-                           SUCCEEDED, SUMMARY_JSON, TB_DIR, TRAINER, age_s, check_run_id, is_live, read_json,
-                           root_or_default)
+from lab.runfolder import (
+    HAS_PROCESSES,
+    LIVE_STATES,
+    LOST,
+    PROGRESS_JSON,
+    QUEUED,
+    RUN_JSON,
+    STATUS_JSON,
+    SUCCEEDED,
+    SUMMARY_JSON,
+    TB_DIR,
+    TRAINER,
+    age_s,
+    check_run_id,
+    is_live,
+    read_json,
+    root_or_default,
+)
 
 # a run is queued from the moment run.json is written until its supervisor
 # records a pid; only after this long without one is the run considered lost
@@ -63,8 +75,10 @@ class RunRecord:
     events_dirs: list[str] = field(default_factory=list)  # absolute folders of the run's curves
     backend: str = "local"
     slurm: dict | None = None  # a Slurm run's job: {"job_id", "state", "reason", "nodes"}
-    health: list[dict] = field(default_factory=list)  # the supervisor's findings (lab.engine.health)
-    restarts: list[dict] = field(default_factory=list)  # torchrun's restarts (lab.engine.restarts)
+    # the supervisor's findings (lab.engine.health.rules)
+    health: list[dict] = field(default_factory=list)
+    # torchrun's restarts (lab.engine.supervise.restarts)
+    restarts: list[dict] = field(default_factory=list)
     resumed_from: str | None = None  # the run whose checkpoint this one started from
     resumed_by: list[str] = field(default_factory=list)  # runs resumed from this one: found on read
 
@@ -80,7 +94,8 @@ def _supervisor_gone(st: dict) -> bool:
 
 
 def _reconcile(run_dir: Path, st: dict) -> dict:
-    """``st``, or a copy saying ``lost`` when it claims to be live but its supervisor is gone. Writes nothing."""
+    """``st``, or a copy saying ``lost`` when it claims to be live but its supervisor is gone.
+    Writes nothing."""
     if not is_live(st.get("state")) or not _supervisor_gone(st):
         return st
     fresh = read_json(run_dir / STATUS_JSON) or st  # it may have finished between our reads
@@ -91,8 +106,8 @@ def _reconcile(run_dir: Path, st: dict) -> dict:
 
 def status(run_dir: Path | str) -> dict:
     """A run's status.json as the registry sees it: with ``lost`` computed, and the state a folder
-    without status.json implies (``queued`` when run.json is there; a trainer run made by hand,
-    with only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
+    without status.json implies (``queued`` when run.json is there; a trainer run made by hand, with
+    only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
     run_dir = Path(run_dir)
     st = read_json(run_dir / STATUS_JSON)
     if st is None:
@@ -100,7 +115,8 @@ def status(run_dir: Path | str) -> dict:
         summary = read_json(run_dir / SUMMARY_JSON)
         if run is not None:  # queued until its supervisor writes status.json
             st = {"state": QUEUED, "updated_at": run.get("created_at")}
-        elif summary is not None:  # python -m training.train --log-dir by hand: only the trainer's files
+        # python -m training.train --log-dir by hand: only the trainer's files
+        elif summary is not None:
             st = {"state": SUCCEEDED if summary.get("completed") else "unknown"}
         else:
             return {}
@@ -114,7 +130,11 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
     run = read_json(run_dir / RUN_JSON) or {}
     health = st.get("health")
     summary = read_json(run_dir / SUMMARY_JSON)
-    cfg = run.get("config") if isinstance(run.get("config"), dict) else (summary or {}).get("config") or {}
+    cfg = (
+        run.get("config")
+        if isinstance(run.get("config"), dict)
+        else (summary or {}).get("config") or {}
+    )
     return RunRecord(
         run_id=run_dir.name,
         run_dir=str(run_dir),
@@ -140,14 +160,18 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
 
 
 def _resumed_by(run_dir: Path) -> list[str]:
-    """The runs whose run.json says they resumed from ``run_dir``'s run: the link back, computed on read
-    (the new run records it; the old run's status.json keeps its one writer)."""
-    return sorted(d.name for d in _run_dirs(run_dir.parent)
-                  if (read_json(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name)
+    """The runs whose run.json says they resumed from ``run_dir``'s run: the link back, computed on
+    read (the new run records it; the old run's status.json keeps its one writer)."""
+    return sorted(
+        d.name
+        for d in _run_dirs(run_dir.parent)
+        if (read_json(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name
+    )
 
 
 def _events_dirs(run_dir: Path, st: dict, run: dict) -> list[str]:
-    """status.json's ``events_dirs``; a run from before it was recorded: its tb/ when the trainer wrote one."""
+    """status.json's ``events_dirs``; a run from before it was recorded: its tb/ when the trainer
+    wrote one."""
     if isinstance(st.get("events_dirs"), list):
         return [str(d) for d in st["events_dirs"]]
     if (run.get("kind") or TRAINER) == TRAINER and (run_dir / TB_DIR).is_dir():
@@ -189,7 +213,9 @@ def get_run(run_id: str, root: Path | None = None) -> RunRecord:
     run_dir = root / check_run_id(run_id)
     rec = _record(run_dir) if run_dir.is_dir() else None
     if rec is None:
-        raise RunNotFound(f"no run {run_id!r} in {root}: see `python -m lab status` for the run ids")
+        raise RunNotFound(
+            f"no run {run_id!r} in {root}: see `python -m lab status` for the run ids"
+        )
     return rec
 
 
@@ -198,17 +224,23 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
-    from lab.engine.slurm_states import STATE_MAP  # it imports diagnose, which imports this module through logs
+    # it imports diagnose, which imports this module through logs
+    from lab.engine.slurm.states import STATE_MAP
 
     st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
-    job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES  # a Slurm job, last seen
+    # a Slurm job, last seen
+    job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES
     if rec.state == LOST and (procs.alive(st.get("pid"), st.get("pid_ct")) or job_live):
-        raise RunIsLive(f"run {run_id} is lost but its training processes still run: stop it first (python -m lab stop {run_id})")
+        raise RunIsLive(
+            f"run {run_id} is lost but its training processes still run: stop it first (python -m "
+            f"lab stop {run_id})"
+        )
     shutil.rmtree(rec.run_dir)
 
 
 def run_pids(root: Path | None = None) -> dict[int, str]:
-    """pid -> run_id for every pid recorded by a run that has processes (supervisor, training root, tree)."""
+    """pid -> run_id for every pid recorded by a run that has processes (supervisor, training root,
+    tree)."""
     out: dict[int, str] = {}
     for run_dir in _run_dirs(root_or_default(root)):
         st = read_json(run_dir / STATUS_JSON)
@@ -235,6 +267,7 @@ def process_owner(root: Path | None = None) -> Callable[[int], str | None]:
         if pids is None:
             pids = run_pids(root)
         return next((pids[p] for p in procs.lineage(pid) if p in pids), None)
+
     return owner
 
 
@@ -254,7 +287,10 @@ def gpu_users(root: Path | None = None) -> Callable[[int], tuple[str, ...]]:
             for run_dir in _run_dirs(root_or_default(root)):
                 if (read_json(run_dir / STATUS_JSON) or {}).get("state") not in HAS_PROCESSES:
                     continue
-                for g in ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("gpus") or ():
+                for g in ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get(
+                    "gpus"
+                ) or ():
                     by_gpu[int(g)] = by_gpu.get(int(g), ()) + (run_dir.name,)
         return by_gpu.get(index, ())
+
     return users

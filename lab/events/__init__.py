@@ -12,6 +12,7 @@ lab scalars`` command. The
 reader's API is re-exported here, so callers write
 ``from lab.events import LogdirReader``. Tested by tests/test_events_*.py.
 """
+
 from __future__ import annotations
 
 from lab.events.columns import Series

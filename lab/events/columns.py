@@ -7,6 +7,7 @@ refresh appends in amortised O(new points)). Buffers are never rewritten
 where a handed-out snapshot can see them, so a Series never changes.
 Tested by tests/test_events_incremental.py (growth, snapshots, merging ranks).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ decoded: their fields are skipped by length. Tested by
 tests/test_events_decoder.py (against the protobuf path on random events) and
 tests/test_events_writers.py (against EventAccumulator).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -150,8 +151,11 @@ def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str]
         w = win[np.minimum(s + 8 * k, len(u8))].view("<u8").ravel()
         keep = np.clip(ln - 8 * k, 0, 8).astype(np.uint64)
         # zero the bytes beyond the tag (shift by 64 is undefined: special-case 8)
-        mask = np.where(keep >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
-                        (np.uint64(1) << (keep * np.uint64(8))) - np.uint64(1))
+        mask = np.where(
+            keep >= 8,
+            np.uint64(0xFFFFFFFFFFFFFFFF),
+            (np.uint64(1) << (keep * np.uint64(8))) - np.uint64(1),
+        )
         words[:, k] = w & mask
         h = (h * np.uint64(1099511628211)) ^ words[:, k] ^ (words[:, k] >> np.uint64(29))
     first, inv = _distinct(h)
@@ -229,7 +233,9 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
     ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
     fast = np.flatnonzero(ok)
     rest = np.flatnonzero(~ok)
-    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(u8, buf, starts[rest], ends[rest], rest)
+    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(
+        u8, buf, starts[rest], ends[rest], rest
+    )
     rec = np.concatenate([fast, g_rec])
     tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
     tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
@@ -255,8 +261,15 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
         values = np.concatenate([values, np.array(slow.value, dtype=np.float64)])
     if len(rest) and len(rec) > 1:  # put the paths back into record order
         order = np.argsort(rec, kind="stable")
-        tag_idx, steps, wall_time, values = tag_idx[order], steps[order], wall_time[order], values[order]
-    return Points(tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64), values, undecodable)
+        tag_idx, steps, wall_time, values = (
+            tag_idx[order],
+            steps[order],
+            wall_time[order],
+            values[order],
+        )
+    return Points(
+        tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64), values, undecodable
+    )
 
 
 def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray):
@@ -288,13 +301,21 @@ def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, r
 
     # In record order, as the writer wrote them: a tag's plugin is the one
     # in its first metadata, and a tensor counts only once that is known.
-    todo: list[WholeEvent | TensorValue] = [WholeEvent(int(rec[i]), int(starts[i]), int(ends[i])) for i in slow]
+    todo: list[WholeEvent | TensorValue] = [
+        WholeEvent(int(rec[i]), int(starts[i]), int(ends[i])) for i in slow
+    ]
     for j in np.flatnonzero(good & ((va_c[9] > 0) | tensor)).tolist():
         i = int(sel[j])
-        todo.append(TensorValue(
-            int(rec[i]), bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace"),
-            (int(va_s[9][j]), int(va_e[9][j])) if va_c[9][j] else None,
-            (int(va_s[8][j]), int(va_e[8][j])) if tensor[j] else None, float(wall[i]), int(step[i])))
+        todo.append(
+            TensorValue(
+                int(rec[i]),
+                bytes(buf[tag_s[j] : tag_e[j]]).decode("utf-8", "replace"),
+                (int(va_s[9][j]), int(va_e[9][j])) if va_c[9][j] else None,
+                (int(va_s[8][j]), int(va_e[8][j])) if tensor[j] else None,
+                float(wall[i]),
+                int(step[i]),
+            )
+        )
     todo.sort(key=lambda item: item.rec)
     r = sel[simple]
     return rec[r], step[r], tag_s[simple], tag_e[simple], va_s[2][simple], wall_pos[r], todo

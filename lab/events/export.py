@@ -9,6 +9,7 @@ so they read back exactly; in JSON a non-finite value is ``null``. Reader
 warnings go to stderr as ``warning:`` lines; bad input is one ``error:``
 line and exit code 2. Tested by tests/test_events_cli.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,11 @@ COLUMNS = ("run", "tag", "step", "wall_time", "value")
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "scalars", help="print every scalar of every run below a folder",
+        "scalars",
+        help="print every scalar of every run below a folder",
         description="Print every scalar point of every TensorBoard run below LOGDIR "
-                    "(columns run, tag, step, wall_time, value).")
+        "(columns run, tag, step, wall_time, value).",
+    )
     _add_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -35,7 +38,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logdir", help="a folder searched recursively for events.out.tfevents.* files")
-    p.add_argument("--tags", metavar="REGEX", help="only tags matching this regular expression (re.search)")
+    p.add_argument(
+        "--tags", metavar="REGEX", help="only tags matching this regular expression (re.search)"
+    )
     p.add_argument("--format", choices=("csv", "json"), default="csv", help="default: csv")
 
 
@@ -43,7 +48,9 @@ def _rows(reader, pattern: re.Pattern | None) -> Iterator[tuple]:
     for name in reader.run_names():
         for tag, s in reader.scalars(name).items():
             if pattern is None or pattern.search(tag):
-                for step, wall, value in zip(s.step.tolist(), s.wall_time.tolist(), s.value.tolist()):
+                for step, wall, value in zip(
+                    s.step.tolist(), s.wall_time.tolist(), s.value.tolist()
+                ):
                     yield name, tag, step, wall, value
 
 
@@ -58,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         pattern = re.compile(args.tags) if args.tags else None
     except re.error as e:
-        return _error(f"--tags {args.tags!r} is not a regular expression ({e}); try e.g. --tags 'loss|acc'")
+        return _error(
+            f"--tags {args.tags!r} is not a regular expression ({e}); try e.g. --tags 'loss|acc'"
+        )
     reader = LogdirReader(logdir)
     reader.refresh()
     for w in reader.warnings:
@@ -83,8 +92,13 @@ def _write_json(out, rows: Iterator[tuple]) -> None:
     out.write("[")
     sep = "\n"
     for run, tag, step, wall, value in rows:
-        obj = {"run": run, "tag": tag, "step": step, "wall_time": wall,
-               "value": value if math.isfinite(value) else None}
+        obj = {
+            "run": run,
+            "tag": tag,
+            "step": step,
+            "wall_time": wall,
+            "value": value if math.isfinite(value) else None,
+        }
         out.write(sep + json.dumps(obj))
         sep = ",\n"
     out.write("\n]\n")
@@ -96,7 +110,9 @@ def _error(msg: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.events.export", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m lab.events.export", description=__doc__.splitlines()[0]
+    )
     _add_arguments(p)
     return run(p.parse_args(argv))
 

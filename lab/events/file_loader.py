@@ -13,6 +13,7 @@ record that is not an Event skips that record only. Framing lives in
 ``lab.events.protobuf`` as its fallback). Tested by
 tests/test_events_incremental.py and tests/test_events_corrupt.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,12 @@ class EventFileLoader:
     since writers send a tag's metadata only with its first value.
     """
 
-    def __init__(self, path: str | os.PathLike, on_warning: Callable[[str], None] | None = None,
-                 plugins: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        on_warning: Callable[[str], None] | None = None,
+        plugins: dict[str, str] | None = None,
+    ) -> None:
         self.path = str(path)
         self._warn = on_warning or (lambda msg: log.info("%s", msg))
         self._plugins = {} if plugins is None else plugins
@@ -89,7 +94,9 @@ class EventFileLoader:
             sc = tfrecord.scan(data)
             pts = self._decode(data, sc) if len(sc.starts) else None
             if pts is not None and pts.undecodable:
-                self._warn(f"{self.path}: skipped {pts.undecodable} record(s) that are not valid events")
+                self._warn(
+                    f"{self.path}: skipped {pts.undecodable} record(s) that are not valid events"
+                )
             if sc.bad_payloads:
                 self._warn(f"{self.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
             self._offset += sc.consumed
@@ -113,13 +120,17 @@ class EventFileLoader:
             self._warn(f"{self.path}: empty file (no events written yet)")
         elif os.fstat(fh.fileno()).st_size < self._offset:
             self._warned_size = True  # rewritten from scratch: our offset means nothing now
-            self._warn(f"{self.path}: file shrank below the {self._offset} bytes already read; not re-read")
+            self._warn(
+                f"{self.path}: file shrank below the {self._offset} bytes already read; not re-read"
+            )
 
     def _decode(self, data: bytes, sc: tfrecord.Scan) -> decode.Points:
         try:
             return decode.decode(data, sc.starts, sc.ends, self._plugins)
         except Exception:  # a walker bug must not stall this file forever
-            log.exception("column decoder failed on %s at byte %d; using protobuf", self.path, self._offset)
+            log.exception(
+                "column decoder failed on %s at byte %d; using protobuf", self.path, self._offset
+            )
             from lab.events import protobuf
 
             return protobuf.decode_with_protobuf(data, sc.starts, sc.ends, self._plugins)

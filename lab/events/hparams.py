@@ -13,6 +13,7 @@ are framed, checked and decoded with TensorBoard's protos; each refresh reads
 only the bytes appended since the last one. Nothing here raises on a bad
 file: problems are lines in ``.warnings``. Tested by tests/test_events_hparams.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,7 +38,8 @@ CHUNK = 4 << 20
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric of an experiment: ``tag`` in the session's run, or in its ``group`` sub-run (Keras: ``validation``)."""
+    """A metric of an experiment: ``tag`` in the session's run, or in its ``group`` sub-run (Keras:
+    ``validation``)."""
 
     tag: str
     group: str = ""
@@ -81,7 +83,8 @@ def plain_value(v: Any) -> Any:
 
 
 class HparamsReader:
-    """The hparams sessions and experiments of every run below ``root``; ``refresh()`` reads what is new."""
+    """The hparams sessions and experiments of every run below ``root``; ``refresh()`` reads what is
+    new."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = str(root)
@@ -99,13 +102,20 @@ class HparamsReader:
                 return self._refresh()
             except Exception as exc:  # the page keeps what it has
                 log.exception("reading hparams under %s", self.root)
-                self._warn(f"{self.root}: unexpected error while reading hyperparameters ({exc}); will retry")
+                self._warn(
+                    f"{self.root}: unexpected error while reading hyperparameters ({exc}); will "
+                    "retry"
+                )
                 return 0
 
     def sessions(self) -> dict[str, Session]:
-        """Run -> its session (a copy); several sessions in one run merge, the later value winning."""
+        """Run -> its session (a copy); several sessions in one run merge, the later value
+        winning."""
         with self._lock:
-            return {r: Session(s.run, dict(s.hparams), s.start_time) for r, s in sorted(self._sessions.items())}
+            return {
+                r: Session(s.run, dict(s.hparams), s.start_time)
+                for r, s in sorted(self._sessions.items())
+            }
 
     def hparam_names(self) -> list[str]:
         """Hyperparameter names in the order experiments declare them."""
@@ -127,7 +137,9 @@ class HparamsReader:
         for run in discover(self.root):
             folder = os.path.normpath(os.path.join(self.root, run))
             try:
-                names = sorted(e.name for e in os.scandir(folder) if is_event_file(e.name) and e.is_file())
+                names = sorted(
+                    e.name for e in os.scandir(folder) if is_event_file(e.name) and e.is_file()
+                )
             except OSError:
                 continue  # vanished between the walk and the listing: the next refresh knows
             for name in names:
@@ -167,7 +179,8 @@ class HparamsReader:
         return found
 
     def _frame_through(self, run: str, path: str, fh, state: _File, target: int) -> int:
-        """Frame records from the last boundary until the one holding byte ``target``; decode those with the needle."""
+        """Frame records from the last boundary until the one holding byte ``target``; decode those
+        with the needle."""
         found, size = 0, CHUNK
         while state.boundary <= target:
             fh.seek(state.boundary)
@@ -176,7 +189,10 @@ class HparamsReader:
                 break
             sc = tfrecord.scan(data)
             if sc.bad_payloads:
-                self._warn(f"{path}: skipped {sc.bad_payloads} record(s) with a bad CRC while looking for hyperparameters")
+                self._warn(
+                    f"{path}: skipped {sc.bad_payloads} record(s) with a bad CRC while looking "
+                    "for hyperparameters"
+                )
             found += self._decode_hits(run, data, sc)
             state.boundary += sc.consumed
             if sc.fatal:
@@ -194,7 +210,10 @@ class HparamsReader:
         hits = _needles(data)
         rec = np.searchsorted(sc.ends, hits, side="right")  # the first record ending after each hit
         holding = {int(k) for k, h in zip(rec, hits) if k < len(sc.starts) and sc.starts[k] <= h}
-        return sum(self._decode_record(run, bytes(data[sc.starts[i] : sc.ends[i]])) for i in sorted(holding))
+        return sum(
+            self._decode_record(run, bytes(data[sc.starts[i] : sc.ends[i]]))
+            for i in sorted(holding)
+        )
 
     def _decode_record(self, run: str, payload: bytes) -> int:
         from google.protobuf.message import DecodeError
@@ -210,9 +229,13 @@ class HparamsReader:
             if value.metadata.plugin_data.plugin_name != PLUGIN:
                 continue
             try:
-                data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                data = plugin_data_pb2.HParamsPluginData.FromString(
+                    value.metadata.plugin_data.content
+                )
             except (DecodeError, ValueError):
-                self._warn(f"{run}: an hparams record that cannot be decoded ({value.tag}); skipped")
+                self._warn(
+                    f"{run}: an hparams record that cannot be decoded ({value.tag}); skipped"
+                )
                 continue
             found += self._take(run, data)
         return found

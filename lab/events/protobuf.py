@@ -10,6 +10,7 @@ half_val or tensor_content; float, double, half, bfloat16 or an integer type)
 becomes one float. Imported lazily: files written by SummaryWriter never need
 it. Tested by tests/test_events_decoder.py and tests/test_events_writers.py.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -93,15 +94,22 @@ def tensor_proto_value(t: tensor_pb2.TensorProto) -> float | None:
     return float(arr[0])
 
 
-def decode_with_protobuf(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:
+def decode_with_protobuf(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]
+) -> Points:
     """Every record through ``event_pb2``: slow, but shares no code with the column walker."""
     slow = SlowPath(buf, plugins)
     slow.run(WholeEvent(i, s, e) for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())))
     lookup: dict[str, int] = {}
     idx = np.array([lookup.setdefault(t, len(lookup)) for t in slow.tag], dtype=np.int32)
-    return Points(list(lookup), idx, np.array(slow.step, dtype=np.int64),
-                  np.array(slow.wall, dtype=np.float64), np.array(slow.value, dtype=np.float64),
-                  slow.undecodable)
+    return Points(
+        list(lookup),
+        idx,
+        np.array(slow.step, dtype=np.int64),
+        np.array(slow.wall, dtype=np.float64),
+        np.array(slow.value, dtype=np.float64),
+        slow.undecodable,
+    )
 
 
 class SlowPath:

@@ -11,6 +11,7 @@ file's offsets, truncation and errors live in ``lab.events.file_loader``.
 Tested by tests/test_events_incremental.py, tests/test_events_corrupt.py and
 tests/test_events_writers.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,7 +68,9 @@ class RunReader:
         if self.gone:
             return 0
         try:
-            names = sorted(e.name for e in os.scandir(self.path) if is_event_file(e.name) and e.is_file())
+            names = sorted(
+                e.name for e in os.scandir(self.path) if is_event_file(e.name) and e.is_file()
+            )
         except FileNotFoundError:
             if not self._listed:  # never there yet: it may still be created
                 if not self.warnings or "no such folder" not in self.warnings[-1]:
@@ -100,7 +103,9 @@ class RunReader:
             for pts in loader.load():
                 for sl in tfrecord.group_by_value(pts.tag_idx):
                     tag = pts.tags[int(pts.tag_idx[sl[0]])]
-                    pending.setdefault(tag, []).append((pts.step[sl], pts.wall_time[sl], pts.value[sl]))
+                    pending.setdefault(tag, []).append(
+                        (pts.step[sl], pts.wall_time[sl], pts.value[sl])
+                    )
                 added += len(pts.tag_idx)
         finally:
             for tag, parts in pending.items():
@@ -204,9 +209,12 @@ class LogdirReader:
             return sum(r.nbytes() for r in self._runs.values())
 
 
-def to_frame(source: LogdirReader | RunReader | Mapping[str, Mapping[str, Series]],
-             runs: Iterable[str] | None = None, tags: str | Iterable[str] | None = None,
-             run_name: str = "."):
+def to_frame(
+    source: LogdirReader | RunReader | Mapping[str, Mapping[str, Series]],
+    runs: Iterable[str] | None = None,
+    tags: str | Iterable[str] | None = None,
+    run_name: str = ".",
+):
     """A long DataFrame ``run, tag, step, wall_time, value`` (pandas imported here).
 
     ``source``: a LogdirReader, a RunReader (its run is called ``run_name``)
@@ -235,14 +243,22 @@ def to_frame(source: LogdirReader | RunReader | Mapping[str, Mapping[str, Series
             if keep is None or keep(tag):
                 parts.append((run, tag, s))
     if not parts:
-        return pd.DataFrame({"run": pd.Series(dtype=str), "tag": pd.Series(dtype=str),
-                             "step": pd.Series(dtype=np.int64), "wall_time": pd.Series(dtype=np.float64),
-                             "value": pd.Series(dtype=np.float64)})
+        return pd.DataFrame(
+            {
+                "run": pd.Series(dtype=str),
+                "tag": pd.Series(dtype=str),
+                "step": pd.Series(dtype=np.int64),
+                "wall_time": pd.Series(dtype=np.float64),
+                "value": pd.Series(dtype=np.float64),
+            }
+        )
     counts = [len(s) for _, _, s in parts]
-    return pd.DataFrame({
-        "run": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
-        "tag": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
-        "step": np.concatenate([s.step for _, _, s in parts]),
-        "wall_time": np.concatenate([s.wall_time for _, _, s in parts]),
-        "value": np.concatenate([s.value.astype(np.float64, copy=False) for _, _, s in parts]),
-    })
+    return pd.DataFrame(
+        {
+            "run": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
+            "tag": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
+            "step": np.concatenate([s.step for _, _, s in parts]),
+            "wall_time": np.concatenate([s.wall_time for _, _, s in parts]),
+            "value": np.concatenate([s.value.astype(np.float64, copy=False) for _, _, s in parts]),
+        }
+    )

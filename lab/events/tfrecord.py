@@ -10,6 +10,7 @@ are checked at once with a numpy table walk, since calling C per record costs
 more than the CRC itself. Tested by tests/test_events_corrupt.py (CRCs,
 corruption) and tests/test_events_incremental.py (records cut short).
 """
+
 from __future__ import annotations
 
 import struct

@@ -26,6 +26,7 @@ Public API (stable; other pages build on it):
   top, stacked from ``segments`` (legend name -> one value per row) in their
   order; a segment keeps its colour (and fill pattern) in every row.
 """
+
 from __future__ import annotations
 
 import math
@@ -88,17 +89,20 @@ def line_figure(
 ) -> go.Figure:
     """Overlaid lines, each trace reduced to at most ``max_points`` points.
 
-    ``x_is_time`` makes x a date axis; x is then given in milliseconds since
-    the epoch (plotly's own convention; TensorBoard wall time x 1000). ``distinct_dashes`` gives each trace its own
-    dash pattern, so lines that coincide (runs that compute the same steps)
-    stay visible under each other.
-    """
+    ``x_is_time`` makes x a date axis; x is then given in milliseconds since the epoch (plotly's own
+    convention; TensorBoard wall time x 1000). ``distinct_dashes`` gives each trace its own dash
+    pattern, so lines that coincide (runs that compute the same steps) stay visible under each
+    other."""
     fig = go.Figure()
     for i, (name, x, y) in enumerate(traces):
         rx, ry = reduce_trace(x, y, max_points)
         if x_is_time:
             rx = rx.astype("datetime64[ms]")
-        line = dict(dash=_DASHES[i % len(_DASHES)], width=2.5 if i == 0 else 2) if distinct_dashes else None
+        line = (
+            dict(dash=_DASHES[i % len(_DASHES)], width=2.5 if i == 0 else 2)
+            if distinct_dashes
+            else None
+        )
         fig.add_trace(go.Scatter(x=rx, y=ry, name=name, mode="lines", line=line))
     fig.update_xaxes(title_text=x_title, type="date" if x_is_time else None)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else None)
@@ -109,8 +113,14 @@ def line_figure(
 
 def spec_figure(spec: Any, *, title: bool = True) -> go.Figure:
     """``line_figure`` of a ``lab.views.text.ChartSpec``, with its title on the figure or not."""
-    return line_figure(spec.traces, x_title=spec.x_title, y_title=spec.y_title, title=spec.title if title else None,
-                       x_is_time=spec.x_is_time, y_range=spec.y_range)
+    return line_figure(
+        spec.traces,
+        x_title=spec.x_title,
+        y_title=spec.y_title,
+        title=spec.title if title else None,
+        x_is_time=spec.x_is_time,
+        y_range=spec.y_range,
+    )
 
 
 def timeline_figure(
@@ -149,7 +159,15 @@ def timeline_figure(
             first = name not in colours
             colour = colours.setdefault(name, palette[len(colours) % len(palette)])
             fig.add_trace(
-                _line(name, x, y, max_points, line=dict(color=colour), legendgroup=name, showlegend=first),
+                _line(
+                    name,
+                    x,
+                    y,
+                    max_points,
+                    line=dict(color=colour),
+                    legendgroup=name,
+                    showlegend=first,
+                ),
                 row=row + 1,
                 col=col + 1,
             )
@@ -159,7 +177,9 @@ def timeline_figure(
         fig.update_yaxes(range=list(y_range))
     fig = _base_layout(fig, title, height=_HEIGHT * nrows if nrows > 1 else _HEIGHT)
     # Subplot titles sit where the legend would: lift the legend above them.
-    fig.update_layout(hovermode="closest", legend=dict(y=1.0 + 0.16 / nrows), margin=dict(t=100 if title else 80))
+    fig.update_layout(
+        hovermode="closest", legend=dict(y=1.0 + 0.16 / nrows), margin=dict(t=100 if title else 80)
+    )
     return fig
 
 
@@ -200,7 +220,9 @@ def grouped_bar_figure(
     fig = go.Figure()
     for name, values in series.items():
         if len(values) != len(categories):
-            raise ValueError(f"series {name!r} has {len(values)} values for {len(categories)} categories")
+            raise ValueError(
+                f"series {name!r} has {len(values)} values for {len(categories)} categories"
+            )
         vals = [_none_if_nan(v) for v in values]
         fig.add_trace(
             go.Bar(
@@ -243,19 +265,35 @@ def stacked_bar_figure(
             continue
         marker: dict[str, Any] = {"color": (colours or {}).get(name)}
         if (patterns or {}).get(name):
-            # hatched on white, outlined in the colour: the same hue as its solid sibling, visibly apart
-            marker["pattern"] = {"shape": patterns[name], "fillmode": "overlay", "fgcolor": marker["color"]}
+            # hatched on white, outlined in the colour: the same hue as its solid sibling, visibly
+            # apart
+            marker["pattern"] = {
+                "shape": patterns[name],
+                "fillmode": "overlay",
+                "fgcolor": marker["color"],
+            }
             marker["line"] = {"color": marker["color"], "width": 1}
             marker["color"] = "rgba(255,255,255,0)"
-        fig.add_trace(go.Bar(y=list(rows), x=vals, name=name, orientation="h", marker=marker,
-                             text=[("" if not v else format(v, text_format)) for v in vals],
-                             textposition="inside", insidetextanchor="middle", textangle=0,
-                             hovertemplate=f"{name}: %{{x:{text_format}}}<extra>%{{y}}</extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=list(rows),
+                x=vals,
+                name=name,
+                orientation="h",
+                marker=marker,
+                text=[("" if not v else format(v, text_format)) for v in vals],
+                textposition="inside",
+                insidetextanchor="middle",
+                textangle=0,
+                hovertemplate=f"{name}: %{{x:{text_format}}}<extra>%{{y}}</extra>",
+            )
+        )
     fig.update_layout(barmode="stack", uniformtext=dict(minsize=9, mode="hide"))
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
     fig = _base_layout(fig, title, height=max(_HEIGHT // 2, 110 + 34 * len(rows)))
-    fig.update_layout(hovermode="closest", legend=dict(traceorder="normal"))  # stacked bars list it reversed
+    # stacked bars list it reversed
+    fig.update_layout(hovermode="closest", legend=dict(traceorder="normal"))
     return fig
 
 

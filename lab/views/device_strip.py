@@ -1,12 +1,14 @@
-"""The device strip of the home page: one row per GPU (or one for the CPU), computed without a browser.
+"""The device strip of the home page: one row per GPU (or one for the CPU), computed without a
+browser.
 
 Each row has a label, utilisation and memory as 0..1 fractions for the
 progress bars, their text, and a line of extras (temperature, power, the
 runs holding the GPU, or what cannot be seen: a process list NVML would not
-give, MIG mode). Reads a ``lab.engine.devices.DeviceSnapshot`` (or
+give, MIG mode). Reads a ``lab.engine.devices.nvml.DeviceSnapshot`` (or
 anything shaped like it); never calls NVML itself. Tested by
 tests/test_live.py.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,7 +46,9 @@ def _gpu_row(g: Any) -> dict[str, Any]:
 
 
 def _cpu_row(cpu: Any) -> dict[str, Any]:
-    util, used, total, cores = (_attr_num(cpu, n) for n in ("util_pct", "mem_used_mib", "mem_total_mib", "cores"))
+    util, used, total, cores = (
+        _attr_num(cpu, n) for n in ("util_pct", "mem_used_mib", "mem_total_mib", "cores")
+    )
     return {
         "label": "CPU" + (f" · {int(cores)} cores" if cores else ""),
         "util": None if util is None else min(1.0, util / 100),

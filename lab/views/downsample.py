@@ -6,6 +6,7 @@ each bucket's lowest and highest point, in their original order. Spikes
 survive, which plain striding would drop. Vectorised with numpy; NaN values
 are kept only where a bucket holds nothing else.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,18 +1,16 @@
-"""One run folder, one run: how the ``tb/`` and ``sys/`` parts of a run folder become one set of scalars.
+"""One run folder, one run: how the ``tb/`` and ``sys/`` parts of a run folder become one set of
+scalars.
 
-A run folder of this lab holds the trainer's events in ``tb/``, the
-supervisor's device samples in ``sys/`` and its health findings in ``health/``
-(``lab.runfolder.TB_DIR``, ``SYS_DIR``, ``HEALTH_DIR``). ``lab.events.LogdirReader`` names each of them a run of its
-own; every page shows them as one run: Live and Compare read one run folder
-(``run_scalars``), Logs groups the runs of any folder by the run folder they
-belong to (``group_parts``). Their tags never clash (``sys/`` tags are the
-supervisor's alone), so merging loses nothing; ``split_sys`` takes the
-device samples back out for the charts that draw them apart. A user's
-script writes its curves wherever it likes: ``folder_scalars`` reads the run
-folder and each linked folder with a reader of its own (one per folder, as
-the pages' cached readers are) and merges them. Tested by
-tests/test_runscalars.py.
-"""
+A run folder of this lab holds the trainer's events in ``tb/``, the supervisor's device samples in
+``sys/`` and its health findings in ``health/`` (``lab.runfolder.TB_DIR``, ``SYS_DIR``,
+``HEALTH_DIR``). ``lab.events.LogdirReader`` names each of them a run of its own; every page shows
+them as one run: Live and Compare read one run folder (``run_scalars``), Logs groups the runs of any
+folder by the run folder they belong to (``group_parts``). Their tags never clash (``sys/`` tags are
+the supervisor's alone), so merging loses nothing; ``split_sys`` takes the device samples back out
+for the charts that draw them apart. A user's script writes its curves wherever it likes:
+``folder_scalars`` reads the run folder and each linked folder with a reader of its own (one per
+folder, as the pages' cached readers are) and merges them. Tested by tests/test_runscalars.py."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +23,8 @@ SYS_PREFIX = SYS_DIR + "/"  # the supervisor's tags: sys/gpu<i>/..., sys/cpu_pct
 
 
 def run_folder_of(run_name: str) -> str:
-    """The run a reader's run belongs to: ``x`` for ``x/tb``, ``x/sys`` or ``x/health``, ``.`` for ``tb``; else itself."""
+    """The run a reader's run belongs to: ``x`` for ``x/tb``, ``x/sys`` or ``x/health``, ``.`` for
+    ``tb``; else itself."""
     head, _, last = run_name.replace("\\", "/").rpartition("/")
     return (head or ".") if last in PARTS else run_name
 
@@ -59,7 +58,8 @@ def run_scalars(reader: Any) -> dict[str, Any]:
 
 
 def folder_scalars(folders: Iterable[str], reader_for: Callable[[str], Any]) -> dict[str, Any]:
-    """The scalars of several folders as one run, each read by ``reader_for(folder)`` (the first folder wins a clash).
+    """The scalars of several folders as one run, each read by ``reader_for(folder)`` (the first
+    folder wins a clash).
 
     ``reader_for`` gives a ``lab.events.LogdirReader`` per folder: the pages'
     cached ``ui.shared.event_reader`` (incremental across reruns), or

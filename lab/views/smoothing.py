@@ -10,6 +10,7 @@ values, performing the same two products and one sum per point as the
 JavaScript, so the result is bit-for-bit TensorBoard's. No scipy: a 200,000-
 point series smooths in tens of milliseconds (``python bench/smoothing.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,10 +1,11 @@
 """Small shared pieces of the dashboard's text in and out: formatting numbers
 for people (bytes, MiB, durations, rates, "3 min ago"), parsing what a user
 types into a form (tags, ``KEY=VALUE`` lines), and ``ChartSpec``,
-the plain description of one chart that ``lab.views.run_charts`` and
-``lab.views.browse`` return and the pages hand to ``lab.views.charts``. No
+the plain description of one chart that ``lab.views.live.run_charts`` and
+``lab.views.logs.browse`` return and the pages hand to ``lab.views.charts``. No
 streamlit here. Tested by tests/test_live.py (``test_ui_text_formatting``).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lab.runfolder import parse_time
-
 
 # The dashboard's starting point for a run (Launch form, "Compare modes"):
 # tinycnn on digits for 10 epochs takes ~6 s of training on one busy CPU core

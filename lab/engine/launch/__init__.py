@@ -1,0 +1,2 @@
+"""From what a person asks for to a started run: options, config, the command, the run folder, the
+launch."""

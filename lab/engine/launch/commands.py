@@ -1,0 +1,151 @@
+"""The command lines of a run: the trainer's arguments, torchrun's, and the (argv, env) of each
+node.
+
+``build_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
+read from NVML unless given) -> (argv, env), tested exactly; argv is a list
+(never a shell string) so user text stays one item. The environment is
+``lab.engine.launch.environment``'s. For a Slurm run (``backend`` slurm) what runs
+here is only the submission of the run's job script (``sbatch --parsable
+RUN/job.sbatch``; the script itself is ``lab.engine.slurm.job``'s) and Slurm
+starts every node, so there are no other nodes' commands. ``torchrun`` is
+shared with a user's script (``lab.engine.launch.script``), ``trainer_args`` with the
+Slurm job script. ``lab.engine.launch.launcher`` re-exports ``build_command``,
+``other_node_commands``, ``trainer_args`` and ``PORT_FLAG``. Tested by
+tests/test_engine_config.py and tests/test_slurm.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from lab.engine.launch import environment
+from lab.engine.launch.config import SLURM, RunConfig
+from lab.engine.slurm.states import submit_argv
+from lab.runfolder import JOB_SBATCH, LOGS_DIR
+
+PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken
+
+
+def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
+    """``-m training.train`` and its options for ``c``, writing into ``run_dir``."""
+    args = [
+        "-m",
+        "training.train",
+        "--mode",
+        c.mode,
+        "--model",
+        c.model,
+        "--dataset",
+        c.dataset,
+        "--epochs",
+        str(c.epochs),
+        "--max-steps",
+        str(c.max_steps),
+        "--batch-size",
+        str(c.batch_size),
+        "--lr",
+        str(float(c.lr)),
+        "--workers",
+        str(c.workers),
+        "--seed",
+        str(c.seed),
+        "--log-dir",
+        str(run_dir),
+        "--log-every",
+        str(c.log_every),
+        "--val-every",
+        str(c.val_every),
+        "--image-size",
+        str(c.image_size),
+        "--checkpoint",
+        c.checkpoint,
+        "--grad-norm-warn",
+        str(float(c.grad_norm_warn)),
+        "--device",
+        "cuda" if c.gpus or c.gpus_per_node else "cpu",
+    ]
+    if c.amp:
+        args.append("--amp")
+    if c.profile_steps:
+        args += ["--profile-steps", c.profile_steps]
+    if c.stop_on_nan:
+        args.append("--stop-on-nan")
+    if c.data_delay_ms:
+        args += ["--data-delay-ms", str(float(c.data_delay_ms))]
+    if c.resume or c.max_restarts:  # a restarted attempt continues from its own last checkpoint
+        args += ["--resume", c.resume or "auto"]
+    return args
+
+
+def torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> list[str]:
+    """torchrun's argv up to the program: one node on 127.0.0.1:``port``, or c10d over the nodes."""
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(c.nproc),
+        "--nnodes",
+        str(c.nnodes),
+    ]
+    if c.nnodes > 1:
+        argv += [
+            "--node-rank",
+            str(node_rank),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            c.rdzv_endpoint,
+            "--rdzv-id",
+            Path(run_dir).name,
+        ]
+    else:
+        argv += ["--master-addr", "127.0.0.1", PORT_FLAG, str(port)]
+    if getattr(c, "max_restarts", 0):  # a script's config has none
+        argv += ["--max-restarts", str(c.max_restarts)]
+    return argv + ["--log-dir", str(Path(run_dir) / LOGS_DIR), "--tee", "3"]
+
+
+def build_command(
+    config: RunConfig,
+    run_dir: Path,
+    port: int | str,
+    *,
+    base_env: dict[str, str] | None = None,
+    cores: int | None = None,
+    uuids: dict[int, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus
+    ``environment.run_env``.
+
+    ``port`` is the single-node DDP master port (a placeholder text where the command is only shown:
+    the real one is chosen free at the start). ``uuids`` (physical index -> UUID) is read from NVML
+    when not given. A Slurm run: the sbatch command and ``base_env`` alone (the job script sets the
+    job's environment)."""
+    run_dir = Path(run_dir)
+    base = dict(os.environ if base_env is None else base_env)
+    if config.backend == SLURM:
+        return submit_argv(run_dir / JOB_SBATCH), base
+    env = base | environment.run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
+    argv = (
+        torchrun(config, run_dir, port, config.node_rank)
+        if config.mode == "ddp"
+        else [sys.executable]
+    )
+    return argv + trainer_args(config, run_dir), env
+
+
+def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
+    """The exact command for each other node, run from the repository, with ``env`` +
+    ``other_node_env`` first."""
+    # Slurm starts every node itself
+    if config.mode != "ddp" or config.nnodes <= 1 or config.backend == SLURM:
+        return []
+    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
+    return [
+        env + torchrun(config, run_dir, 0, r) + trainer_args(config, run_dir)
+        for r in range(config.nnodes)
+        if r != config.node_rank
+    ]

@@ -1,0 +1,73 @@
+"""The environment a run's processes get: what the launcher sets, and what another node's command
+sets.
+
+GPUs are named by UUID in ``CUDA_VISIBLE_DEVICES`` (NVML's index "may not
+correlate with the CUDA device index"), ``OMP_NUM_THREADS`` shares out the
+cores, ``TORCHELASTIC_ERROR_FILE`` catches a failing rank's traceback, and
+``PYTHONPATH`` reaches this repository. A Slurm job's GPUs are Slurm's to
+set (no ``CUDA_VISIBLE_DEVICES``), its threads its CPUs per task shared out.
+Pure but for reading GPU UUIDs from
+``lab.engine.devices.nvml`` when none are given. Used by ``lab.engine.launch.launcher``
+(trainer runs), ``lab.engine.launch.script`` (a user's script) and pre-flight.
+Tested by tests/test_engine_runs.py and tests/test_devices_limits.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lab.engine.devices import nvml as devices
+from lab.engine.launch.config import SLURM, RunConfig
+from lab.runfolder import ERROR_JSON, REPO_ROOT
+
+
+def visible_devices(gpus: tuple[int, ...], uuids: dict[int, str] | None = None) -> str:
+    """CUDA_VISIBLE_DEVICES for NVML's GPU indices: their UUIDs (read unless given), since NVML's
+    index "may not correlate with the CUDA device index"; an unreadable UUID keeps its index
+    (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    known = devices.uuids(tuple(gpus)) if uuids is None and gpus else (uuids or {})
+    return ",".join(known.get(g) or str(g) for g in gpus)
+
+
+def run_env(
+    config: RunConfig,
+    run_dir: Path,
+    cores: int | None = None,
+    base_pythonpath: str | None = None,
+    uuids: dict[int, str] | None = None,
+) -> dict[str, str]:
+    """Only the variables the launcher sets (what run.json records); GPUs by UUID
+    (``visible_devices``)."""
+    pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
+    env = {  # a Slurm job gets its GPUs (CUDA_VISIBLE_DEVICES) from Slurm
+        **(
+            {}
+            if config.backend == SLURM
+            else {"CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids)}
+        ),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "OMP_NUM_THREADS": str(omp_threads(config, cores)),
+        "PYTHONUNBUFFERED": "1",
+        "TORCHELASTIC_ERROR_FILE": str(Path(run_dir) / ERROR_JSON),
+        "PYTHONPATH": pp,
+    }
+    env.update(config.extra_env or {})
+    return env
+
+
+def omp_threads(config: RunConfig, cores: int | None = None) -> int:
+    """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never
+    0."""
+    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
+    return max(1, (cores or os.cpu_count() or 1) // config.processes)
+
+
+def other_node_env(config: RunConfig) -> dict[str, str]:
+    """What another node's command sets: the same GPUs by index (their UUIDs differ from ours, so
+    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA count as NVML does) and the user's extra variables."""
+    return {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        **(config.extra_env or {}),
+    }

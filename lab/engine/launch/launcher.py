@@ -1,0 +1,384 @@
+"""Turning a ``RunConfig`` into a running job, and stopping it.
+
+The commands themselves are ``lab.engine.launch.commands``' (``build_command``,
+``other_node_commands``). ``launch``/``launch_sweep`` validate first (a refused config creates no
+folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.slurm.job``),
+start the detached supervisor (``python -m lab.engine.supervise.supervisor``; for a
+Slurm run ``lab.engine.slurm.watch``, which submits the job;
+``start_supervisor``) and return as soon as it is up. ``stop`` asks the
+supervisor to stop (a ``stop.request`` file it polls) and falls back to
+ending the recorded process tree itself when it is gone (and a Slurm run's
+job through ``scancel``). status.json is the supervisor's; the launcher
+writes it only where no supervisor exists to (``_record_without_supervisor``).
+Tested by tests/test_engine_runs.py (real runs), tests/test_engine_config.py
+(commands) and tests/test_slurm_cluster.py (Slurm runs).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab.engine import procs, registry
+from lab.engine.devices import notes as device_notes
+from lab.engine.devices import nvml as devices
+from lab.engine.launch import environment, ports
+from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch.config import (
+    LOCAL,
+    SLURM,
+    ConfigError,
+    RunConfig,
+    normalized,
+    problems,
+    validate,
+)
+from lab.engine.preflight.checks import machine_facts
+from lab.engine.slurm import cmd as slurm_cmd
+from lab.engine.slurm import job as slurm
+from lab.engine.slurm import states as slurm_states
+from lab.engine.supervise.diagnose import supervisor_failure
+from lab.engine.sweep.plan import SCALINGS
+from lab.runfolder import (
+    ENDED_STATES,
+    FAILED,
+    JOB_SBATCH,
+    LOST,
+    QUEUED,
+    REPO_ROOT,
+    RUN_JSON,
+    RUNNING,
+    STACKS_REQUEST,
+    STARTING,
+    STATUS_JSON,
+    STOP_REQUEST,
+    STOPPED,
+    SUPERVISOR_LOG,
+    SWEEPS_DIR,
+    check_run_id,
+    is_final,
+    now_iso,
+    read_json,
+    root_or_default,
+    stamp,
+    write_json_atomic,
+)
+
+_UP_TIMEOUT_S = 30.0
+# a run's supervisor, by backend
+_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.slurm.watch"
+# supervisors we started: polled so they never linger as zombies
+_children: list[subprocess.Popen] = []
+
+
+class LaunchError(RuntimeError):
+    """The supervisor could not be started; the message says why and what to do."""
+
+
+def _new_run_id(config: RunConfig) -> str:
+    return check_run_id(
+        f"{stamp()}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}"
+    )
+
+
+# ---- starting -------------------------------------------------------------
+
+
+def _new_run(
+    config: RunConfig,
+    root: Path,
+    sweep_id: str | None,
+    recorded_on: str,
+    scaling: str | None = None,
+    resumed_from: str | None = None,
+) -> str:
+    """Create the run folder and its run.json; the run is queued until its supervisor writes
+    status.json."""
+    root.mkdir(parents=True, exist_ok=True)
+    for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
+        run_id = _new_run_id(config)
+        run_dir = root / run_id
+        try:
+            run_dir.mkdir()
+            break
+        except FileExistsError:
+            continue
+    port = (
+        ports.free_port()
+        if config.mode == "ddp" and config.nnodes == 1 and config.backend == LOCAL
+        else 0
+    )
+    uuids = devices.uuids(config.gpus)
+    argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
+    write_json_atomic(
+        run_dir / RUN_JSON,
+        {
+            "run_id": run_id,
+            "name": config.name,
+            "tags": list(config.tags),
+            "config": config.to_dict(),
+            "argv": argv,
+            "env": environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
+            "created_at": now_iso(),
+            "host": socket.gethostname(),
+            "sweep_id": sweep_id,
+            "recorded_on": recorded_on,
+            "other_nodes": other_node_commands(config, run_dir),
+            "port": port or None,
+            "scaling": scaling,
+            "resumed_from": resumed_from,
+        },
+    )
+    if config.backend == SLURM:
+        (run_dir / JOB_SBATCH).write_text(slurm.build_sbatch(config, run_dir))
+    return run_id
+
+
+def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields) -> None:
+    """Write a run's status.json from the launcher: only where no supervisor exists to write it.
+
+    The supervisor is status.json's writer. The launcher writes it at two ends of a run no
+    supervisor will record: the supervisor never came up (``failed``, so the run does not sit in
+    ``queued`` until it is declared lost), and ``stop`` of a run whose supervisor is gone or did not
+    answer (``stopped``)."""
+    write_json_atomic(
+        run_dir / STATUS_JSON,
+        dict(
+            status,
+            state=state,
+            ended_at=status.get("ended_at") or now_iso(),
+            updated_at=now_iso(),
+            **fields,
+        ),
+    )
+
+
+def _spawn_supervisor(
+    args: list[str], log_path: Path, module: str = _SUPERVISOR
+) -> subprocess.Popen:
+    for p in list(_children):
+        if p.poll() is not None:
+            _children.remove(p)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    with open(log_path, "ab") as log:
+        p = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    _children.append(p)
+    return p
+
+
+def _wait_up(p: subprocess.Popen, run_dir: Path, log_path: Path) -> None:
+    def up() -> bool:
+        st = read_json(run_dir / STATUS_JSON) or {}
+        return (
+            st.get("state") not in (None, QUEUED)
+            or bool(st.get("supervisor_pid"))
+            or p.poll() is not None
+        )
+
+    procs.wait_until(up, _UP_TIMEOUT_S)
+    st = read_json(run_dir / STATUS_JSON) or {}
+    why = None
+    if p.poll() is not None and st.get("state") in (None, QUEUED):
+        tail = (
+            log_path.read_text(errors="replace").strip().splitlines()[-1:]
+            if log_path.exists()
+            else []
+        )
+        output = " ".join(tail) or "no output"
+        why = f"the supervisor exited before starting the run ({output}): see {log_path}"
+    elif not (st.get("state") not in (None, QUEUED) or st.get("supervisor_pid")):
+        why = f"the supervisor did not start within {_UP_TIMEOUT_S:.0f} s: see {log_path}"
+        p.kill()
+    if why:
+        diagnosis = supervisor_failure(
+            why, "read the supervisor log, fix what it names, launch again", p.poll()
+        )
+        _record_without_supervisor(run_dir, st, FAILED, diagnosis=diagnosis.to_dict())
+        raise LaunchError(why)
+
+
+def start_supervisor(run_dir: Path | str) -> None:
+    """Start the background supervisor of a run folder whose run.json is written; return once it is
+    up.
+
+    ``launch`` calls it for the folder it made; a folder written by other
+    means (a test's, a script's) runs the same way; a Slurm run's (run.json's
+    config says backend slurm) is watched by ``lab.engine.slurm.watch``.
+    Raises ``LaunchError`` when the supervisor does not come up, or Slurm did
+    not take the job (the run is then recorded failed, with why).
+    """
+    run_dir = Path(run_dir)
+    log_path = run_dir / SUPERVISOR_LOG
+    slurm_run = ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("backend") == SLURM
+    _wait_up(
+        _spawn_supervisor([str(run_dir)], log_path, _SLURM_WATCH if slurm_run else _SUPERVISOR),
+        run_dir,
+        log_path,
+    )
+    d = (registry.status(run_dir).get("diagnosis") or {}) if slurm_run else {}
+    if d.get("key") in slurm_states.NOT_SUBMITTED:  # sbatch refused the job, or could not be asked
+        raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
+
+
+def _machine() -> tuple[tuple[int, ...], str]:
+    """(the GPU indices NVML can read, run.json's ``recorded_on``), without the process matching of
+    a snapshot."""
+    gpus = devices.read_gpus(with_processes=False)
+    return tuple(g.index for g in gpus), device_notes.describe_machine(gpus, os.cpu_count() or 1)
+
+
+def launch(
+    config: RunConfig, runs_dir: Path | None = None, *, resumed_from: str | None = None
+) -> str:
+    """Validate, create the run folder, start the supervisor; return the run id once it is up.
+
+    ``resumed_from``: the run whose checkpoint ``config.resume`` names
+    (``lab.engine.launch.resume``), kept in run.json."""
+    usable, recorded_on = _machine()
+    validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
+    root = root_or_default(runs_dir)
+    where = recorded_on if config.backend == LOCAL else slurm.describe(config)
+    run_id = _new_run(normalized(config), root, None, where, resumed_from=resumed_from)
+    start_supervisor(root / run_id)
+    return run_id
+
+
+def _sweep_file(root: Path, sweep_id: str, suffix: str = ".json") -> Path:
+    return root / SWEEPS_DIR / f"{check_run_id(sweep_id)}{suffix}"
+
+
+def launch_sweep(
+    configs: list[RunConfig],
+    runs_dir: Path | None = None,
+    *,
+    scaling: str | list[str | None] | None = None,
+) -> tuple[str, list[str]]:
+    """Run ``configs`` one after another under one background supervisor.
+
+    ``scaling`` (``sweeps.SCALINGS``, one for all or one per config) is what the
+    configs were made under (``sweeps.compare_modes_configs``); each run.json
+    records its own, for the Compare page to label and compute efficiency by.
+    """
+    if not configs:
+        raise ValueError("a sweep needs at least one config")
+    scalings = list(scaling) if isinstance(scaling, (list, tuple)) else [scaling] * len(configs)
+    if len(scalings) != len(configs) or not set(scalings) <= set(SCALINGS) | {None}:
+        raise ValueError(
+            f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config"
+        )
+    if any(c.backend != LOCAL for c in configs):  # one supervisor runs them here, one after another
+        raise ConfigError(
+            "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"
+        )
+    usable, recorded_on = _machine()
+    for i, c in enumerate(configs):
+        found = problems(c, usable, machine_facts(c))
+        if found:
+            raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
+    root = root_or_default(runs_dir)
+    sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
+    run_ids = [
+        _new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)
+    ]
+    sweep_file = _sweep_file(root, sweep_id)
+    sweep_file.parent.mkdir(exist_ok=True)
+    write_json_atomic(
+        sweep_file,
+        {
+            "sweep_id": sweep_id,
+            "run_ids": run_ids,
+            "runs_dir": str(root),
+            "created_at": now_iso(),
+            "scaling": scaling,
+        },
+    )
+    log_path = _sweep_file(root, sweep_id, ".log")
+    _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
+    return sweep_id, run_ids
+
+
+# ---- stopping -------------------------------------------------------------
+
+
+def _request_stop(run_dir: Path, grace_s: float) -> None:
+    write_json_atomic(run_dir / STOP_REQUEST, {"grace_s": grace_s, "at": now_iso()})
+
+
+def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
+    """Stop a run (SIGTERM to its processes, SIGKILL after ``grace_s``); return its final state.
+
+    A finished run is left as it is (its state is returned). A queued run is
+    cancelled before it starts. A run whose supervisor is gone (``lost``) has
+    its recorded processes ended here, and is recorded ``stopped``.
+    """
+    root = root_or_default(runs_dir)
+    run_dir = Path(registry.get_run(run_id, root).run_dir)
+    st = registry.status(run_dir)
+    if st.get("state") in ENDED_STATES:
+        return st["state"]
+    _request_stop(run_dir, grace_s)  # also keeps a supervisor that comes up late from starting it
+    if st.get("state") != LOST and procs.alive(st.get("supervisor_pid"), st.get("supervisor_ct")):
+        if procs.wait_until(
+            lambda: is_final(registry.status(run_dir).get("state")), grace_s + 10, 0.1
+        ):
+            st = registry.status(run_dir)
+            if st.get("state") in ENDED_STATES:
+                return st["state"]
+    # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
+    st = read_json(run_dir / STATUS_JSON) or {}
+    procs.end_recorded(st, grace_s)
+    if (st.get("slurm") or {}).get("job_id"):  # the job runs on the cluster: only Slurm can end it
+        slurm_cmd.cancel_quietly(str(st["slurm"]["job_id"]))
+    _record_without_supervisor(run_dir, st, STOPPED)
+    return STOPPED
+
+
+def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
+    """Ask a running run's supervisor for every rank's stack now (a ``stacks.request`` file it
+    polls, as it polls ``stop.request``); return the run folder. Its answer is status.json's
+    ``stacks``."""
+    rec = registry.get_run(run_id, root_or_default(runs_dir))
+    if rec.state not in (STARTING, RUNNING):
+        raise LaunchError(f"run {run_id} is {rec.state}: only a running run has stacks to take")
+    write_json_atomic(Path(rec.run_dir) / STACKS_REQUEST, {"at": now_iso()})
+    return Path(rec.run_dir)
+
+
+def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:
+    """Stop the running member of a sweep and cancel the rest; return run_id -> final state."""
+    root = root_or_default(runs_dir)
+    sweep = read_json(_sweep_file(root, sweep_id))
+    if not sweep:
+        raise KeyError(f"no sweep {sweep_id!r} in {root}")
+    run_ids = list(sweep.get("run_ids") or [])
+    for rid in run_ids:  # queued first, so the supervisor never starts them
+        if registry.status(root / rid).get("state") == QUEUED:
+            _request_stop(root / rid, grace_s)
+    return {rid: stop(rid, root, grace_s) for rid in run_ids}
+
+
+def wait(run_id: str, runs_dir: Path | None = None, timeout_s: float = 600) -> str:
+    """Block until the run reaches a final state (or ``timeout_s``); return the state."""
+    end = time.monotonic() + timeout_s
+    while True:
+        state = registry.get_run(run_id, runs_dir).state
+        if is_final(state) or time.monotonic() > end:
+            return state
+        time.sleep(0.2)

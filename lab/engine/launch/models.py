@@ -1,0 +1,72 @@
+"""The trainer's models as the launcher sees them: their names and the image size each needs.
+
+The trainer takes ``tinycnn`` or any name of
+``torchvision.models.list_models(module=torchvision.models)`` (docs/contracts.md
+section 1); this module asks torchvision the same questions so that a
+config is refused before anything starts, with the size named, rather than
+by the trainer a few seconds later. ``names()`` lists them (``tinycnn``
+first, the order of the Launch page's select); ``image_size_need(name)`` is
+``(smallest side, only that size)``: torchvision's ``min_size`` from the
+model's weight metadata, and exactly that size for ViT and MaxViT, as the
+trainer's ``training/models.py`` reads them (the lab never imports the
+trainer). torchvision, and so torch, is imported on the first question about
+a model other than ``tinycnn`` and the answers are kept for the process.
+Tested by tests/test_engine_config.py.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+OWN = ("tinycnn",)
+_EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")  # as training/models.py: built for one input size only
+# where the other names come from
+SOURCE = "torchvision.models.list_models(module=torchvision.models)"
+
+
+@lru_cache(maxsize=1)
+def names() -> tuple[str, ...]:
+    """``tinycnn``, then every torchvision classification model, in torchvision's order."""
+    import torchvision.models as tvm
+
+    return OWN + tuple(tvm.list_models(module=tvm))
+
+
+def known(name: str) -> bool:
+    """Whether the trainer takes ``name`` (``tinycnn`` answers without importing torchvision)."""
+    return name in OWN or (isinstance(name, str) and name in names())
+
+
+@lru_cache(maxsize=None)
+def image_size_need(name: str) -> tuple[int, bool]:
+    """``(smallest image side, only that size)`` for a known model."""
+    if name in OWN:
+        return 4, False
+    import torchvision.models as tvm
+
+    sizes = [w.meta.get("min_size", (1, 1)) for w in tvm.get_model_weights(name)]
+    return min((max(s) for s in sizes), default=1), name.startswith(_EXACT_SIZE_PREFIXES)
+
+
+def model_problem(name: str) -> str | None:
+    """The message for a model the trainer does not take, else None."""
+    if known(name):
+        return None
+    return (
+        f"unknown model {name!r}: use tinycnn or a name of {SOURCE}, "
+        "e.g. resnet18, mobilenet_v3_small, vit_b_16"
+    )
+
+
+def size_problem(name: str, image_size: int) -> str | None:
+    """The message when a known model cannot take ``image_size`` images, naming the size; else
+    None."""
+    if not known(name) or not isinstance(image_size, int):
+        return None
+    need, exact = image_size_need(name)
+    given = f"image size {image_size} given"
+    if exact and image_size != need:
+        return f"{name} takes {need}x{need} images only, {given}: use image size {need}"
+    if image_size < need:
+        return f"{name} needs images of at least {need}x{need}, {given}: use {need} or more"
+    return None

@@ -1,0 +1,149 @@
+"""How much GPU memory a run needs on each of its GPUs, measured for its model rather than assumed.
+
+``estimate(model, batch, image_size, amp)`` is parameters + gradients + the
+optimizer's state (the trainer's SGD with momentum keeps one buffer per
+parameter) + one batch of activations: every tensor autograd saves for the
+backward of one forward and loss at that batch, each storage counted once and
+the parameters left out (``torch.autograd.graph.saved_tensors_hooks``). The
+forward runs the trainer's own model (``training.models.build``) on PyTorch's
+``meta`` device: the same operators, shapes and saved tensors as on the CPU
+(tests/test_estimate.py checks they are equal), but nothing is allocated, so a
+batch of 256 at 224 px costs no memory and a fraction of a second. With AMP
+the forward is measured in float16 plus autocast's float16 copy of the
+weights. Inputs are taken as 3 channels and 10 classes (RGB is the most our
+datasets give; the head's size barely depends on the class count). Results
+are cached per (model, batch, image size, amp). ``per_gpu(config)`` spreads
+it over a run's GPUs the way each mode does; ``torch_cuda_version`` is the
+CUDA PyTorch was built for. torch is imported only inside these functions, so
+the supervisor and the command line pay nothing for importing this module.
+Tested by tests/test_estimate.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lab.engine.launch.config import RunConfig
+
+_MIB = 1024 * 1024
+CHANNELS, CLASSES = 3, 10
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """MiB one GPU needs for a run, by part; the CUDA context and allocator slack come on top."""
+
+    params_mib: float
+    grads_mib: float
+    optimizer_mib: float
+    activations_mib: float
+    buckets_mib: float = 0.0  # DDP's gradient buckets: one more gradient-sized copy
+    batch: int = 0
+
+    @property
+    def total_mib(self) -> float:
+        return (
+            self.params_mib
+            + self.grads_mib
+            + self.optimizer_mib
+            + self.activations_mib
+            + self.buckets_mib
+        )
+
+    def describe(self) -> str:
+        """E.g. "parameters 43 MiB + gradients 43 MiB + momentum 43 MiB + activations of 64 images
+        28 MiB"."""
+        parts = [
+            ("parameters", self.params_mib),
+            ("gradients", self.grads_mib),
+            ("momentum", self.optimizer_mib),
+            (
+                f"activations of {self.batch} image{'s' if self.batch != 1 else ''}",
+                self.activations_mib,
+            ),
+            ("DDP buckets", self.buckets_mib),
+        ]
+        return " + ".join(f"{name} {mib_text(v)}" for name, v in parts if v > 0)
+
+
+def mib_text(mib: float) -> str:
+    """``512 MiB``, ``1.4 GiB``."""
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+@functools.lru_cache(maxsize=64)
+def estimate(model: str, batch: int, image_size: int, amp: bool = False) -> Estimate:
+    """Parameters, gradients, momentum and a batch's activations of ``model`` (one device, no
+    wrapper)."""
+    import torch
+    from torch import nn
+
+    from training import models
+
+    dtype = torch.float16 if amp else torch.float32
+    with torch.device("meta"):
+        net = models.build(model, CHANNELS, CLASSES)
+    # the trainer keeps float32 master weights
+    param_bytes = sum(p.numel() * 4 for p in net.parameters())
+    net = net.to(dtype)
+    own = {p.untyped_storage()._cdata for p in net.parameters()}
+    saved: dict[int, int] = {}
+    # meta tensors cost nothing: holding them keeps each storage's identity unique while counting
+    kept = []
+
+    def pack(t):
+        kept.append(t)
+        s = t.untyped_storage()
+        if s._cdata not in own:
+            saved[s._cdata] = s.nbytes()
+        return t
+
+    x = torch.randn(batch, CHANNELS, image_size, image_size, device="meta", dtype=dtype)
+    y = torch.randint(0, CLASSES, (batch,), device="meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        nn.functional.cross_entropy(net(x), y)
+    # autocast's float16 copy of each weight
+    act = sum(saved.values()) + (param_bytes // 2 if amp else 0)
+    p = param_bytes / _MIB
+    return Estimate(p, p, p, act / _MIB, batch=batch)
+
+
+def per_gpu(config: RunConfig) -> dict[int, Estimate]:
+    """Physical GPU -> what the run needs there.
+
+    single: everything at the global batch. DP: each GPU gets batch / n; the
+    first keeps the gradients and momentum the replicas are reduced into, the
+    others a replica's parameters and gradients. DDP: every GPU the whole
+    model at batch / world size, plus its gradient buckets.
+    """
+    c = config
+    gpus = list(c.gpus)
+    if not gpus:
+        return {}
+    if c.mode == "ddp":
+        e = estimate(
+            c.model, max(1, c.batch_size // max(1, c.nproc * c.nnodes)), c.image_size, c.amp
+        )
+        full = Estimate(
+            e.params_mib, e.grads_mib, e.optimizer_mib, e.activations_mib, e.grads_mib, e.batch
+        )
+        return {g: full for g in gpus}
+    if c.mode == "dp" and len(gpus) > 1:
+        e = estimate(c.model, max(1, c.batch_size // len(gpus)), c.image_size, c.amp)
+        replica = Estimate(e.params_mib, e.grads_mib, 0.0, e.activations_mib, batch=e.batch)
+        return {g: (e if i == 0 else replica) for i, g in enumerate(gpus)}
+    return {gpus[0]: estimate(c.model, c.batch_size, c.image_size, c.amp)}
+
+
+def torch_cuda_version() -> tuple[int, int] | None:
+    """The CUDA version this PyTorch was built for, e.g. (12, 4); None for a CPU-only build."""
+    import torch
+
+    v = torch.version.cuda
+    if not v:
+        return None
+    major, _, minor = v.partition(".")
+    return int(major), int(minor.split(".")[0] or 0)

@@ -1,0 +1,113 @@
+"""The gateway to Slurm: the only module that runs its commands (sbatch, squeue, sacct, scancel).
+
+Each call runs one command with a time limit, in this process's environment
+(``SLURM_CONF`` and PATH say which cluster), and turns what goes wrong into a
+``SlurmError`` whose message names the fix: a command missing from PATH, a
+controller that does not answer, a job sbatch refuses (its own words). The
+commands and the reading of their answers are ``lab.engine.slurm.states``'s.
+``job`` asks squeue first and sacct where squeue has forgotten the job (sacct
+answers only on clusters that keep accounting). Tested by
+tests/test_slurm_cluster.py (a real one-node cluster) and tests/test_slurm.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+from pathlib import Path
+
+from lab.engine.slurm.states import (
+    Job,
+    parse_job_id,
+    parse_sacct,
+    parse_squeue,
+    sacct_argv,
+    scancel_argv,
+    squeue_argv,
+    submit_argv,
+)
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 30.0  # a busy controller answers in seconds; one that does not is down
+# under the launcher's 30 s wait for the watcher: a hung sbatch is reported, not killed
+SUBMIT_TIMEOUT_S = 20.0
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed; the message says what Slurm said and what to do."""
+
+
+class SlurmUnavailable(SlurmError):
+    """Slurm could not be asked at all: its command is not on PATH, or it did not answer in time."""
+
+
+def _run(
+    argv: list[str], cwd: Path | str | None = None, timeout: float = TIMEOUT_S
+) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+    except FileNotFoundError:
+        raise SlurmUnavailable(
+            f"{argv[0]} is not on PATH: run the lab where Slurm's commands work (a login "
+            "node), or install Slurm's client"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailable(
+            f"{argv[0]} did not answer within {timeout:.0f} s: is slurmctld up? (scontrol ping)"
+        ) from None
+
+
+def _said(p: subprocess.CompletedProcess) -> str:
+    """What a failed command said, one line: its lines joined with "; ", without the "sbatch: error:
+    " prefixes."""
+    lines = [ln.strip() for ln in (p.stderr or p.stdout or "").splitlines() if ln.strip()]
+    lines = [re.sub(r"^\w+: (error|fatal): ", "", ln) for ln in lines]
+    return "; ".join(dict.fromkeys(lines))[:500] or f"exit code {p.returncode}"
+
+
+def submit(script: Path | str, cwd: Path | str | None = None) -> str:
+    """Submit a job script; its job id. ``SlurmError`` (sbatch's own words) when it is refused,
+    ``SlurmUnavailable`` when sbatch is missing or does not answer."""
+    p = _run(submit_argv(script), cwd=cwd, timeout=SUBMIT_TIMEOUT_S)
+    if p.returncode != 0:
+        raise SlurmError(_said(p))
+    try:
+        return parse_job_id(p.stdout)
+    except ValueError as e:
+        raise SlurmError(str(e)) from None
+
+
+def job(job_id: str) -> Job | None:
+    """The job as squeue (else sacct) reports it; None when neither knows it. ``SlurmError`` when
+    squeue fails."""
+    p = _run(squeue_argv(job_id))
+    found = parse_squeue(p.stdout, job_id) if p.returncode == 0 else None
+    if found is not None:
+        return found
+    if p.returncode != 0 and "Invalid job id" not in (p.stderr or ""):
+        raise SlurmError(f"squeue failed: {_said(p)}")
+    try:
+        acct = _run(sacct_argv(job_id))
+    except SlurmError:  # no sacct on PATH: no accounting to ask
+        return None
+    return parse_sacct(acct.stdout, job_id) if acct.returncode == 0 else None
+
+
+def cancel(job_id: str) -> None:
+    """scancel the job (every step on every node); ``SlurmError`` when scancel fails."""
+    p = _run(scancel_argv(job_id))
+    if p.returncode != 0:
+        raise SlurmError(f"scancel {job_id} failed: {_said(p)}")
+
+
+def cancel_quietly(job_id: str) -> bool:
+    """``cancel``, logging rather than raising (for clean-ups); whether scancel took it."""
+    try:
+        cancel(job_id)
+        return True
+    except SlurmError as e:
+        log.warning("%s", e)
+        return False

@@ -1,0 +1,95 @@
+"""The supervisor's device sampler: ``sys/`` scalars as TensorBoard events.
+
+Once per interval the supervisor calls ``SysSampler.sample(tree)``: the run's
+GPUs are read through ``lab.engine.devices.nvml`` and the run's whole process tree
+through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
+summed), what else used the machine through ``lab.engine.supervise.interference``
+(``sys/other_cpu_pct``, ``sys/gpu<i>/other_*``; ``interference()`` is
+status.json's record), and each value is written as a scalar event under ``RUN_DIR/sys``.
+The events are written with tensorboard's own ``EventFileWriter`` and protos,
+never torch (importing torch costs the supervisor seconds and hundreds of MB).
+Step = sample number, wall time = sample time. Tested by tests/test_devices.py and
+tests/test_interference.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from lab.engine import procs
+from lab.engine.devices import nvml as devices
+from lab.engine.supervise.interference import InterferenceMeter
+from lab.runfolder import SYS_DIR
+
+log = logging.getLogger(__name__)
+
+
+class ScalarWriter:
+    """A minimal scalar event writer over tensorboard's EventFileWriter."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        self._Event, self._Summary = Event, Summary
+        self._w = EventFileWriter(str(logdir), max_queue_size=64, flush_secs=5)
+
+    def add(self, values: dict[str, float], step: int, wall_time: float) -> None:
+        vals = [self._Summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
+        if vals:
+            self._w.add_event(
+                self._Event(wall_time=wall_time, step=step, summary=self._Summary(value=vals))
+            )
+
+    def flush(self) -> None:
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+
+class SysSampler:
+    """Samples the run's GPUs and process tree into ``RUN_DIR/sys``."""
+
+    def __init__(self, run_dir: Path, gpus: tuple[int, ...]) -> None:
+        self.gpus = tuple(gpus)
+        self.step = 0
+        self._writer = ScalarWriter(Path(run_dir) / SYS_DIR)
+        self._meter = procs.TreeMeter()
+        self._others = InterferenceMeter()
+
+    def sample(self, tree: list[procs.Process]) -> dict[str, float]:
+        """Read everything once, write one event, return the values written."""
+        now = time.time()
+        values: dict[str, float] = {}
+        # with their processes: whose are they?
+        gpus = devices.read_gpus(self.gpus) if self.gpus else ()
+        for g in gpus:
+            for key, v in (
+                ("util_pct", g.util_pct),
+                ("mem_used_mib", g.mem_used_mib),
+                ("power_w", g.power_w),
+                ("temp_c", g.temp_c),
+            ):
+                if v is not None:
+                    values[f"sys/gpu{g.index}/{key}"] = v
+        values["sys/cpu_pct"], values["sys/rss_mib"] = self._meter.read(tree)
+        values.update(self._others.sample(tree, gpus))
+        self._writer.add(values, self.step, now)
+        self._writer.flush()
+        self.step += 1
+        return values
+
+    def interference(self) -> dict:
+        """status.json's ``interference`` record of the samples so far."""
+        return self._others.record()
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except Exception as e:  # closing must not turn a finished run into a crash
+            log.warning("closing sys events failed: %s", e)

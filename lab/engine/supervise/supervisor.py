@@ -1,0 +1,376 @@
+"""The background supervisor of one run (or of a sweep of runs, one after another).
+
+``python -m lab.engine.supervise.supervisor RUN_DIR`` or ``python -m lab.engine.supervise.supervisor
+--sweep FILE``, started detached by the launcher so a run outlives the dashboard. It starts the
+training command from run.json as its child in a new session (stdout and stderr to
+RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's script), keeps status.json up to
+date (atomically, at every change; ``kind``, ``events_dirs`` through
+``lab.engine.supervise.linked``, ``resumed_from``), samples devices into RUN_DIR/sys every interval,
+records what else used the machine (``interference``), watches its health
+(``lab.engine.health.watch``: ``health``, ``restarts``, stacks), stops the run on a ``stop.request``
+file or on SIGTERM (SIGTERM to the groups, SIGKILL after the grace period, stragglers found through
+the recorded process tree), and on a non-zero exit stores a diagnosis. It is status.json's writer
+(the launcher writes it only where no supervisor exists, see docs/contracts.md). It never imports
+torch. Tested by tests/test_engine_runs.py and tests/test_health_runs.py."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab.engine import procs
+from lab.engine.health.watch import HealthWatch
+from lab.engine.launch import ports
+from lab.engine.launch.commands import PORT_FLAG
+from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
+from lab.engine.supervise.linked import EventLinker
+from lab.runfolder import (
+    ERROR_JSON,
+    FAILED,
+    LOGS_DIR,
+    QUEUED,
+    REPO_ROOT,
+    RUN_JSON,
+    RUNNING,
+    STARTING,
+    STATUS_JSON,
+    STDOUT_LOG,
+    STOP_REQUEST,
+    STOPPED,
+    SUCCEEDED,
+    SUPERVISOR_LOG,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
+
+log = logging.getLogger("lab.engine.supervise.supervisor")
+
+_TICK_S = 0.2  # how fast a stop request is noticed; each wake-up costs the trainer a little CPU
+_INTERFERENCE_EVERY = 5  # samples between interference records in status.json (each is a rewrite)
+_PORT_RETRIES = 2
+
+
+class _Flags:
+    stop_all = False  # set by SIGTERM: stop the current run and cancel the rest
+
+
+class Status:
+    """status.json of one run: merge-and-rewrite atomically on every change."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / STATUS_JSON
+        self.data = read_json(self.path) or {"state": QUEUED}
+
+    def update(self, **kw) -> None:
+        self.data.update(kw)
+        self.data["updated_at"] = now_iso()
+        write_json_atomic(self.path, self.data)
+
+
+def _stop_request(run_dir: Path) -> dict | None:
+    req = run_dir / STOP_REQUEST
+    if _Flags.stop_all:
+        return {"grace_s": 5.0}
+    if req.exists():
+        return read_json(req) or {"grace_s": 5.0}
+    return None
+
+
+def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | None]:
+    """argv with ``--master-port`` set to a port free right now (the recorded one may be taken
+    since)."""
+    if PORT_FLAG not in argv:
+        return argv, None
+    i = argv.index(PORT_FLAG) + 1
+    port = int(argv[i])
+    try:
+        if force:
+            raise OSError("a new port was asked for")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    except OSError:
+        port = ports.free_port()
+    return argv[:i] + [str(port)] + argv[i + 1 :], port
+
+
+def _set_aside_attempt(run_dir: Path, n: int) -> None:
+    """Keep a failed attempt's logs under other names so the diagnosis reads the new attempt."""
+    for name in (STDOUT_LOG, LOGS_DIR, ERROR_JSON):
+        p = run_dir / name
+        if p.exists():
+            p.rename(run_dir / f"{name}.port-retry-{n}")
+
+
+class RunSupervisor:
+    """Runs one run folder to a final state."""
+
+    def __init__(self, run_dir: Path, interval_s: float, on_tick=None) -> None:
+        self.run_dir = run_dir
+        self.interval_s = interval_s
+        self.on_tick = on_tick or (lambda: None)
+        self.run = read_json(run_dir / RUN_JSON) or {}
+        self.status = Status(run_dir)
+        self.me = [os.getpid(), procs.create_time(os.getpid())]
+        self.linker = EventLinker(self.run, run_dir)  # events_dirs: where the run's curves are
+        self.health = HealthWatch(
+            run_dir, self.run, self.status.update, self.status.data.get("health")
+        )
+
+    def _start(self, argv: list[str]) -> subprocess.Popen:
+        env = dict(os.environ)
+        env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
+        with open(self.run_dir / STDOUT_LOG, "ab") as out:
+            # a script's own folder
+            child = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=self.run.get("cwd") or REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        self.status.update(
+            state=RUNNING,
+            pid=child.pid,
+            pgid=child.pid,
+            pid_ct=procs.create_time(child.pid),
+            tree=[],
+            exit_code=None,
+            signal=None,
+        )
+        log.info("started pid %s: %s", child.pid, argv)
+        return child
+
+    def _watch(self, child: subprocess.Popen, sampler) -> tuple[int, dict | None]:
+        """Poll the child, sample every interval, record the tree; return (exit code, stop
+        request)."""
+        next_sample = 0.0
+        known: list[list[float]] = []
+        while True:
+            rc = child.poll()
+            if rc is not None:
+                return rc, None
+            req = _stop_request(self.run_dir)
+            if req is not None:
+                return self._stop(child, known, float(req.get("grace_s", 5.0))), req
+            if time.monotonic() >= next_sample:
+                next_sample = time.monotonic() + self.interval_s
+                tree = procs.tree(child.pid)
+                # the union of every member seen: a straggler may outlive its parent
+                new = [i for i in procs.identities(tree) if i[0] not in {p for p, _ in known}]
+                if new:
+                    known = sorted(known + new)
+                    self.status.update(tree=known)
+                self.linker.note(p for p, _ in known)
+                if self.linker.scan():
+                    self.status.update(events_dirs=self.linker.dirs)
+                values: dict[str, float] = {}
+                if sampler is not None:
+                    try:
+                        values = sampler.sample(tree)
+                        if sampler.step % _INTERFERENCE_EVERY == 0:
+                            self.status.update(interference=sampler.interference())
+                    except Exception as e:  # a sampling hiccup must never fail the run
+                        log.warning("sampling failed: %s", e)
+                self.health.tick(child.pid, tree, values, self.linker.dirs)
+            self.on_tick()
+            time.sleep(_TICK_S)
+
+    def _stop(self, child: subprocess.Popen, known: list[list[float]], grace_s: float) -> int:
+        log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
+        by_pid = {int(p): ct for p, ct in known + procs.identities(procs.tree(child.pid))}
+        by_pid.setdefault(child.pid, self.status.data.get("pid_ct"))
+        members = [[p, ct] for p, ct in sorted(by_pid.items())]
+        self.status.update(stopping=True, tree=members)
+        procs.end_tree(members, [child.pid], grace_s)
+        try:
+            return child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+
+    def _sampler(self):
+        gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
+        try:
+            from lab.engine.supervise.sampler import SysSampler
+
+            return SysSampler(self.run_dir, gpus)
+        except Exception as e:  # the run goes on without sys/ events rather than not at all
+            log.warning("no device sampling for this run: %s", e)
+            return None
+
+    def run_to_end(self) -> str:
+        if _stop_request(self.run_dir) is not None:
+            self.status.update(
+                state=STOPPED,
+                ended_at=now_iso(),
+                supervisor_pid=self.me[0],
+                supervisor_ct=self.me[1],
+            )
+            return STOPPED
+        self.status.update(
+            state=STARTING,
+            supervisor_pid=self.me[0],
+            supervisor_ct=self.me[1],
+            started_at=now_iso(),
+            kind=self.linker.kind,
+            events_dirs=self.linker.dirs,
+            resumed_from=self.run.get("resumed_from"),
+        )
+        sampler = None
+        argv = list(self.run.get("argv") or [])
+        try:
+            for attempt in range(_PORT_RETRIES + 1):
+                argv, port = _fresh_port(argv, force=attempt > 0)
+                if port:
+                    self.status.update(port=port)
+                started = time.monotonic()
+                child = self._start(argv)
+                if sampler is None:
+                    sampler = self._sampler()  # after the start: tensorboard takes ~0.5 s to import
+                rc, req = self._watch(child, sampler)
+                if (
+                    req is None
+                    and rc != 0
+                    and attempt < _PORT_RETRIES
+                    and port
+                    and time.monotonic() - started < 60
+                ):
+                    d = diagnose(self.run_dir, rc)
+                    if d is not None and d.key == "port_in_use":
+                        log.warning("port %s was taken; retrying on another", port)
+                        _set_aside_attempt(self.run_dir, attempt)
+                        continue
+                break
+            if sampler is not None:
+                # written with the final state
+                self.status.data["interference"] = sampler.interference()
+            return self._finish(rc, req)
+        finally:
+            if sampler is not None:
+                sampler.close()
+
+    def _finish(self, rc: int, req: dict | None) -> str:
+        self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
+        self.health.finish(self.linker.dirs)  # what the ended run left: a NaN loss, its restarts
+        fields = dict(
+            exit_code=rc,
+            signal=-rc if rc < 0 else None,
+            ended_at=now_iso(),
+            stopping=False,
+            events_dirs=self.linker.dirs,
+        )
+        if req is not None:
+            state, diag = STOPPED, None
+        elif rc == 0:
+            state, diag = SUCCEEDED, None
+        else:
+            state = FAILED
+            try:
+                diag = diagnose(self.run_dir, rc)
+            except Exception as e:  # a diagnosis bug must not hide the failure itself
+                log.exception("diagnosis failed")
+                diag = Diagnosis(
+                    "unknown",
+                    f"the run exited with code {rc}",
+                    f"diagnosis failed: {e}",
+                    exit_code=rc,
+                )
+            found = self.health.diagnosis()  # a health finding explains more than a generic crash
+            if found and (diag is None or diag.key in GENERIC):
+                diag = Diagnosis("nan_loss", *found, exit_code=rc)
+        self.status.update(state=state, diagnosis=diag.to_dict() if diag else None, **fields)
+        log.info("run %s: %s (exit %s)", self.run_dir.name, state, rc)
+        return state
+
+
+def supervise(run_dir: Path, interval_s: float, on_tick=None) -> str:
+    """Run one run to its end; a supervisor error is recorded as the run's failure, never left
+    "running"."""
+    sup = RunSupervisor(run_dir, interval_s, on_tick)
+    try:
+        return sup.run_to_end()
+    except Exception as e:
+        log.exception("supervisor failed")
+        procs.end_recorded(sup.status.data, 2.0)
+        log_path = run_dir / SUPERVISOR_LOG
+        where = log_path if log_path.exists() else "the sweep log under .sweeps/"
+        sup.status.update(
+            state=FAILED,
+            ended_at=now_iso(),
+            diagnosis=supervisor_failure(f"the supervisor failed: {e}", f"see {where}").to_dict(),
+        )
+        return "error"
+
+
+def _mark(run_dir: Path, **kw) -> None:
+    Status(run_dir).update(**kw)
+
+
+def run_sweep(sweep_file: Path, interval_s: float) -> None:
+    sweep = read_json(sweep_file) or {}
+    root = Path(sweep.get("runs_dir") or sweep_file.parent.parent)
+    run_dirs = [root / r for r in sweep.get("run_ids") or []]
+    me = [os.getpid(), procs.create_time(os.getpid())]
+    for d in run_dirs:  # recorded so the registry can tell a dead sweep's queued runs are lost
+        _mark(d, supervisor_pid=me[0], supervisor_ct=me[1])
+
+    def queued(d: Path) -> bool:
+        return (read_json(d / STATUS_JSON) or {"state": QUEUED}).get("state") == QUEUED
+
+    def cancel_requested() -> None:
+        for d in run_dirs:
+            if (d / STOP_REQUEST).exists() and queued(d):
+                _mark(d, state=STOPPED, ended_at=now_iso())
+
+    for d in (d for d in run_dirs if queued(d)):
+        if _Flags.stop_all:
+            _mark(d, state=STOPPED, ended_at=now_iso())
+        else:
+            supervise(d, interval_s, on_tick=cancel_requested)
+
+
+def _on_sigterm(signum, frame) -> None:
+    _Flags.stop_all = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.engine.supervise.supervisor", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument("run_dir", nargs="?", help="the run folder to supervise")
+    ap.add_argument(
+        "--sweep", help="a sweep file (runs/.sweeps/<id>.json): run its runs one after another"
+    )
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=float(os.environ.get("LAB_SAMPLE_INTERVAL_S", "1.0")),
+        help="seconds between device samples (default 1)",
+    )
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, _on_sigterm)
+    if args.sweep:
+        run_sweep(Path(args.sweep), args.interval)
+        return 0
+    if not args.run_dir:
+        ap.error("give RUN_DIR or --sweep FILE")
+    return 0 if supervise(Path(args.run_dir), args.interval) != "error" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

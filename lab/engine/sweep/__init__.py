@@ -1,0 +1,1 @@
+"""Several runs measured one after another: the configs of a sweep."""

@@ -1,0 +1,84 @@
+"""The configs of a "Compare modes" sweep: the three modes, strong or weak scaling, repeats.
+
+``compare_modes_configs`` gives single, DP and DDP of the same model, data
+and seed on the usable GPUs (or the CPU), under strong scaling (every mode
+keeps the global batch, so they compute the same training) or weak scaling
+(every device keeps its batch, ``scaled``); ``interleaved`` repeats them in
+turn (single, dp, ddp, single, …) so drift on the machine hits every mode
+alike. Launching a sweep is ``lab.engine.launch.launcher.launch_sweep``. Tested by
+tests/test_engine_config.py and tests/test_noise.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lab.engine.launch.config import CPU_DDP_PROCESSES, ConfigError, Gpus, RunConfig, usable
+
+STRONG, WEAK = "strong", "weak"
+# a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
+SCALINGS = (STRONG, WEAK)
+MAX_REPEATS = 20
+
+
+def scaled(config: RunConfig, scaling: str) -> RunConfig:
+    """``config`` in a sweep of ``scaling``: strong keeps its global batch, weak makes it the batch
+    per device."""
+    if scaling not in SCALINGS:
+        raise ConfigError(
+            "scaling",
+            f"unknown scaling {scaling!r}: use strong (same global batch) or weak "
+            "(same batch per device)",
+        )
+    if scaling == WEAK:
+        return dataclasses.replace(config, batch_size=config.batch_size * config.world_size)
+    return config
+
+
+def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) -> list[RunConfig]:
+    """single, DP and DDP configs of the same model, data and seed, under ``scaling``.
+
+    With GPUs: single on the first usable GPU, DP and DDP over all of them. Without: everything on
+    the CPU, DDP as two gloo processes (DP falls back to one device). ``base.batch_size`` is every
+    mode's global batch (strong) or every device's batch (weak, ``scaled``)."""
+    gpus = usable(gpus)
+    first = gpus[:1]
+    nproc = len(gpus) or CPU_DDP_PROCESSES
+    stem = base.name or f"cmp-{base.model}"
+    common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
+    return [
+        scaled(c, scaling)
+        for c in (
+            dataclasses.replace(
+                base, mode="single", gpus=first, nproc=1, name=f"{stem}-single"[:40], **common
+            ),
+            dataclasses.replace(
+                base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common
+            ),
+            dataclasses.replace(
+                base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common
+            ),
+        )
+    ]
+
+
+def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
+    """``configs`` ``repeats`` times in turn (a, b, c, a, b, c, ...), so drift hits every config
+    alike.
+
+    Repeated runs are named ``<name>-r1``, ``<name>-r2``, ...; one repeat
+    returns the configs as they are. A bad count is a ``ConfigError``.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ConfigError(
+            "repeats",
+            f"{repeats!r} is not a number of repeats: use 1 to {MAX_REPEATS} (3 shows the "
+            "spread between runs)",
+        )
+    if repeats == 1:
+        return list(configs)
+    return [
+        dataclasses.replace(c, name=f"{(c.name or c.mode)[:36]}-r{i + 1}")
+        for i in range(repeats)
+        for c in configs
+    ]

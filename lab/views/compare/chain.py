@@ -1,0 +1,63 @@
+"""A resumed run and the runs it continues, drawn as one curve.
+
+A run started by ``lab.engine.launch.resume`` records ``resumed_from``; a run may be
+resumed again, so they form a chain. ``ancestors(record, by_id)`` is the
+chain behind a run, oldest first; ``joined(parts)`` concatenates the scalars
+of the chain, tag by tag: each earlier run's points are kept only before the
+first step its successor logged (the successor redid the steps after the
+checkpoint it started from), so the curve continues without a fold; the
+device samples (``sys/``, counted per run) are the newest run's alone.
+Series are ``lab.events.Series``-like (numpy ``step``, ``wall_time``,
+``value``). The Compare page joins the curves with a toggle. Tested by
+tests/test_health_view.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lab.events.columns import Series
+from lab.views.runscalars import SYS_PREFIX
+
+
+def ancestors(record: Any, by_id: Mapping[str, Any], limit: int = 100) -> list[Any]:
+    """The runs ``record`` continues, oldest first (empty when it was not resumed); a loop is
+    cut."""
+    out: list[Any] = []
+    seen = {record.run_id}
+    cur = by_id.get(getattr(record, "resumed_from", None) or "")
+    while cur is not None and cur.run_id not in seen and len(out) < limit:
+        out.append(cur)
+        seen.add(cur.run_id)
+        cur = by_id.get(getattr(cur, "resumed_from", None) or "")
+    return out[::-1]
+
+
+def _join_two(a: Any, b: Any) -> Series:
+    steps_b = np.asarray(b.step)
+    first = int(steps_b.min()) if len(steps_b) else None
+    keep = np.asarray(a.step) < first if first is not None else np.ones(len(a.step), dtype=bool)
+    return Series(
+        np.concatenate([np.asarray(a.step)[keep], steps_b]),
+        np.concatenate(
+            [np.asarray(a.wall_time, dtype=float)[keep], np.asarray(b.wall_time, dtype=float)]
+        ),
+        np.concatenate([np.asarray(a.value, dtype=float)[keep], np.asarray(b.value, dtype=float)]),
+    )
+
+
+def joined(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The scalars of a chain (oldest first) as one run's: every tag concatenated at the successor's
+    first step."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for tag, s in part.items():
+            # device samples count samples, not steps, and start again in every run: the latest
+            # run's
+            out[tag] = (
+                _join_two(out[tag], s) if tag in out and not tag.startswith(SYS_PREFIX) else s
+            )
+    return out

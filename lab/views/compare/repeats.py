@@ -1,0 +1,101 @@
+"""Repeats of a sweep: the runs of one sweep and mode grouped, each mode's median over its repeats.
+
+A sweep with ``--repeats N`` (Home's "repeats" field) runs every mode N
+times, interleaved, so that a machine getting busier or quieter hits all
+modes alike. This module groups the chosen runs by sweep and asked mode and
+gives, per group, the median of the runs' median throughputs with the range
+across repeats (``lab.views.compare.spread.over_repeats``) and the speedup of that
+median against the baseline's group: the between-run noise that one run's
+interval cannot show. Used by the Compare page and the ``compare`` command.
+Tested by tests/test_noise.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lab.engine.sweep.plan import WEAK
+from lab.views.compare.noise import run_spread
+from lab.views.compare.runs import CompareRun
+from lab.views.compare.spread import over_repeats
+
+
+def _mode(run: CompareRun) -> str:
+    """The asked mode; a weak-scaling run of a sweep is a mode of its own (it trains a different
+    global batch)."""
+    mode = str((run.summary or {}).get("mode") or run.option("mode") or "?")
+    return f"{mode} (weak)" if run.scaling == WEAK else mode
+
+
+def groups(runs: Sequence[CompareRun]) -> dict[tuple[str, str], list[CompareRun]]:
+    """(sweep id, asked mode) -> its runs, in the given order; runs outside a sweep are left out."""
+    out: dict[tuple[str, str], list[CompareRun]] = {}
+    for r in runs:
+        if r.sweep_id:
+            out.setdefault((r.sweep_id, _mode(r)), []).append(r)
+    return out
+
+
+def by_mode(
+    runs: Sequence[CompareRun],
+    scalars: Mapping[str, Mapping[str, Any]] | None = None,
+    baseline_key: str | None = None,
+) -> list[dict[str, Any]]:
+    """Per sweep and mode: median over repeats, min, max, repeats, spread %, speedup, run ids.
+
+    Empty unless some sweep ran a mode more than once. ``speedup`` divides the
+    group's median by the median of the baseline run's group (None when the
+    baseline is in no group).
+    """
+    grouped = groups(runs)
+    if not any(len(g) > 1 for g in grouped.values()):
+        return []
+    out = []
+    for (sweep_id, mode), members in grouped.items():
+        spreads = [run_spread(r, (scalars or {}).get(r.key)) for r in members]
+        summary = over_repeats([s.median for s in spreads if s is not None])
+        if summary is None:
+            continue
+        out.append(
+            {
+                "sweep_id": sweep_id,
+                "mode": mode,
+                **summary,
+                "run_ids": [r.run_id for r in members],
+                "keys": [r.key for r in members],
+            }
+        )
+    base = next((g for g in out if baseline_key in g["keys"]), None)
+    for g in out:
+        g["speedup"] = g["median"] / base["median"] if base and base["median"] else None
+        del g["keys"]
+    return out
+
+
+def by_mode_table(
+    runs: Sequence[CompareRun],
+    scalars: Mapping[str, Mapping[str, Any]] | None = None,
+    baseline_key: str | None = None,
+) -> pd.DataFrame | None:
+    """``by_mode`` as the Compare page's table; None when no mode was repeated."""
+    rows = by_mode(runs, scalars, baseline_key)
+    if not rows:
+        return None
+    return pd.DataFrame(
+        [
+            {
+                "sweep": g["sweep_id"],
+                "mode": g["mode"],
+                "repeats": g["repeats"],
+                "median throughput (samples/s)": round(g["median"], 1),
+                "min": round(g["min"], 1),
+                "max": round(g["max"], 1),
+                "spread across repeats (%)": round(g["spread_pct"], 1),
+                "speedup of medians": None if g["speedup"] is None else round(g["speedup"], 3),
+            }
+            for g in rows
+        ]
+    )

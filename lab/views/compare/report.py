@@ -1,0 +1,105 @@
+"""The comparison as one standalone HTML file a user can attach to a report.
+
+Owns ``build_html``: the runs with when and where each was recorded, the
+fairness and busy-machine warnings, the table (speedups outside the noise
+green or red, as on the page), the "how to read this" text (strong and weak
+scaling and the noise notes included), and the charts with their notes
+(plotly figures with plotly.js embedded inline, once, so the file opens with
+no server and no internet): the anatomy bars of ``lab.views.compare.anatomy_text``
+and the curves of ``lab.views.compare.curves``, as the page passes them. It
+builds a string from what ``lab.views.compare.table``, ``lab.views.compare.fairness`` and
+those computed; the page offers it for download.
+Tested by tests/test_report.py.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from lab.views.compare import noise
+from lab.views.compare.columns import TEXT_COLUMNS
+from lab.views.compare.curves import STEP_NOTE
+from lab.views.compare.fairness import FairnessWarning
+from lab.views.compare.runs import CompareRun, labels
+from lab.views.compare.scaling import HOW_TO_READ as SCALING_NOTE
+from lab.views.compare.table import HOW_TO_READ
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
+max-width:1200px;color:#222}
+table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:.5rem 1rem;margin:.5rem 0}
+.meta{color:#555;font-size:.85rem}
+"""
+
+
+def _md(text: str) -> str:
+    """The two bits of markdown our texts use (**bold**, *italic*), as escaped HTML."""
+    out = html.escape(text)
+    parts = out.split("**")
+    out = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = out.split("*")
+    return "".join(f"<i>{p}</i>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def build_html(
+    *,
+    runs: Sequence[CompareRun],
+    table: pd.DataFrame,
+    warnings: Sequence[FairnessWarning],
+    figures: Sequence[tuple[str, go.Figure, str | None]],
+    baseline_label: str | None = None,
+    noise_notes: Sequence[str] = (),
+    title: str = "Parallel Training Lab — run comparison",
+    generated_at: datetime | None = None,
+) -> str:
+    """A complete HTML document with everything inline (plotly.js included once).
+
+    ``noise_notes`` (``lab.views.compare.noise.noise_notes``) follow the "how to read this" text.
+    """
+    generated_at = generated_at or datetime.now(timezone.utc)
+    names = labels(runs)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="meta">Generated {html.escape(generated_at.isoformat(timespec="seconds"))}'
+        + (f" · baseline: {html.escape(baseline_label)}" if baseline_label else "")
+        + "</p>",
+        "<h2>Runs</h2><ul>",
+    ]
+    for r in runs:
+        where = r.recorded_on or r.host or "unknown machine"
+        parts.append(
+            f"<li><b>{html.escape(names[r.key])}</b> ({html.escape(r.run_id)}): recorded "
+            f"{html.escape(r.created_at or 'at an unknown time')} on {html.escape(str(where))}"
+            + (f", state {html.escape(r.state)}" if r.state else "")
+            + "</li>"
+        )
+    parts.append("</ul>")
+    if warnings:
+        parts.append("<h2>Warnings</h2>")
+        parts += [f'<div class="warn">{html.escape(w.message)}</div>' for w in warnings]
+    parts.append("<h2>Table</h2>")
+    formats = {c: "%.4g" for c in table.columns if c not in TEXT_COLUMNS}
+    parts.append(noise.styled(table, formats, escape=True).hide(axis="index").to_html())
+    parts.append("<h2>How to read this</h2>")
+    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, *noise_notes, STEP_NOTE)]
+    first = True
+    for caption, fig, note in figures:
+        parts.append(f"<h2>{html.escape(caption)}</h2>")
+        if note:
+            parts.append(f'<p class="meta">{_md(note)}</p>')
+        # plotly.js (about 4 MB) goes in once, with the first figure; the others use it.
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
+        first = False
+    parts.append("</body></html>")
+    return "\n".join(parts)

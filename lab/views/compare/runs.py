@@ -1,0 +1,253 @@
+"""The runs the Compare page offers: the user's and the shipped samples, the default choice, their
+names.
+
+A run is read by ``lab.engine.registry`` (the one parser of a run folder:
+run.json, status.json, summary.json, progress.json, reconciled with the
+processes) and wrapped as a ``CompareRun``, which adds what comparing needs:
+a key unique across the user's runs and the samples, where and when the
+run was recorded (run.json's ``recorded_on`` and ``host``, kept only for the
+provenance line), the scaling its sweep was made under and the CPU cores it
+was given (run.json's ``scaling`` and ``env``), and the folders its curves are
+read from (``event_folders``: the run folder, and a script's linked
+``events_dirs`` outside it). A folder of foreign TensorBoard logs with a
+``sys/`` of device samples beside them, and no run.json, status.json or
+summary.json, is a run too (``foreign``, ``foreign_runs``, ``load_folder``).
+This module also owns which runs are compared by default, their short
+display names and the provenance lines. Tested by tests/test_compare.py and
+tests/test_derived.py (foreign folders).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lab.engine.registry import RunNotFound, RunRecord, get_run, list_runs, status
+from lab.engine.supervise.linked import file_origin
+from lab.events import discover
+from lab.runfolder import RUN_JSON, SCRIPT, SUCCEEDED, SYS_DIR, check_run_id, read_json
+from lab.views.live.script_run import outside_dirs
+
+SAMPLE_PREFIX = "sample/"
+# a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
+FOREIGN = "foreign"
+
+
+@dataclass(frozen=True)
+class CompareRun:
+    """One run as the Compare page sees it; ``key`` is unique across user and sample runs."""
+
+    key: str
+    record: RunRecord
+    sample: bool = False
+    recorded_on: str | None = None
+    host: str | None = None
+    # run.json's: the scaling its Compare-modes sweep was made under (lab.views.compare.scaling)
+    scaling: str | None = None
+    # cores the launcher gave it (OMP_NUM_THREADS x processes): a CPU share's whole
+    cpu_cores: int | None = None
+    foreign: bool = False  # foreign logs: no record of the lab's, only event files and sys/
+
+    @property
+    def kind(self) -> str:
+        """``trainer`` or ``script`` (the registry's), or ``FOREIGN``."""
+        return FOREIGN if self.foreign else self.record.kind
+
+    @property
+    def event_folders(self) -> list[str]:
+        """The folders this run's scalars are read from: the run folder, then a script's linked
+        folders outside it.
+
+        A trainer's curves are always in its own tb/ (its recorded absolute path may be stale if the
+        runs folder moved); a folder that has gone since reads as empty."""
+        return [str(self.run_dir), *(outside_dirs(self.record) if self.kind == SCRIPT else [])]
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.record.run_dir)
+
+    @property
+    def name(self) -> str:
+        return self.record.name or self.record.run_id
+
+    @property
+    def created_at(self) -> str:
+        return self.record.created_at or ""
+
+    @property
+    def sweep_id(self) -> str | None:
+        return self.record.sweep_id
+
+    @property
+    def state(self) -> str | None:
+        return self.record.state
+
+    @property
+    def config(self) -> dict:
+        return self.record.config
+
+    @property
+    def summary(self) -> dict | None:
+        return self.record.summary
+
+    def option(self, key: str) -> Any:
+        """A trainer option: summary.json's config first (what ran), else run.json's."""
+        sc = (self.summary or {}).get("config")
+        if isinstance(sc, dict) and key in sc:
+            return sc[key]
+        return self.config.get(key)
+
+
+def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
+    """A registry record as a ``CompareRun`` (``sample`` runs get keys of their own)."""
+    meta = read_json(Path(record.run_dir) / RUN_JSON) or {}
+    return CompareRun(
+        key=(SAMPLE_PREFIX if sample else "") + record.run_id,
+        record=record,
+        sample=sample,
+        recorded_on=meta.get("recorded_on"),
+        host=meta.get("host") or (record.summary or {}).get("hostname"),
+        scaling=meta.get("scaling"),
+        cpu_cores=_cores(meta),
+    )
+
+
+def _cores(meta: dict) -> int | None:
+    """The cores the launcher shared out to the run: OMP_NUM_THREADS per process times its
+    processes."""
+    config = meta.get("config") or {}
+    try:
+        threads = int((meta.get("env") or {}).get("OMP_NUM_THREADS"))
+        processes = int(config.get("nproc") or 1) if config.get("mode") == "ddp" else 1
+    except (TypeError, ValueError):
+        return None
+    return threads * processes if threads > 0 and processes > 0 else None
+
+
+def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
+    """A run folder as a ``CompareRun``, or None when it holds no run (nor a readable run id)."""
+    run_dir = Path(run_dir)
+    try:
+        return from_record(get_run(run_dir.name, run_dir.parent), sample=sample)
+    except (RunNotFound, ValueError):
+        return None
+
+
+def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
+    """Every run under ``root``, newest first; a missing folder is an empty list."""
+    return [from_record(r, sample=sample) for r in list_runs(Path(root))]
+
+
+def _foreign(folder: Path) -> CompareRun:
+    """Foreign logs as a run: named after their folder, dated by their oldest event file."""
+    times = [
+        t for run in discover(folder) for n in os.listdir(folder / run) if (t := file_origin(n)[0])
+    ]
+    created = (
+        datetime.fromtimestamp(min(times), timezone.utc).isoformat(timespec="seconds")
+        if times
+        else None
+    )
+    record = RunRecord(
+        run_id=folder.name,
+        run_dir=str(folder),
+        state="unknown",
+        mode=None,
+        name=folder.name,
+        created_at=created,
+        exit_code=None,
+        diagnosis=None,
+        config={},
+        sweep_id=None,
+        progress=None,
+        summary=None,
+    )
+    return CompareRun(key=str(folder), record=record, foreign=True)
+
+
+def foreign_runs(root: Path) -> list[CompareRun]:
+    """Folders right under ``root`` with device samples in ``sys/`` and no file of a lab run (newest
+    first)."""
+    try:
+        folders = sorted(
+            Path(e.path) for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")
+        )
+    except OSError:
+        return []
+    found = [
+        _foreign(f.resolve())
+        for f in folders
+        if (f / SYS_DIR).is_dir() and discover(f / SYS_DIR) and not status(f)
+    ]
+    return sorted(found, key=lambda r: r.created_at, reverse=True)
+
+
+def load_folder(folder: Path) -> CompareRun | None:
+    """A folder named on a command line: a lab run folder, or foreign logs holding event files; else
+    None."""
+    folder = Path(folder).expanduser().resolve()
+    try:
+        check_run_id(folder.name)
+        run = load_run(folder)
+    except ValueError:
+        run = None
+    if run is not None or not folder.is_dir() or status(folder) or not discover(folder):
+        return run
+    return _foreign(folder)
+
+
+def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
+    """The user's runs (newest first), foreign logs with device samples in their folder, then the
+    sample runs."""
+    return load_runs(user_root) + foreign_runs(user_root) + load_runs(sample_root, sample=True)
+
+
+def default_selection(runs: Sequence[CompareRun]) -> list[str]:
+    """Keys to compare by default.
+
+    The newest sweep among the user's own runs; without a sweep, the user's
+    newest (up to 4) runs that have a summary; with no runs of the user's own,
+    the sample runs. A user's script has no summary: one that succeeded counts as finished.
+    """
+    own = [r for r in runs if not r.sample]
+    swept = [r for r in own if r.sweep_id]
+    if swept:
+        newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
+        return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+    ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
+    finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:4]
+    if finished:
+        return [r.key for r in reversed(finished)]
+    return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]
+
+
+def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
+    """Short, unique display names by key: the run's name, suffixed by its id when names clash."""
+
+    def base(r: CompareRun) -> str:
+        return ("sample: " if r.sample and not r.name.startswith("sample") else "") + r.name
+
+    names = [base(r) for r in runs]
+    return {
+        r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs
+    }
+
+
+def provenance(runs: Sequence[CompareRun]) -> list[str]:
+    """Where and when the runs were recorded: one line per machine, runs listed with their start."""
+    names = labels(runs)
+    by_where: dict[str, list[str]] = {}
+    for r in runs:
+        when = r.created_at[:16].replace("T", " ") if r.created_at else "unknown time"
+        by_where.setdefault(str(r.recorded_on or r.host or "an unknown machine"), []).append(
+            f"{names[r.key]} ({when})"
+        )
+    return [f"Recorded on {where}: {', '.join(items)}" for where, items in by_where.items()]
