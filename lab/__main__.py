@@ -1,4 +1,4 @@
-"""``python -m lab``: the command line (see lab/cli.py and docs/cli.md)."""
+"""``python -m lab``: the command line (``lab.cli``; docs/cli.md)."""
 
 from __future__ import annotations
 

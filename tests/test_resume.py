@@ -2,7 +2,7 @@
 (lab/engine/launch/resume.py, the registry's ``resumed_by``), the new options' checks
 (lab/engine/launch/trainer_options.py) and how they reach the command
 (lab/engine/launch/launcher.py), and ``python -m lab resume|stacks`` refusing in one line
-(lab/cli_health.py).
+(lab/cli/resume.py).
 
 Run folders are written here as a launcher and supervisor write them; the
 real resume and restart are in tests/test_health_runs.py.

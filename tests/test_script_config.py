@@ -1,9 +1,9 @@
 """A user's script as a run, without running it: lab/engine/launch/script.py (checks, exact
 commands), lab/engine/launch/script_form.py (form and command-line values, the preview),
-lab/engine/supervise/linked.py (which folders of event files are the run's), lab/cli_script.py
-(``launch --script`` refusals and help, as real ``python -m lab`` processes) and the argparse
-diagnosis of lab/engine/supervise/diagnose.py on a run folder written as a refused script leaves it.
-"""
+lab/engine/supervise/linked.py (which folders of event files are the run's),
+lab/cli/script_options.py (``launch --script`` refusals and help, as real ``python -m lab``
+processes) and the argparse diagnosis of lab/engine/supervise/diagnose.py on a run folder written as
+a refused script leaves it."""
 
 from __future__ import annotations
 

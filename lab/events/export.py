@@ -1,7 +1,7 @@
 """``python -m lab scalars LOGDIR``: every scalar below a folder, as CSV or JSON.
 
 Owns the ``scalars`` subcommand: ``add_parser(subparsers)`` registers it
-(lab/cli.py calls it), ``run(args)`` does it, ``main()`` runs it alone
+(``lab.cli.scalars`` registers it), ``run(args)`` does it, ``main()`` runs it alone
 (``python -m lab.events.export``). One row per point, columns
 ``run, tag, step, wall_time, value``, runs and tags in sorted order and each
 series as ``lab.events`` orders it. Floats are written with Python's repr,

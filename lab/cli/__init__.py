@@ -1,0 +1,76 @@
+"""The command line, ``python -m lab SUBCOMMAND``: one module per subcommand, each adding its parser
+and its function; ``run_options`` and ``script_options`` are the run flags ``launch`` and ``sweep``
+share. Any error is one line on stderr and exit code 2, never a traceback (``main``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from lab.cli import (
+    compare,
+    gpus,
+    launch,
+    logs,
+    resume,
+    rm,
+    run_options,
+    scalars,
+    script_options,
+    stacks,
+    status,
+    stop,
+    sweep,
+)
+from lab.cli.common import UserError
+
+# in the order --help lists them
+SUBCOMMANDS = (launch, sweep, status, stop, logs, gpus, compare, rm, resume, stacks, scalars)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m lab", description="Parallel Training Lab: launch and watch runs."
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for command in SUBCOMMANDS:
+        command.add_parser(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lab.engine.launch.config import ConfigError
+    from lab.engine.launch.launcher import LaunchError
+    from lab.engine.launch.resume import ResumeError
+    from lab.engine.registry import RunIsLive, RunNotFound
+    from lab.runfolder import BadRunId
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # after --
+    ours, script_args = script_options.split_script_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(ours)
+    args.script_args = script_args
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:  # named as the flag the user typed
+        print(
+            f"error: {run_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}",
+            file=sys.stderr,
+        )
+    except (
+        UserError,
+        script_options.ScriptUsageError,
+        LaunchError,
+        BadRunId,
+        RunIsLive,
+        RunNotFound,
+        KeyError,
+        OSError,
+        ResumeError,
+    ) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"error: {msg}", file=sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    return 2
