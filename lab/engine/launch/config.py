@@ -32,7 +32,8 @@ from lab.engine.launch import models, trainer_options
 if TYPE_CHECKING:
     from lab.engine.preflight.checks import MachineFacts
 
-MODES = ("single", "dp", "ddp")
+SINGLE, DP, DDP = "single", "dp", "ddp"
+MODES = (SINGLE, DP, DDP)
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
 LOCAL, SLURM = "local", "slurm"
 BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
