@@ -1,52 +1,35 @@
-"""Compare page: finished runs side by side — table, fairness and busy-machine warnings, repeats,
-charts, exports.
+"""Compare page: finished runs side by side — table, warnings, repeats, charts, exports.
 
-Thin by design: it reads the widgets, asks ``lab.views.compare.runs`` for the
-runs, ``lab.views.compare.table`` for the table and its formats,
-``lab.views.compare.fairness`` and ``lab.views.compare.noise`` for the warnings, the table's
-colours and the noise notes, ``lab.views.compare.repeats`` for the repeats of a
-sweep, ``lab.views.compare.anatomy_text`` for the anatomy of a step (bars and their
-reading), ``lab.views.compare.anatomy`` for each rank's trace, ``lab.views.compare.scaling``
-for what strong and weak scaling mean, ``lab.views.compare.derived`` for the choice of
-throughput and loss tag of runs without summary.json (a user's script,
-foreign logs) and ``lab.views.compare.derived_text`` for how to read them,
-``lab.views.compare.curves`` for the figures (a resumed run joined to the
-runs it continues: ``lab.views.compare.chain``) and ``lab.views.compare.report`` for the
-HTML export, and draws them. Event files are read through the shared cached
-readers (``ui.shared``), a script's linked folders too. Session keys carry the
-``cmp_`` prefix.
+Thin by design: it reads the widgets, asks the registry for the runs, builds one ``Comparison``
+(``lab.views.compare.comparison.compare``) and draws it: the table (``lab.views.compare.table``),
+the charts (``lab.views.compare.curves``; a resumed run joined to the runs it continues:
+``lab.views.compare.chain``), the CSV and the HTML report (``lab.views.compare.report``). Event
+files are read through the shared cached readers (``ui.shared``). Session keys carry the ``cmp_``
+prefix.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
+from lab.engine import registry
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views.compare import (
-    anatomy,
-    anatomy_text,
-    chain,
-    derived,
-    derived_text,
-    fairness,
-    noise,
-    report,
-    scaling,
-)
-from lab.views.compare import columns as compare_columns
+from lab.views.compare import anatomy, chain, derived, report, scaling
 from lab.views.compare import curves as compare_curves
-from lab.views.compare import repeats as compare_repeats
 from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
-from lab.views.runscalars import folder_scalars, run_scalars
+from lab.views.compare import table as compare_table
+from lab.views.compare.comparison import Comparison, choose_baseline, compare
+from lab.views.runscalars import run_scalars
 from ui.shared import event_reader
 
 
 @st.cache_data(ttl=5, max_entries=4, show_spinner=False)
 def _runs(user_root: str, sample_root: str) -> list[compare_runs.CompareRun]:
-    from pathlib import Path
-
-    return compare_runs.available_runs(Path(user_root), Path(sample_root))
+    user, samples = Path(user_root), Path(sample_root)
+    # the registry reconciles the records with the processes; the view only reads them
+    return compare_runs.available_runs(registry.list_runs(user), registry.list_runs(samples), user)
 
 
 def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple[list, str] | None:
@@ -64,7 +47,7 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
         st.info("Choose at least one run above.")
         return None
     chosen = [by_key[k] for k in keys]
-    base_default = compare.choose_baseline(chosen)
+    base_default = choose_baseline(chosen)
     baseline = st.selectbox(
         "Baseline (speedup = 1)",
         keys,
@@ -76,20 +59,20 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
 
 
 def _table(table) -> None:
-    formats = compare_columns.column_formats(table.columns)
+    formats = compare_table.column_formats(table.columns)
     config = {
         name: st.column_config.NumberColumn(name, format=col.format, help=col.help)
         for name, col in formats.items()
     }
     config |= {
         name: st.column_config.TextColumn(name, help=text)
-        for name, text in compare_columns.text_help(table.columns).items()
+        for name, text in compare_table.text_help(table.columns).items()
     }
     # the bare speedup and efficiency stay in the data (CSV, sorting); the page shows them with
     # their intervals
     shown = [c for c in table.columns if c not in ("speedup", "efficiency")]
     st.dataframe(
-        noise.styled(table, {n: c.format for n, c in formats.items()}),
+        compare_table.styled(table, {n: c.format for n, c in formats.items()}),
         hide_index=True,
         column_config=config,
         column_order=shown,
@@ -122,14 +105,13 @@ def _speed_tags(chosen, scalars) -> tuple[str | None, str | None]:
     return tag, loss
 
 
-def _reading(chosen, notes) -> None:
+def _reading(c: Comparison) -> None:
     with st.expander("How to read this"):
-        st.markdown("\n\n".join([compare.HOW_TO_READ, *notes]))
+        st.markdown("\n\n".join([compare_table.HOW_TO_READ, *c.notes]))
         st.markdown(scaling.HOW_TO_READ)
-        lines = anatomy_text.explain(chosen)
-        if lines:
-            st.markdown(f"**{anatomy_text.CAPTION}.** " + anatomy_text.INTRO)
-            st.markdown("\n".join(f"- {line}" for line in lines))
+        if c.anatomy:
+            st.markdown(f"**{anatomy.CAPTION}.** " + anatomy.INTRO)
+            st.markdown("\n".join(f"- {line}" for line in c.anatomy))
 
 
 def _traces(chosen, names: dict[str, str]) -> None:
@@ -152,9 +134,9 @@ def _traces(chosen, names: dict[str, str]) -> None:
                 )
 
 
-def _anatomy(chosen, names: dict[str, str]) -> list:
+def _anatomy(c: Comparison, names: dict[str, str]) -> list:
     """The anatomy bars and each rank's trace; returns the figures, for the export."""
-    figures = anatomy_text.anatomy_figures(chosen)
+    figures = compare_curves.anatomy_figures(c)
     if not figures:
         st.caption(
             "None of these runs was profiled: launch with Profile steps (e.g. 20:25) to see where "
@@ -162,17 +144,15 @@ def _anatomy(chosen, names: dict[str, str]) -> list:
             "of a step goes."
         )
         return []
-    st.subheader(anatomy_text.CAPTION)
+    st.subheader(anatomy.CAPTION)
     st.plotly_chart(figures[0][1], key="cmp_anatomy")
-    st.caption(
-        anatomy_text.INTRO + " *How to read this*, above, reads them with these runs' numbers."
-    )
-    _traces(chosen, names)
+    st.caption(anatomy.INTRO + " *How to read this*, above, reads them with these runs' numbers.")
+    _traces(c.runs, names)
     return figures
 
 
-def _repeats(chosen, scalars, baseline) -> None:
-    by_mode = compare_repeats.by_mode_table(chosen, scalars, baseline)
+def _repeats(c: Comparison) -> None:
+    by_mode = compare_table.repeats_frame(c)
     if by_mode is not None:
         st.markdown(
             "**Repeats** — each mode's median throughput over its repeats, and the spread across "
@@ -199,7 +179,7 @@ def _joined(chosen, runs, scalars) -> dict:
     }
 
 
-def _figures(chosen, table, scalars) -> list:
+def _figures(c: Comparison, scalars) -> list:
     col1, col2, col3 = st.columns(3)
     tag = col1.selectbox("Curve", compare_curves.curve_tags(scalars), key="cmp_tag")
     x = col2.radio(
@@ -217,7 +197,7 @@ def _figures(chosen, table, scalars) -> list:
         key="cmp_sys",
     )
     st.caption(compare_curves.STEP_NOTE)
-    figures = compare_curves.comparison_figures(chosen, table, scalars, tag=tag, x=x, metric=metric)
+    figures = compare_curves.comparison_figures(c, scalars, tag=tag, x=x, metric=metric)
     for i, (caption, fig, note) in enumerate(figures):
         st.subheader(caption)
         if note and i > 0:  # the step note is already shown under the toggles
@@ -226,12 +206,12 @@ def _figures(chosen, table, scalars) -> list:
     return figures
 
 
-def _downloads(where, chosen, table, warns, figures, baseline_label: str, notes) -> None:
+def _downloads(where, c: Comparison, table, figures) -> None:
     d1, d2 = where.columns(2)
     now = stamp()
     d1.download_button(
         "Download table (CSV)",
-        compare.table_csv(table),
+        compare_table.table_csv(table),
         file_name=f"compare-{now}.csv",
         mime="text/csv",
         on_click="ignore",
@@ -240,14 +220,7 @@ def _downloads(where, chosen, table, warns, figures, baseline_label: str, notes)
     d2.download_button(
         "Download comparison (standalone HTML)",
         # Built only on click: it embeds plotly.js (a few MB).
-        lambda: report.build_html(
-            runs=chosen,
-            table=table,
-            warnings=warns,
-            figures=figures,
-            baseline_label=baseline_label,
-            noise_notes=notes,
-        ),
+        lambda: report.build_html(c, figures),
         file_name=f"compare-{now}.html",
         mime="text/html",
         on_click="ignore",
@@ -275,32 +248,25 @@ def main() -> None:
         return
     chosen, baseline = picked
     try:
-        scalars = {r.key: folder_scalars(r.event_folders, event_reader) for r in chosen}
+        scalars = compare_runs.read_scalars(chosen, event_reader)
     except Exception as exc:  # a folder that vanished or cannot be read: say so, no traceback
         st.error(
             f"Could not read the runs' event files: {exc}. Check that the run folders still exist."
         )
         return
     tp_tag, loss_tag = _speed_tags(chosen, scalars)
-    warns = fairness.fairness_warnings(
-        chosen, baseline, scalars, tp_tag, loss_tag
-    ) + noise.busy_warnings(chosen)
-    for w in warns:
+    c = compare(chosen, baseline, scalars, tp_tag, loss_tag)
+    for w in c.warnings:
         st.warning(w.message, icon="⚠️")
-    table = compare.compare_table(
-        chosen, baseline_key=baseline, scalars=scalars, throughput_tag=tp_tag, loss_tag=loss_tag
-    )
+    table = compare_table.frame(c)
     _table(table)
-    st.caption("  \n".join(compare_runs.provenance(chosen)))
-    _repeats(chosen, scalars, baseline)
+    st.caption("  \n".join(c.provenance))
+    _repeats(c)
     # filled at the end, once the figures exist, but shown under the table
     downloads = st.container()
-    # how to read derived figures goes with the noise notes, so the HTML export carries it too
-    derived_note = [derived_text.HOW_TO_READ] if any(not r.summary for r in chosen) else []
-    notes = derived_note + noise.noise_notes(chosen, baseline, scalars)
-    _reading(chosen, notes)
-    figures = _anatomy(chosen, names) + _figures(chosen, table, _joined(chosen, runs, scalars))
-    _downloads(downloads, chosen, table, warns, figures, names[baseline], notes)
+    _reading(c)
+    figures = _anatomy(c, names) + _figures(c, _joined(chosen, runs, scalars))
+    _downloads(downloads, c, table, figures)
 
 
 main()

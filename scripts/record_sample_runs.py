@@ -37,18 +37,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lab.engine import registry  # noqa: E402
 from lab.engine.launch import launcher  # noqa: E402
 from lab.engine.launch.config import RunConfig  # noqa: E402
 from lab.engine.sweep.plan import STRONG, WEAK, compare_modes_configs, interleaved  # noqa: E402
+from lab.events import LogdirReader  # noqa: E402
 from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
-from lab.views.compare import anatomy_text, fairness, noise  # noqa: E402
-from lab.views.compare import document as compare_json
-from lab.views.compare import repeats as compare_repeats
-from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
+from lab.views.compare import runs as compare_runs  # noqa: E402
+from lab.views.compare import table as compare_table  # noqa: E402
+from lab.views.compare.comparison import compare  # noqa: E402
+from lab.views.compare.figures import run_figures  # noqa: E402
 from lab.views.compare.spread import over_repeats  # noqa: E402
 
 MAX_BYTES = 2_000_000
+
+
+def _runs(out: Path, run_ids: list[str], sample: bool = False) -> list[compare_runs.CompareRun]:
+    """The recorded runs as Compare reads them (the registry's records), in order; missing ones
+    left out."""
+    records = {r.run_id: r for r in registry.list_runs(out)}
+    return [compare_runs.from_record(records[i], sample=sample) for i in run_ids if i in records]
 
 
 def _label(run_dir: Path, torch_version: str) -> str:
@@ -126,9 +134,9 @@ def _readme(
     loads: tuple[float, float],
     cfg: RunConfig,
 ) -> str:
-    runs = [r for r in (compare_runs.load_run(out / rid, sample=True) for rid in run_ids) if r]
-    scalars = compare_json.load_scalars(runs)
-    table = compare.compare_table(runs, scalars=scalars)
+    runs = _runs(out, run_ids, sample=True)
+    c = compare(runs, scalars=compare_runs.read_scalars(runs, LogdirReader))
+    table = compare_table.frame(c)
     cols = [
         "run",
         "mode",
@@ -136,10 +144,10 @@ def _readme(
         "devices",
         "global batch",
         "throughput (samples/s)",
-        noise.SPEEDUP_CI,
-        noise.EFFICIENCY_CI,
-        noise.VERDICT,
-        noise.MACHINE,
+        compare_table.SPEEDUP_CI,
+        compare_table.EFFICIENCY_CI,
+        compare_table.VERDICT,
+        compare_table.MACHINE,
         "scaling",
         "comm exposed % of step",
         "memory imbalance",
@@ -149,22 +157,15 @@ def _readme(
     for _, row in table[cols].iterrows():
         cells = [_cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
-    baseline = compare.choose_baseline(runs)
-    warns = (
-        "\n".join(
-            f"- {w.message}"
-            for w in fairness.fairness_warnings(runs, baseline, scalars) + noise.busy_warnings(runs)
-        )
-        or "- none"
-    )
+    warns = "\n".join(f"- {w.message}" for w in c.warnings) or "- none"
     repeats = "\n".join(
         f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
         f"{g['min']:.0f}, "
         f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
-        for g in compare_repeats.by_mode(runs, scalars, baseline)
+        for g in c.by_mode
     )
     recorded_on = runs[0].recorded_on if runs else "unknown"
-    anatomy = "\n".join(f"- {line}" for line in anatomy_text.explain(runs))
+    anatomy = "\n".join(f"- {line}" for line in c.anatomy)
     weak = [r for r in runs if r.scaling == "weak"]
     repeats_n = max(1, sum(1 for r in runs if r.scaling != "weak") // 3)
     weak_line = (
@@ -260,9 +261,8 @@ def _record(
 
 def _noise(out: Path, run_ids: list[str]) -> float:
     """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
-    runs = [r for r in (compare_runs.load_run(out / rid) for rid in run_ids) if r]
     m = _by_mode(
-        ((x["mode"], x["effective mode"]), x["throughput"]) for x in map(compare.run_metrics, runs)
+        ((x.mode, x.effective_mode), x.throughput) for x in map(run_figures, _runs(out, run_ids))
     )
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
     return abs(math.log(b / a)) if a and b else 0.0

@@ -1,5 +1,5 @@
-"""lab.views.compare.anatomy (breakdown.json to bars, the straggler, the traces) and
-lab.views.compare.anatomy_text (the figure and its reading), on breakdown.json files written in the
+"""lab.views.compare.anatomy (breakdown.json to bars, the straggler, the traces, the figure and its
+reading) and the anatomy chart of lab.views.compare.curves, on breakdown.json files written in the
 contract's shape with known numbers.
 
 The bars are checked exactly against the file: the phases add up to the step, DataParallel's
@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from lab.views.compare import anatomy, anatomy_text
-from lab.views.compare import runs as compare_runs
-from tests.test_compare import make_run
+from lab.views.compare import anatomy
+from lab.views.compare import curves as compare_curves
+from lab.views.compare.comparison import compare
+from tests.test_compare import load_runs, make_run
+
+
+def profiles(runs):
+    """``(name, breakdown.json or None)`` per run, as the Comparison holds them for the bars."""
+    return compare(runs).profiles
+
 
 ZERO = dict(dp_scatter=0.0, dp_replicate=0.0, dp_gather=0.0, comm_total=0.0, comm_exposed=0.0)
 DDP = {
@@ -130,7 +137,7 @@ def profiled(tmp_path):
         per_rank=[rank(0, 6.0, comm_exposed=3.6), rank(1, 6.0, comm_exposed=1.0, backward=5.3)],
     )
     make_run(root, "d-plain", created_at="2026-11-29T07:03:00+00:00")
-    return sorted(compare_runs.load_runs(root), key=lambda r: r.run_id)
+    return sorted(load_runs(root), key=lambda r: r.run_id)
 
 
 def test_bars_hold_the_breakdown_exactly(profiled):
@@ -205,7 +212,7 @@ def test_breakdown_found_without_summary_and_not_outside_the_run(tmp_path):
 
 
 def test_figure_rows_and_one_colour_per_segment(profiled):
-    fig = anatomy_text.figure(profiled)
+    fig = anatomy.figure(profiles(profiled))
     rows = [
         "a-single",
         "b-dp",
@@ -224,11 +231,11 @@ def test_figure_rows_and_one_colour_per_segment(profiled):
     assert by_name["communication, hidden"].marker.pattern.shape == "/"
     colours = {t.name: t.marker.color for t in fig.data if t.name != "communication, hidden"}
     assert colours == {s.name: s.colour for k, s in anatomy.SEGMENTS.items() if k != "comm_hidden"}
-    assert anatomy_text.figure(profiled[3:]) is None  # nothing profiled: no figure
+    assert anatomy.figure(profiles(profiled[3:])) is None  # nothing profiled: no figure
 
 
 def test_reading_uses_each_runs_own_numbers(profiled):
-    lines = anatomy_text.explain(profiled)
+    lines = anatomy.explain(profiles(profiled))
     assert lines[0].startswith(
         "**a-single** communicates nothing: of its 10.0 ms step, forward takes 3.0 ms"
     )
@@ -242,12 +249,10 @@ def test_reading_uses_each_runs_own_numbers(profiled):
         "step; another 1.0 ms of all-reduce ran hidden behind backward."
     )
     assert "rank 1 computes 5.0 ms per step against 2.4 ms on rank 0 (108% longer)" in lines[2]
-    assert lines[3] == anatomy_text.NOT_PROFILED.format(names="d-plain")
-    caption, fig, note = anatomy_text.anatomy_figures(profiled)[0]
-    assert (
-        caption == anatomy_text.CAPTION and note.startswith(anatomy_text.INTRO) and lines[2] in note
-    )
-    assert anatomy_text.anatomy_figures(profiled[3:]) == []
+    assert lines[3] == anatomy.NOT_PROFILED.format(names="d-plain")
+    caption, fig, note = compare_curves.anatomy_figures(compare(profiled))[0]
+    assert caption == anatomy.CAPTION and note.startswith(anatomy.INTRO) and lines[2] in note
+    assert compare_curves.anatomy_figures(compare(profiled[3:])) == []
 
 
 def test_a_dp_run_that_fell_back_says_so(tmp_path):
@@ -268,7 +273,7 @@ def test_a_dp_run_that_fell_back_says_so(tmp_path):
             "other": 0.2,
         },
     )
-    [line] = anatomy_text.explain(compare_runs.load_runs(tmp_path))
+    [line] = anatomy.explain(profiles(load_runs(tmp_path)))
     assert line.endswith(
         "(DataParallel fell back to one device (DataParallel needs at least two GPUs; 0 visible): "
         "no scatter/replicate/gather)."

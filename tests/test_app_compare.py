@@ -19,8 +19,11 @@ from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
 from lab.views.compare import anatomy
 from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
+from lab.views.compare.comparison import choose_baseline, compare
+from lab.views.compare.figures import run_figures
+from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
+from tests.test_compare import available_runs, load_runs
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 
@@ -30,20 +33,16 @@ def _page() -> AppTest:
 
 
 def _expected(user_root) -> pd.DataFrame:
-    runs = compare_runs.available_runs(user_root, SAMPLE_RUNS)
+    runs = available_runs(user_root, SAMPLE_RUNS)
     keys = compare_runs.default_selection(runs)
     chosen = [r for k in keys for r in runs if r.key == k]
     scalars = {r.key: run_scalars(LogdirReader(r.run_dir)) for r in chosen}
-    return compare.compare_table(
-        chosen, baseline_key=compare.choose_baseline(chosen), scalars=scalars
-    )
+    return frame(compare(chosen, baseline_key=choose_baseline(chosen), scalars=scalars))
 
 
 def test_the_sample_runs_are_shipped():
     # A deleted sample run is a defect of the project: the fresh-clone pages rest on them.
-    modes = sorted(
-        compare.run_metrics(r)["mode"] for r in compare_runs.load_runs(SAMPLE_RUNS, sample=True)
-    )
+    modes = sorted(run_figures(r).mode for r in load_runs(SAMPLE_RUNS, sample=True))
     assert set(modes) == {"ddp", "dp", "single"}, (
         f"{SAMPLE_RUNS}: re-record with scripts/record_sample_runs.py"
     )
@@ -55,7 +54,7 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     assert any("sample runs" in c.value for c in at.caption)
     shown = at.dataframe[0].value
     expected = _expected(runs_dir)
-    samples = compare_runs.load_runs(SAMPLE_RUNS, sample=True)
+    samples = load_runs(SAMPLE_RUNS, sample=True)
     assert len(shown) == len(samples) >= 3
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_dtype=False)
     # CPU sample runs: the utilisation timeline says it shows the CPU instead.

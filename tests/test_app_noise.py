@@ -14,7 +14,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
-from lab.views.compare import noise
+from lab.views.compare import table as cols
 
 REPO = Path(__file__).resolve().parent.parent
 BUSY = {
@@ -79,18 +79,18 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
     at = AppTest.from_file(str(REPO / "pages" / "3_Compare.py"), default_timeout=30).run()
     assert not at.exception
     table = at.dataframe[0].value.set_index("run")
-    assert len(table) == 3 and set(table[noise.VERDICT]) <= {
+    assert len(table) == 3 and set(table[cols.VERDICT]) <= {
         "baseline",
         "within noise",
         "faster",
         "slower",
     }
     # every run has its interval (from its events)
-    assert all("× (" in v for v in table[noise.SPEEDUP_CI])
+    assert all("× (" in v for v in table[cols.SPEEDUP_CI])
     # the run marked busy is "busy"; the two copies keep their samples' own record ("quiet", or ""
     # where a sample
     # was recorded before interference was)
-    machine = list(table[noise.MACHINE])
+    machine = list(table[cols.MACHINE])
     assert machine.count("busy") == 1 and set(machine) <= {"busy", "quiet", ""}
     busy = [w.value for w in at.warning if "Busy machine" in w.value]
     assert len(busy) == 1 and "1.5 of the 2 cores" in busy[0]

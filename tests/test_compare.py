@@ -17,12 +17,29 @@ import pandas as pd
 import pytest
 
 from lab.engine import registry
-from lab.views.compare import columns as compare_columns
+from lab.views.compare import comparison, figures, speed, table
 from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
-from lab.views.compare.fairness import fairness_warnings
-from lab.views.compare.runs import load_runs
-from lab.views.compare.table import compare_table
+from lab.views.compare.comparison import compare
+from lab.views.compare.table import frame
+
+
+def load_runs(root: Path, sample: bool = False) -> list[compare_runs.CompareRun]:
+    """The runs under ``root`` as the page and the CLI pass them: the registry's records."""
+    return [compare_runs.from_record(r, sample=sample) for r in registry.list_runs(root)]
+
+
+def load_run(run_dir: Path, sample: bool = False) -> compare_runs.CompareRun | None:
+    """One run folder's run, as the CLI finds it; None when it holds none."""
+    try:
+        record = registry.get_run(run_dir.name, run_dir.parent)
+    except registry.RunNotFound:
+        return None
+    return compare_runs.from_record(record, sample=sample)
+
+
+def available_runs(user: Path, sample: Path) -> list[compare_runs.CompareRun]:
+    """What the Compare page offers: the registry's records of both folders, and foreign logs."""
+    return compare_runs.available_runs(registry.list_runs(user), registry.list_runs(sample), user)
 
 
 def make_run(
@@ -143,7 +160,7 @@ def trio(tmp_path):
 
 
 def test_table_figures_are_exact(trio):
-    df = compare_table(trio).set_index("run")
+    df = frame(compare(trio)).set_index("run")
     assert list(df.index) == ["c-ddp", "b-dp", "a-single"]  # newest first, as loaded
     assert df.loc["a-single", "speedup"] == pytest.approx(1.0)
     assert df.loc["b-dp", "speedup"] == pytest.approx(1.5)
@@ -166,15 +183,15 @@ def test_table_figures_are_exact(trio):
 
 
 def test_baseline_choice(trio):
-    assert compare.choose_baseline(trio) == "a-single"
-    df = compare_table(trio, baseline_key="c-ddp").set_index("run")
+    assert comparison.choose_baseline(trio) == "a-single"
+    df = frame(compare(trio, baseline_key="c-ddp")).set_index("run")
     assert df.loc["c-ddp", "speedup"] == pytest.approx(1.0)
     assert df.loc["c-ddp", "efficiency"] == pytest.approx(1.0)  # relative to its own 2 devices
     assert df.loc["a-single", "speedup"] == pytest.approx(1000 / 1800)
     assert df.loc["a-single", "efficiency"] == pytest.approx((1000 / 1800) / (1 / 2))
     # An unknown baseline falls back to the default rather than failing.
     assert (
-        compare_table(trio, baseline_key="nope").set_index("run").loc["a-single", "speedup"] == 1.0
+        frame(compare(trio, baseline_key="nope")).set_index("run").loc["a-single", "speedup"] == 1.0
     )
 
 
@@ -197,18 +214,18 @@ def test_baseline_skips_dp_that_fell_back(tmp_path):
         throughput=1000.0,
         created_at="2026-11-29T07:01:00+00:00",
     )
-    assert compare.choose_baseline(load_runs(root)) == "one"
+    assert comparison.choose_baseline(load_runs(root)) == "one"
 
 
 def test_formulas_edge_cases():
-    assert compare.speedup(None, 10) is None and compare.speedup(10, 0) is None
-    assert compare.imbalance({"a": 100.0}) is None
-    assert compare.imbalance({"a": 300.0, "b": 100.0}) == pytest.approx(1.0)
-    assert compare.imbalance({"a": 0.0, "b": 0.0}) is None
+    assert speed.speedup(None, 10) is None and speed.speedup(10, 0) is None
+    assert figures.imbalance({"a": 100.0}) is None
+    assert figures.imbalance({"a": 300.0, "b": 100.0}) == pytest.approx(1.0)
+    assert figures.imbalance({"a": 0.0, "b": 0.0}) is None
 
 
 def test_no_warnings_for_a_fair_sweep(trio):
-    assert fairness_warnings(trio) == []
+    assert list(compare(trio).warnings) == []
 
 
 @pytest.mark.parametrize(
@@ -233,7 +250,7 @@ def test_each_mismatch_warns(tmp_path, field, kw, key):
         created_at="2026-11-29T07:01:00+00:00",
         **kw,
     )
-    warns = fairness_warnings(load_runs(root))
+    warns = list(compare(load_runs(root)).warnings)
     assert [w.key for w in warns] == [key]
     assert "one=" in warns[0].message and "two=" in warns[0].message
 
@@ -259,13 +276,13 @@ def test_device_count_and_fallback_warnings(tmp_path):
         reason="DataParallel needs at least two GPUs; 1 visible",
         created_at="2026-11-29T07:02:00+00:00",
     )
-    warns = fairness_warnings(load_runs(root))
+    warns = list(compare(load_runs(root)).warnings)
     keys = [w.key for w in warns]
     assert keys.count("device_count") == 1 and keys.count("effective_mode") == 1
     msg = next(w.message for w in warns if w.key == "effective_mode")
     assert "dp was asked to run as dp but ran as single" in msg and "1 visible" in msg
     # dp (fell back to one device) vs ddp4: the device count differs by design, no warning.
-    assert "device_count" not in [w.key for w in fairness_warnings(load_runs(root)[:2])]
+    assert "device_count" not in [w.key for w in list(compare(load_runs(root)[:2]).warnings)]
 
 
 def test_unfinished_run_warns_and_uses_events(tmp_path):
@@ -273,7 +290,7 @@ def test_unfinished_run_warns_and_uses_events(tmp_path):
     make_run(root, "done", created_at="2026-11-29T07:00:00+00:00")
     make_run(root, "half", summary=False, created_at="2026-11-29T07:01:00+00:00")
     runs = load_runs(root)
-    assert [w.key for w in fairness_warnings(runs)] == ["no_summary"]
+    assert [w.key for w in list(compare(runs).warnings)] == ["no_summary"]
 
     class S:  # the shape of lab.events.Series
         def __init__(self, v):
@@ -290,7 +307,7 @@ def test_unfinished_run_warns_and_uses_events(tmp_path):
             "train/loss": S([2.0, 1.0, 0.5]),
         }
     }
-    df = compare_table(runs, scalars=scalars).set_index("run")
+    df = frame(compare(runs, scalars=scalars)).set_index("run")
     # first window excluded
     assert df.loc["half", "throughput (samples/s)"] == pytest.approx(1500.0)
     assert df.loc["half", "speedup"] == pytest.approx(1.5)
@@ -309,7 +326,7 @@ def test_default_selection(tmp_path):
         created_at="2026-01-01T00:01:00+00:00",
     )
     # Fresh install: the sample runs, sample keys prefixed.
-    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == [
+    assert compare_runs.default_selection(available_runs(user, sample)) == [
         "sample/s-single",
         "sample/s-ddp",
     ]
@@ -317,7 +334,7 @@ def test_default_selection(tmp_path):
     make_run(user, "new1", sweep_id="sw-new", created_at="2026-11-29T07:00:00+00:00")
     make_run(user, "new2", sweep_id="sw-new", created_at="2026-11-29T07:00:05+00:00")
     make_run(user, "loose", created_at="2026-11-29T08:00:00+00:00")
-    assert compare_runs.default_selection(compare_runs.available_runs(user, sample)) == [
+    assert compare_runs.default_selection(available_runs(user, sample)) == [
         "new1",
         "new2",
     ]
@@ -333,18 +350,18 @@ def test_default_selection_without_sweeps(tmp_path):
 def test_labels_are_unique(tmp_path):
     make_run(tmp_path / "u", "x")
     make_run(tmp_path / "s", "x")
-    runs = compare_runs.available_runs(tmp_path / "u", tmp_path / "s")
+    runs = available_runs(tmp_path / "u", tmp_path / "s")
     assert sorted(compare_runs.labels(runs).values()) == ["sample: x", "x"]
 
 
 def test_csv_columns_and_values(trio):
-    df = compare_table(trio)
-    back = pd.read_csv(io.BytesIO(compare.table_csv(df)))
+    df = frame(compare(trio))
+    back = pd.read_csv(io.BytesIO(table.table_csv(df)))
     assert list(back.columns) == (
-        compare_columns.COLUMNS_BEFORE_DEVICES
+        table.COLUMNS_BEFORE_DEVICES
         + ["peak MiB cuda0", "peak MiB cuda1"]
-        + compare_columns.COLUMNS_AFTER_DEVICES
-        + compare_columns.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
+        + table.COLUMNS_AFTER_DEVICES
+        + table.COLUMNS_WHY  # no sys/ samples here: no "util % gpu<i>" columns
     )
     assert back["speedup"].tolist() == pytest.approx([1.8, 1.5, 1.0])
 
@@ -363,7 +380,7 @@ def test_sample_labels_and_provenance(tmp_path):
     make_run(tmp_path / "s", "sample-ddp", host="vm", created_at="2026-11-29T07:54:41+00:00")
     make_run(tmp_path / "s", "other", host="vm", created_at="2026-11-29T07:55:00+00:00")
     make_run(tmp_path / "u", "mine", host="box", created_at="2026-11-29T09:00:00+00:00")
-    runs = compare_runs.available_runs(tmp_path / "u", tmp_path / "s")
+    runs = available_runs(tmp_path / "u", tmp_path / "s")
     assert sorted(compare_runs.labels(runs).values()) == ["mine", "sample-ddp", "sample: other"]
     assert compare_runs.provenance(runs) == [
         "Recorded on test, box: mine (2026-11-29 09:00)",
@@ -380,26 +397,26 @@ def test_loss_agreement_finds_where_curves_part():
     base = _S([0, 10, 20, 30, 40], [2.0, 1.5, 1.0, 0.8, 0.6])
     same_then_apart = _S([0, 10, 20, 30, 40], [2.0, 1.5 * (1 + 5e-4), 1.0, 0.8 * 1.01, 0.6])
     # parts at 30, even if 40 agrees again
-    assert compare.loss_agreement(same_then_apart, base) == 20
-    assert compare.loss_agreement(base, base) == 40
+    assert comparison.loss_agreement(same_then_apart, base) == 20
+    assert comparison.loss_agreement(base, base) == 40
     # differs at the first step
-    assert compare.loss_agreement(_S([0, 10], [3.0, 1.5]), base) is None
-    assert compare.loss_agreement(_S([5, 15], [1.0, 1.0]), base) is None  # no common step
+    assert comparison.loss_agreement(_S([0, 10], [3.0, 1.5]), base) is None
+    assert comparison.loss_agreement(_S([5, 15], [1.0, 1.0]), base) is None  # no common step
     only_some = _S([10, 20, 25], [1.5, 1.0, 9.0])  # compared on common steps only
-    assert compare.loss_agreement(only_some, base) == 20
-    assert compare.loss_agreement(_S([0, 10], [2.0, float("nan")]), base) == 0
-    assert compare.loss_agreement(None, base) is None
+    assert comparison.loss_agreement(only_some, base) == 20
+    assert comparison.loss_agreement(_S([0, 10], [2.0, float("nan")]), base) == 0
+    assert comparison.loss_agreement(None, base) is None
 
 
 def test_every_number_column_has_its_page_format(trio):
-    df = compare_table(trio)
-    formats = compare_columns.column_formats(df.columns)
-    numbers = [c for c in df.columns if c not in compare_columns.TEXT_COLUMNS]
+    df = frame(compare(trio))
+    formats = table.column_formats(df.columns)
+    numbers = [c for c in df.columns if c not in table.TEXT_COLUMNS]
     # counts are shown as they are; every measured figure has a format keyed by its column
     assert set(formats) == set(numbers) - {"world size", "global batch", "per-device batch"}
     assert formats["peak MiB cuda1"].format == "%.0f" and formats["speedup"].format == "%.2f"
     assert "0.1%" in formats["loss matches baseline to step"].help
-    assert compare_columns.column_formats(["run", "nope"]) == {}
+    assert table.column_formats(["run", "nope"]) == {}
 
 
 def test_runs_are_the_registrys_records(tmp_path):
@@ -417,6 +434,6 @@ def test_runs_are_the_registrys_records(tmp_path):
     assert runs["done"].state == "succeeded" and runs["live"].state == "running"
     assert runs["by-hand"].state == "succeeded" and runs["by-hand"].name == "by-hand"
     assert runs["done"].recorded_on == "test, box" and runs["done"].host == "box"
-    assert compare_runs.load_run(root / "done").key == "done"
-    assert compare_runs.load_run(root / "done", sample=True).key == "sample/done"
-    assert compare_runs.load_run(root / "missing") is None
+    assert load_run(root / "done").key == "done"
+    assert load_run(root / "done", sample=True).key == "sample/done"
+    assert load_run(root / "missing") is None

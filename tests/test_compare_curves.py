@@ -16,10 +16,11 @@ from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import curves as compare_curves
-from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
+from lab.views.compare.comparison import choose_baseline, compare
+from lab.views.compare.figures import run_figures
+from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
-from tests.test_compare import make_run
+from tests.test_compare import load_runs, make_run
 
 T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00
 
@@ -76,7 +77,7 @@ def two_runs(tmp_path):
         "sys",
         [(i, T0 + 50 + 2 * i, {"sys/cpu_pct": 150.0, "sys/rss_mib": 700.0 + i}) for i in range(3)],
     )
-    runs = compare_runs.load_runs(root)[::-1]  # a, b
+    runs = load_runs(root)[::-1]  # a, b
     return runs, scalars_of(runs)
 
 
@@ -112,7 +113,7 @@ def test_system_panels_gpu_and_cpu(two_runs):
 
 def test_no_system_samples_says_so(tmp_path):
     make_run(tmp_path / "r", "x")
-    runs = compare_runs.load_runs(tmp_path / "r")
+    runs = load_runs(tmp_path / "r")
     sp = compare_curves.system_panels(runs, scalars_of(runs))
     assert sp.panels == [("x", [])] and "none of these runs has system samples" in sp.note.lower()
 
@@ -124,17 +125,14 @@ def test_sample_runs_line_up_step_for_step():
     training (measured: ~1e-7 relative at first, percent-level after ~150
     steps of 20 epochs), so only the first logged points are held to 1e-4.
     """
-    shipped = compare_runs.load_runs(SAMPLE_RUNS, sample=True)
+    shipped = load_runs(SAMPLE_RUNS, sample=True)
     assert shipped, (
         f"{SAMPLE_RUNS} holds no recorded runs: the project ships them "
         "(scripts/record_sample_runs.py)"
     )
     # the strong-scaling runs (same global batch), one of each mode: the first repeat of the sweep
     strong = [r for r in shipped if r.scaling != "weak"]
-    runs = [
-        next(r for r in strong if compare.run_metrics(r)["mode"] == m)
-        for m in ("single", "dp", "ddp")
-    ]
+    runs = [next(r for r in strong if run_figures(r).mode == m) for m in ("single", "dp", "ddp")]
     # repeats of the three modes, and a weak run
     assert len(strong) % 3 == 0 and len(shipped) > len(strong)
     traces = compare_curves.curve_traces(runs, scalars_of(runs), x="step")
@@ -146,8 +144,8 @@ def test_sample_runs_line_up_step_for_step():
     assert np.max(np.abs(first - first[0]) / first[0]) < 1e-4
     assert losses[0, -1] < losses[0, 0]  # it learned something
     sc = scalars_of(runs)
-    base = compare.choose_baseline(runs)
-    table = compare.compare_table(runs, baseline_key=base, scalars=sc)
+    base = choose_baseline(runs)
+    table = frame(compare(runs, baseline_key=base, scalars=sc))
     agree = table.set_index("mode")["loss matches baseline to step"]
     assert np.isnan(agree["single"]) and agree["dp"] >= steps[0][9] and agree["ddp"] >= steps[0][9]
 

@@ -27,9 +27,10 @@ from lab.engine.launch import launcher
 from lab.events import LogdirReader, RunReader
 from lab.runfolder import REPO_ROOT
 from lab.views.compare import derived
-from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
+from lab.views.compare.comparison import compare
+from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.test_compare import load_runs
 
 pytestmark = pytest.mark.slow
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
@@ -169,10 +170,10 @@ def test_the_compare_page_shows_the_script_beside_the_trainer(recorded, monkeypa
     assert at.selectbox(key="cmp_tp_tag").value == derived.STEP_RATE
     assert at.selectbox(key="cmp_loss_tag").value == "train/loss"
     shown = at.dataframe[0].value.reset_index(drop=True)
-    runs = [r for r in compare_runs.load_runs(root) if r.key in (trainer, script)]
+    runs = [r for r in load_runs(root) if r.key in (trainer, script)]
     runs.sort(key=lambda r: at.multiselect(key="cmp_runs").value.index(r.key))
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
-    expected = compare.compare_table(runs, trainer, scalars, derived.STEP_RATE, "train/loss")
+    expected = frame(compare(runs, trainer, scalars, derived.STEP_RATE, "train/loss"))
     pd.testing.assert_frame_equal(shown, expected, check_dtype=False)
     table = shown.set_index("figures")
     assert (

@@ -1,6 +1,6 @@
-"""Derived figures of runs without summary.json: lab.views.compare.derived, compare_speed and
-derived_text, through lab.views.compare.table's table, lab.views.compare.fairness,
-lab.views.compare.runs (foreign logs) and ``python -m lab compare``.
+"""Derived figures of runs without summary.json: lab.views.compare.derived, .speed and .fairness,
+through the Comparison's table (lab.views.compare.table), lab.views.compare.runs (foreign logs) and
+``python -m lab compare``.
 
 The run folders are written by the test in the contract's shape: a user's script run (run.json and
 status.json with ``kind: "script"``, its curves in a folder linked through ``events_dirs`` outside
@@ -20,17 +20,16 @@ import pandas as pd
 import pytest
 
 from lab import cli
+from lab.cli.compare import resolve
 from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
-from lab.views.compare import columns as compare_columns
-from lab.views.compare import derived, derived_text
-from lab.views.compare import document as compare_json
+from lab.views.compare import derived
 from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
-from lab.views.compare.fairness import fairness_warnings
-from lab.views.compare.runs import load_runs
+from lab.views.compare import table as compare_columns
+from lab.views.compare.comparison import compare
+from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
-from tests.test_compare import make_run
+from tests.test_compare import available_runs, load_runs, make_run
 
 T0 = 1_800_000_000.0
 ISO = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
@@ -184,7 +183,7 @@ def test_throughput_and_loss_tags_offered():
 
 def test_a_script_beside_the_trainer_gets_derived_figures_marked(pair):
     runs, scalars = pair
-    df = compare.compare_table(runs, baseline_key="base", scalars=scalars).set_index("run")
+    df = frame(compare(runs, baseline_key="base", scalars=scalars)).set_index("run")
     assert df.loc["mine", "figures"] == "derived" and df.loc["base", "figures"] == "measured"
     assert df.loc["mine", "devices"] == "gpu2, gpu3" and df.loc["mine", "world size"] == 2
     assert df.loc["mine", "steps/s"] == 4.0 and df.loc["base", "steps/s"] == 10.0
@@ -212,7 +211,7 @@ def test_a_script_beside_the_trainer_gets_derived_figures_marked(pair):
 
 def test_the_warnings_say_what_is_derived_and_what_the_lab_cannot_see(pair):
     runs, scalars = pair
-    warns = {w.key: w.message for w in fairness_warnings(runs, "base", scalars)}
+    warns = {w.key: w.message for w in list(compare(runs, "base", scalars).warnings)}
     assert set(warns) == {"derived", "steps_speedup", "lab_sees", "idle_gpus"}, warns
     assert "steps/s of train/loss" in warns["derived"] and "NVML's used memory" in warns["derived"]
     assert (
@@ -237,26 +236,22 @@ def test_a_picked_throughput_tag_is_divided_by_the_baselines_samples(tmp_path):
     runs = load_runs(root)
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
     assert derived.default_throughput(runs, scalars) == "throughput/img_per_sec"
-    df = compare.compare_table(
-        runs, "base", scalars, throughput_tag="throughput/img_per_sec"
-    ).set_index("run")
+    df = frame(compare(runs, "base", scalars, throughput_tag="throughput/img_per_sec")).set_index(
+        "run"
+    )
     # median of the windows after the first
     assert df.loc["mine", "throughput (samples/s)"] == 600.0
     assert df.loc["mine", "speedup"] == pytest.approx(0.6)
     assert df.loc["mine", "speedup of"] == "throughput/img_per_sec against the baseline's samples/s"
-    keys = [w.key for w in fairness_warnings(runs, "base", scalars, "throughput/img_per_sec")]
+    keys = [w.key for w in list(compare(runs, "base", scalars, "throughput/img_per_sec").warnings)]
     assert "picked_tag" in keys and "steps_speedup" not in keys
     # steps/s chosen instead: no figure in common until the baseline logs its loss too
-    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index(
-        "run"
-    )
+    df = frame(compare(runs, "base", scalars, throughput_tag=derived.STEP_RATE)).set_index("run")
     assert pd.isna(df.loc["mine", "throughput (samples/s)"]) and pd.isna(df.loc["mine", "speedup"])
     assert df.loc["mine", "speedup (95% interval)"] == "" and pd.isna(df.loc["mine", "speedup of"])
     _tb(base / "tb", {"train/loss": [(10 * (i + 1), t, 1.0) for i, t in enumerate(BASE_WALL)]})
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
-    df = compare.compare_table(runs, "base", scalars, throughput_tag=derived.STEP_RATE).set_index(
-        "run"
-    )
+    df = frame(compare(runs, "base", scalars, throughput_tag=derived.STEP_RATE)).set_index("run")
     assert df.loc["mine", "speedup of"] == "steps/s of train/loss" and df.loc[
         "mine", "speedup"
     ] == pytest.approx(0.4)
@@ -264,12 +259,12 @@ def test_a_picked_throughput_tag_is_divided_by_the_baselines_samples(tmp_path):
 
 def test_a_script_as_the_baseline_makes_the_trainer_compare_by_steps(pair):
     runs, scalars = pair
-    df = compare.compare_table(runs, baseline_key="mine", scalars=scalars).set_index("run")
+    df = frame(compare(runs, baseline_key="mine", scalars=scalars)).set_index("run")
     assert df.loc["base", "speedup of"] == "steps/s of train/loss" and df.loc[
         "base", "speedup"
     ] == pytest.approx(2.5)
     assert df.loc["base", "efficiency"] == pytest.approx(5.0)  # 2.5 x 2 devices / 1
-    warns = [w.key for w in fairness_warnings(runs, "mine", scalars)]
+    warns = [w.key for w in list(compare(runs, "mine", scalars).warnings)]
     assert "steps_speedup" in warns and "scaling" not in warns
 
 
@@ -278,11 +273,11 @@ def test_columns_say_what_derived_figures_are():
         ["peak MiB gpu2", "peak MiB cuda0", "steps/s", "wall time (s)"]
     )
     assert (
-        formats["peak MiB gpu2"].help == derived_text.PEAK_NVML_HELP
+        formats["peak MiB gpu2"].help == compare_columns.PEAK_NVML_HELP
         and "not the allocator" in formats["peak MiB gpu2"].help
     )
     assert (
-        formats["peak MiB cuda0"].help == derived_text.PEAK_HELP
+        formats["peak MiB cuda0"].help == compare_columns.PEAK_HELP
         and formats["steps/s"].format == "%.3g"
     )
     helps = compare_columns.text_help(["run", "figures", "speedup of", "noise"])
@@ -305,14 +300,14 @@ def test_foreign_logs_with_device_samples_are_a_run(pair, tmp_path):
     root = tmp_path / "runs"
     folder = _foreign(root)
     (root / "plain").mkdir()  # no sys/: not offered
-    runs = compare_runs.available_runs(root, tmp_path / "no-samples")
+    runs = available_runs(root, tmp_path / "no-samples")
     foreign = [r for r in runs if r.foreign]
     assert [r.name for r in foreign] == ["their-logs"] and foreign[0].kind == compare_runs.FOREIGN
     assert foreign[0].key == str(folder.resolve())
     # dated by its oldest event file
     assert datetime.fromisoformat(foreign[0].created_at).tzinfo is not None
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
-    df = compare.compare_table(runs, baseline_key="base", scalars=scalars).set_index("run")
+    df = frame(compare(runs, baseline_key="base", scalars=scalars)).set_index("run")
     row = df.loc["their-logs"]
     assert (
         row["figures"] == "derived" and row["devices"] == "gpu0" and row["peak MiB gpu0"] == 400.0
@@ -320,7 +315,7 @@ def test_foreign_logs_with_device_samples_are_a_run(pair, tmp_path):
     # the sys/ span; Loss/train, its own loss tag
     assert row["wall time (s)"] == 3.0 and row["steps/s"] == 4.0
     assert row["speedup of"] == "steps/s of Loss/train against the baseline's train/loss"
-    warns = {w.key: w.message for w in fairness_warnings(runs, "base", scalars)}
+    warns = {w.key: w.message for w in list(compare(runs, "base", scalars).warnings)}
     assert "only the GPUs sampled in its sys/ (gpu0)" in warns["lab_sees"]
 
 
@@ -370,5 +365,5 @@ def test_the_compare_command_names_folders_and_a_throughput_tag(
 
 def test_resolve_takes_a_run_folder_by_its_path(pair, tmp_path):
     root = tmp_path / "runs"
-    runs = compare_json.resolve([str(root / "mine"), "base", str(root / "mine")], root)
+    runs = resolve([str(root / "mine"), "base", str(root / "mine")], root)
     assert [r.key for r in runs] == ["mine", "base"] and runs[0].kind == "script"

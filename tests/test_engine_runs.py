@@ -338,9 +338,9 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):
 
 def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
-    from lab.views.compare.runs import load_run
+    from lab.views.compare.figures import run_figures
     from lab.views.compare.scaling import efficiency
-    from lab.views.compare.table import device_count, run_metrics
+    from tests.test_compare import load_run
 
     port = ports.free_port()
     c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
@@ -365,9 +365,9 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     assert (
         summary["devices"] == ["cpu0", "cpu1", "cpu2", "cpu3"] and len(summary["peak_mem_mib"]) == 4
     )
-    assert device_count(run_metrics(load_run(d))) == 4
+    assert run_figures(load_run(d)).device_count == 4
     # a speedup of 2 over four devices
-    assert efficiency("strong", 2.0, device_count(run_metrics(load_run(d))), 1.0, 1) == 0.5
+    assert efficiency("strong", 2.0, run_figures(load_run(d)).device_count, 1.0, 1) == 0.5
 
 
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):

@@ -1,4 +1,4 @@
-"""lab.views.compare.noise, lab.views.compare.repeats and lab.views.compare.document on run folders
+"""lab.views.compare.noise, .repeats, .table, .report and .document on run folders
 written by the test (summary.json with ``throughput``, status.json with ``interference``), so every
 figure is known exactly; and ``python -m lab compare`` / ``sweep --repeats`` on bad input. Real
 runs: tests/test_noise_runs.py."""
@@ -19,10 +19,12 @@ from lab.engine.sweep.plan import interleaved
 from lab.views.compare import document as compare_json
 from lab.views.compare import noise, report
 from lab.views.compare import repeats as compare_repeats
-from lab.views.compare import table as compare
-from lab.views.compare.runs import load_runs
+from lab.views.compare import table as cols
+from lab.views.compare.comparison import compare
+from lab.views.compare.figures import run_spread
 from lab.views.compare.spread import Spread, ratio
-from tests.test_compare import make_run
+from lab.views.compare.table import frame
+from tests.test_compare import load_runs, make_run
 
 REPO = Path(__file__).resolve().parent.parent
 BUSY = {
@@ -99,35 +101,30 @@ def four(tmp_path):
 
 def test_table_shows_intervals_and_verdicts(four):
     _, runs = four
-    df = compare.compare_table(runs, baseline_key="a-single").set_index("run")
+    df = frame(compare(runs, baseline_key="a-single")).set_index("run")
     assert df.loc["c-ddp", "speedup"] == pytest.approx(1.8)
-    assert df.loc["c-ddp", noise.SPEEDUP_CI] == f"1.80× ({1700 / 1050:.2f}–{1900 / 950:.2f})"
+    assert df.loc["c-ddp", cols.SPEEDUP_CI] == f"1.80× ({1700 / 1050:.2f}–{1900 / 950:.2f})"
     assert (
-        df.loc["c-ddp", noise.EFFICIENCY_CI] == f"0.90 ({1700 / 1050 / 2:.2f}–{1900 / 950 / 2:.2f})"
+        df.loc["c-ddp", cols.EFFICIENCY_CI] == f"0.90 ({1700 / 1050 / 2:.2f}–{1900 / 950 / 2:.2f})"
     )
-    assert (
-        df.loc["c-ddp", noise.VERDICT] == "faster" and df.loc["d-slow", noise.VERDICT] == "slower"
-    )
-    assert df.loc["b-dp", noise.VERDICT] == "within noise"  # 900/1050 .. 1100/950 holds 1.0
-    assert df.loc["a-single", noise.VERDICT] == "baseline"
-    assert list(df[noise.MACHINE]) == ["", "", "busy", "quiet"]  # newest first; c, d have no record
+    assert df.loc["c-ddp", cols.VERDICT] == "faster" and df.loc["d-slow", cols.VERDICT] == "slower"
+    assert df.loc["b-dp", cols.VERDICT] == "within noise"  # 900/1050 .. 1100/950 holds 1.0
+    assert df.loc["a-single", cols.VERDICT] == "baseline"
+    assert list(df[cols.MACHINE]) == ["", "", "busy", "quiet"]  # newest first; c, d have no record
     # no green/red for a row within noise or the baseline; green faster, red slower
-    assert noise.emphasis(df.reset_index()) == [noise.RED, noise.GREEN, "", ""]
+    assert cols.emphasis(df.reset_index()) == [cols.RED, cols.GREEN, "", ""]
 
 
 def test_csv_and_html_carry_the_same(four):
     _, runs = four
-    df = compare.compare_table(runs, baseline_key="a-single")
-    back = pd.read_csv(io.BytesIO(compare.table_csv(df))).set_index("run")
-    assert back.loc["b-dp", noise.VERDICT] == "within noise"
-    assert back.loc["c-ddp", noise.SPEEDUP_CI].startswith("1.80× (")
-    notes = noise.noise_notes(runs, "a-single")
-    html = report.build_html(
-        runs=runs, table=df, warnings=noise.busy_warnings(runs), figures=[], noise_notes=notes
-    )
+    df = frame(compare(runs, baseline_key="a-single"))
+    back = pd.read_csv(io.BytesIO(cols.table_csv(df))).set_index("run")
+    assert back.loc["b-dp", cols.VERDICT] == "within noise"
+    assert back.loc["c-ddp", cols.SPEEDUP_CI].startswith("1.80× (")
+    html = report.build_html(compare(runs, "a-single"))
     assert "1.80× (" in html and "within noise" in html and "Busy machine" in html
     # the faster row's cells are coloured
-    assert f"{noise.GREEN[len('background-color: ') :]}" in html
+    assert f"{cols.GREEN[len('background-color: ') :]}" in html
     assert "<b>b-dp</b> reads 1.02× (0.86–1.16)" in html  # the note, with the run's own numbers
 
 
@@ -147,10 +144,10 @@ def test_spread_from_events_for_runs_without_it(tmp_path):
         step = [10, 20, 30, 40, 50, 60]
         value = [1.0, 100.0, 104.0, 96.0, 110.0, 90.0]
 
-    s = noise.run_spread(run, {"perf/samples_per_sec": S()})
+    s = run_spread(run, {"perf/samples_per_sec": S()})
     # the first window left out
     assert (s.median, s.ci_low, s.ci_high, s.windows) == (100.0, 90.0, 110.0, 5)
-    assert noise.run_spread(run) is None
+    assert run_spread(run) is None
 
 
 def test_busy_note_and_warnings(four):
@@ -193,14 +190,15 @@ def test_by_mode_groups_repeats_of_a_sweep(tmp_path):
         "speedup": 1.0,
     }
     assert groups["ddp"]["median"] == 180.0 and groups["ddp"]["speedup"] == 1.8
-    table = compare_repeats.by_mode_table(runs, None, "0-single")
+    table = cols.repeats_frame(compare(runs, "0-single"))
     assert list(table["repeats"]) == [3, 3]
     assert compare_repeats.by_mode(runs[:2], None) == []  # one run per mode: no repeats to show
 
 
 def test_comparison_json(four):
     _, runs = four
-    doc = compare_json.comparison(runs, "a-single")
+    c = compare(runs, "a-single")
+    doc = compare_json.to_json(c)
     assert doc["baseline"] == "a-single" and doc["by_mode"] == []
     by = {r["run_id"]: r for r in doc["runs"]}
     r = ratio(Spread(1800, 1700, 1900, 20, 0.96), Spread(1000, 950, 1050, 20, 0.96))
@@ -215,7 +213,7 @@ def test_comparison_json(four):
     assert by["b-dp"]["speedup"]["within_noise"] is True and by["b-dp"]["interference"] == BUSY
     assert by["c-ddp"]["interference"] is None
     assert any("Busy machine" in w for w in doc["warnings"])
-    lines = compare_json.text(doc, runs)
+    lines = compare_json.text(c)
     assert lines[0] == "baseline: a-single (a-single)" and "within noise" in lines[1]
 
 

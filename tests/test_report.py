@@ -5,6 +5,7 @@ inline once, and loads nothing."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html as html_lib
 import json
 import re
@@ -15,9 +16,9 @@ import pytest
 
 from lab.views.compare import curves as compare_curves
 from lab.views.compare import fairness, report
-from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
-from tests.test_compare import make_run
+from lab.views.compare.comparison import compare
+from lab.views.compare.table import frame
+from tests.test_compare import load_runs, make_run
 
 
 class S:
@@ -51,20 +52,16 @@ def comparison(tmp_path):
         peaks={"cpu0": 420.0, "cpu1": 380.0},
         created_at="2026-11-29T07:01:00+00:00",
     )
-    runs = compare_runs.load_runs(root)
+    runs = load_runs(root)
     scalars = {
         "one": {"train/loss": S([2.0, 1.0, 0.5]), "sys/cpu_pct": S([90.0, 95.0, 99.0])},
         "two": {"train/loss": S([2.1, 1.1, 0.6]), "sys/cpu_pct": S([180.0, 190.0, 185.0])},
     }
-    table = compare.compare_table(runs)
-    figures = compare_curves.comparison_figures(runs, table, scalars, tag="train/loss", x="samples")
+    c = compare(runs)  # the baseline: "one"
+    table = frame(c)
+    figures = compare_curves.comparison_figures(c, scalars, tag="train/loss", x="samples")
     html = report.build_html(
-        runs=runs,
-        table=table,
-        warnings=fairness.fairness_warnings(runs),
-        figures=figures,
-        baseline_label="one",
-        generated_at=datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc),
+        c, figures, generated_at=datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
     )
     return runs, table, figures, html
 
@@ -181,29 +178,21 @@ def test_figures_carry_the_data(comparison):
 
 def test_text_is_escaped(tmp_path):
     make_run(tmp_path / "r", "x")
-    runs = compare_runs.load_runs(tmp_path / "r")
-    html = report.build_html(
-        runs=runs,
-        table=compare.compare_table(runs),
-        warnings=[fairness.FairnessWarning("k", "<script>alert(1)</script>")],
-        figures=[],
-    )
+    runs = load_runs(tmp_path / "r")
+    warned = (fairness.FairnessWarning("k", "<script>alert(1)</script>"),)
+    html = report.build_html(dataclasses.replace(compare(runs), warnings=warned))
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
 
 
 def test_html_holds_the_anatomy_bars_and_their_reading(tmp_path):
     """The page passes the anatomy figure first; the export draws its bars and prints its reading
     under it."""
-    from lab.views.compare import anatomy_text
     from tests.test_anatomy import DDP, write_breakdown
 
     d = make_run(tmp_path / "r", "ddp", mode="ddp", devices=("cpu0", "cpu1"))
     write_breakdown(d, mode="ddp", world=2, step=6.0, phases=DDP)
-    runs = compare_runs.load_runs(tmp_path / "r")
-    figures = anatomy_text.anatomy_figures(runs)
-    html = report.build_html(
-        runs=runs, table=compare.compare_table(runs), warnings=[], figures=figures
-    )
+    c = compare(load_runs(tmp_path / "r"))
+    html = report.build_html(c, compare_curves.anatomy_figures(c))
     [(bars, _)] = embedded_figures(html)
     assert {t["name"] for t in bars} >= {"forward", "backward", "communication, waited for"}
     assert next(_array(t["x"]) for t in bars if t["name"] == "backward") == [4.69, None]

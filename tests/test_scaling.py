@@ -15,10 +15,10 @@ import json
 import pytest
 
 from lab.views.compare import scaling
-from lab.views.compare.fairness import fairness_warnings
-from lab.views.compare.runs import load_runs
-from lab.views.compare.table import compare_table
-from tests.test_compare import make_run
+from lab.views.compare.comparison import compare
+from lab.views.compare.figures import RunFigures
+from lab.views.compare.table import frame
+from tests.test_compare import load_runs, make_run
 
 
 def record(run_dir, value: str) -> None:
@@ -28,7 +28,7 @@ def record(run_dir, value: str) -> None:
 
 
 def m(global_batch, per_device):
-    return {"global batch": global_batch, "per-device batch": per_device}
+    return RunFigures(global_batch=global_batch, per_device_batch=per_device)
 
 
 def test_relation_and_efficiency_formulas():
@@ -83,11 +83,11 @@ def test_a_weak_sweep_in_the_table(tmp_path):
     ):
         record(d, "weak")
     runs = load_runs(root)
-    df = compare_table(runs).set_index("run")
+    df = frame(compare(runs)).set_index("run")
     assert list(df["scaling"]) == ["weak", "weak", "weak"]
     assert df.loc["c-ddp", "efficiency"] == pytest.approx((1600 / 2) / (1000 / 1))
     assert df.loc["b-dp", "efficiency"] == pytest.approx(0.95)
-    warns = fairness_warnings(runs)
+    warns = list(compare(runs).warnings)
     # nothing about scalings: one sweep
     assert [w.key for w in warns] == ["global_batch", "effective_mode"]
     assert scaling.WEAK_BATCH_NOTE in warns[0].message
@@ -119,9 +119,9 @@ def test_runs_recorded_under_both_scalings_warn(tmp_path):
         "weak",
     )
     runs = load_runs(root)
-    msgs = [w.message for w in fairness_warnings(runs) if w.key == "scaling"]
+    msgs = [w.message for w in list(compare(runs).warnings) if w.key == "scaling"]
     assert len(msgs) == 1 and "strong: b-ddp, a-single; weak: c-ddp-weak" in msgs[0]
-    df = compare_table(runs).set_index("run")
+    df = frame(compare(runs)).set_index("run")
     assert (df.loc["b-ddp", "scaling"], df.loc["c-ddp-weak", "scaling"]) == ("strong", "weak")
 
 
@@ -149,13 +149,13 @@ def test_the_seeds_trap_without_records(tmp_path):
         created_at="2026-11-29T07:02:00+00:00",
     )
     runs = load_runs(root)
-    msgs = [w.message for w in fairness_warnings(runs, "single") if w.key == "scaling"]
+    msgs = [w.message for w in list(compare(runs, "single").warnings) if w.key == "scaling"]
     assert (
         len(msgs) == 1
         and "dp keep its global batch (strong scaling) but ddp keep only its batch per device"
         in msgs[0]
     )
-    df = compare_table(runs, "single").set_index("run")
+    df = frame(compare(runs, "single")).set_index("run")
     assert (df.loc["dp", "scaling"], df.loc["ddp", "scaling"]) == ("strong", "weak")
 
 
@@ -172,10 +172,10 @@ def test_neither_scaling_leaves_efficiency_empty(tmp_path):
         created_at="2026-11-29T07:01:00+00:00",
     )
     runs = load_runs(root)
-    df = compare_table(runs).set_index("run")
+    df = frame(compare(runs)).set_index("run")
     assert df.loc["two", "speedup"] == pytest.approx(1.5) and df.isna().loc["two", "efficiency"]
     assert df.isna().loc["two", "scaling"]
-    msgs = [w.message for w in fairness_warnings(runs) if w.key == "scaling"]
+    msgs = [w.message for w in list(compare(runs).warnings) if w.key == "scaling"]
     assert msgs == [
         "two share neither the global batch nor the batch per device with the baseline one: "
         "neither "

@@ -12,14 +12,23 @@ import numpy as np
 import pytest
 
 from lab.runfolder import parse_time
-from lab.views.compare import columns as compare_columns
-from lab.views.compare import table as compare
+from lab.views.compare import table as compare_columns
 from lab.views.compare import utilisation
-from lab.views.compare.fairness import fairness_warnings
-from lab.views.compare.runs import load_runs
-from tests.test_compare import make_run
+from lab.views.compare.comparison import compare
+from lab.views.compare.runs import labels
+from lab.views.compare.table import frame
+from tests.test_compare import load_runs, make_run
 
 START = "2026-11-29T07:00:00+00:00"
+
+
+def gpu0_warnings(runs, scalars):
+    """The "only GPU 0 works" sentences of ``runs``, from their samples as the Comparison reads
+    them."""
+    utils = {r.key: utilisation.utilisation(r, scalars.get(r.key)) for r in runs}
+    return utilisation.gpu0_warnings(runs, labels(runs), utils)
+
+
 T0 = parse_time(START).timestamp()
 
 
@@ -86,12 +95,12 @@ def test_cpu_share_over_the_cores_the_run_was_given(tmp_path):
 
 def test_only_gpu0_works_under_dp(dp_run, tmp_path):
     run, scalars = dp_run
-    [msg] = utilisation.busy_warnings([run], {run.key: scalars})
+    [msg] = gpu0_warnings([run], {run.key: scalars})
     assert msg.startswith(
         "Only gpu2 works in dp: under DataParallel its mean utilisation was 95% against 35%"
     )
     even = dict(scalars, **{"sys/gpu3/util_pct": S([0, 50, 50, 50, 0], TIMES)})  # 95 < 2 x 50
-    assert utilisation.busy_warnings([run], {run.key: even}) == []
+    assert gpu0_warnings([run], {run.key: even}) == []
     root = tmp_path / "ddp"  # DDP is never "only GPU 0": one process per GPU
     setup(
         make_run(root, "ddp", mode="ddp", devices=("cuda0", "cuda1"), created_at=START),
@@ -99,16 +108,16 @@ def test_only_gpu0_works_under_dp(dp_run, tmp_path):
         nproc=2,
     )
     [ddp] = load_runs(root)
-    assert utilisation.busy_warnings([ddp], {ddp.key: scalars}) == []
+    assert gpu0_warnings([ddp], {ddp.key: scalars}) == []
 
 
 def test_the_table_and_the_page_warnings(dp_run):
     run, scalars = dp_run
-    row = compare.compare_table([run], scalars={run.key: scalars}).iloc[0]
+    row = frame(compare([run], scalars={run.key: scalars})).iloc[0]
     assert (row["util % gpu2"], row["util % gpu3"], row["mean util %"]) == pytest.approx(
         (95.0, 35.0, 65.0)
     )
     assert compare_columns.column_formats(["util % gpu2"])["util % gpu2"].format == "%.0f"
-    keys = [w.key for w in fairness_warnings([run], scalars={run.key: scalars})]
+    keys = [w.key for w in list(compare([run], scalars={run.key: scalars}).warnings)]
     assert keys == ["only_gpu0"]
-    assert fairness_warnings([run]) == []  # without the samples nothing is claimed
+    assert list(compare([run]).warnings) == []  # without the samples nothing is claimed

@@ -19,9 +19,11 @@ from streamlit.testing.v1 import AppTest
 
 from lab.engine.launch import launcher
 from lab.runfolder import REPO_ROOT
-from lab.views.compare import anatomy, anatomy_text
+from lab.views.compare import anatomy
 from lab.views.compare import runs as compare_runs
-from lab.views.compare import table as compare
+from lab.views.compare.comparison import compare
+from lab.views.compare.table import frame
+from tests.test_compare import load_runs
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +79,8 @@ def test_weak_scaling_doubles_the_global_batch_and_efficiency_is_per_device(swee
     assert (single["global_batch"], ddp["global_batch"]) == (16, 32)
     assert single["per_device_batch"] == ddp["per_device_batch"] == 16 and ddp["world_size"] == 2
     assert [_json(sweep[k] / "run.json")["scaling"] for k in ("single", "ddp")] == ["weak", "weak"]
-    runs = compare_runs.load_runs(sweep["root"])
-    table = compare.compare_table(runs).set_index("run")
+    runs = load_runs(sweep["root"])
+    table = frame(compare(runs)).set_index("run")
     names = compare_runs.labels(runs)
     by_dir = {r.run_dir: names[r.key] for r in runs}
     row, base = table.loc[by_dir[sweep["ddp"]]], table.loc[by_dir[sweep["single"]]]
@@ -109,10 +111,10 @@ def test_compare_draws_the_anatomy_and_reads_it(sweep, monkeypatch):
     assert not at.exception, at.exception
     assert "Anatomy of a step" in [s.value for s in at.subheader]
     assert len(at.get("plotly_chart")) == 5  # the bars, then loss, throughput, memory, system
-    runs = compare_runs.load_runs(sweep["root"])
+    runs = load_runs(sweep["root"])
     names = compare_runs.labels(runs)
     ddp = next(r for r in runs if r.run_dir == sweep["ddp"])
-    expected = anatomy_text.sentence(names[ddp.key], anatomy.breakdown(ddp.run_dir))
+    expected = anatomy.sentence(names[ddp.key], anatomy.breakdown(ddp.run_dir))
     assert "waits" in expected and "ms per step on all-reduce" in expected
     # "How to read this", with this run's numbers
     assert any(expected in m.value for m in at.markdown)

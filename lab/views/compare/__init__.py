@@ -1,2 +1,4 @@
-"""Runs side by side: figures, intervals, verdicts, warnings, and the table, JSON, charts and HTML
-report."""
+"""Runs side by side. ``runs`` (what is compared) -> ``figures`` (each run's, with ``derived``,
+``utilisation``, ``anatomy``) -> ``speed``, ``scaling``, ``noise``, ``repeats``, ``fairness`` ->
+``comparison`` (one ``Comparison`` value) -> renderings: ``table`` (and CSV), ``document`` (JSON,
+text), ``curves`` (charts), ``report`` (HTML)."""

@@ -1,29 +1,43 @@
-"""The anatomy of a step: where a profiled run's milliseconds go, as bars drawn alike for every run.
+"""The anatomy of a step: where a profiled run's milliseconds go, the bars drawn alike for every
+run, and the sentences that read them with each run's own numbers.
 
-Reads what the trainer wrote with ``--profile-steps`` (docs/contracts.md
-section 2, "profile/"): ``breakdown.json`` (found through summary.json's
-``profile.breakdown``, else at its usual place while the run goes on) and the
-per-rank traces. It owns the bars: per run one bar of the step's phases,
-which add up to the step (data, forward, DataParallel's scatter, replicate
-and gather carved out of forward, backward, optimizer, other), one bar of its
-communication split into the part the step waited for (``comm_exposed``) and
-the part hidden behind computation, and, when the ranks' busy time (step
-minus exposed communication) differs by over 10 %, the slowest rank's phases
-beside it (a straggler). Segments keep one name, colour and order for every
-run (``SEGMENTS``). The figure and the sentences that read it with the runs'
-own numbers are ``lab.views.compare.anatomy_text``'s. Tested by tests/test_anatomy.py.
+Reads what the trainer wrote with ``--profile-steps`` (docs/contracts.md section 2, "profile/"):
+``breakdown.json`` and the per-rank traces. Per run one bar of the step's phases (adding up to the
+step; DataParallel's scatter, replicate and gather carved out of forward), one of its communication
+(waited for, and hidden behind computation), and a straggling rank's phases when the ranks' busy
+time differs by over 10 %.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.runfolder import BREAKDOWN_JSON, PROFILE_DIR, read_json
+import plotly.graph_objects as go
 
+from lab.engine.launch.config import DDP, DP
+from lab.runfolder import BREAKDOWN_JSON, PROFILE_DIR, read_json
+from lab.views import charts
+
+CAPTION = "Anatomy of a step"
+INTRO = (
+    "Milliseconds per step over each profiled run's window of steps (its breakdown.json). A run's "
+    "phases "
+    "add up to its step (DataParallel's scatter, replicate and gather drawn out of its forward). "
+    "Its "
+    "communication bar runs at the same time as those phases: the hatched part ran "
+    "hidden behind computation (DDP all-reduces gradient buckets while backward goes on), the "
+    "solid part is "
+    "time the step waited for it. On the CPU the waited-for part is an upper bound: idle Python "
+    "between "
+    "operations counts as waiting."
+)
+NOT_PROFILED = (
+    "Not profiled: {names}. Launch with Profile steps (e.g. 20:25) to see where their steps go."
+)
 STRAGGLER_SPREAD = 0.10  # ranks differ when the slowest is busy over 10 % longer than the fastest
 DP_PHASES = ("dp_scatter", "dp_replicate", "dp_gather")
 
@@ -173,3 +187,100 @@ def comm_share(data: Mapping[str, Any] | None) -> float | None:
         * _number((data.get("phases_ms") or {}).get("comm_exposed"))
         / _number(data.get("step_ms"))
     )
+
+
+def row_label(name: str, bar: Bar) -> str:
+    """How a bar's row is named: the run, its communication, or its slowest rank."""
+    if bar.kind == "comm":
+        return f"{name} · communication"
+    if bar.kind == "slowest":
+        return f"{name} · rank {bar.rank} (slowest)"
+    return name
+
+
+def figure(profiles: Sequence[tuple[str, dict | None]]) -> go.Figure | None:
+    """The stacked bars of every profiled run, ``profiles`` being ``(name, breakdown or None)``
+    per run (None when none was profiled)."""
+    bars = [b for name, data in profiles if data for b in run_bars(name, data)]
+    if not bars:
+        return None
+    rows = [row_label(b.key, b) for b in bars]
+    values = {SEGMENTS[k].name: [b.ms.get(k) for b in bars] for k in SEGMENTS}
+    return charts.stacked_bar_figure(
+        rows,
+        values,
+        x_title="ms per step",
+        colours={s.name: s.colour for s in SEGMENTS.values()},
+        patterns={s.name: s.pattern for s in SEGMENTS.values() if s.pattern},
+    )
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "–"
+
+
+def _mode_sentence(name: str, data: Mapping[str, Any]) -> str:
+    step, p = float(data["step_ms"]), data.get("phases_ms") or {}
+    seg, comm = step_segments(p), comm_segments(p)
+    exposed, hidden = comm["comm_exposed"], comm["comm_hidden"]
+    mode, world = data.get("effective_mode"), data.get("world_size") or 1
+    dp = sum(seg[k] for k in DP_PHASES)
+    if mode == DDP:
+        text = (
+            f"**{name}** (DDP, {world} ranks) waits {exposed:.1f} ms per step on all-reduce, "
+            f"{_pct(exposed, step)} of its {step:.1f} ms step"
+        )
+        return text + (
+            f"; another {hidden:.1f} ms of all-reduce ran hidden behind backward"
+            if hidden >= 0.05
+            else ""
+        )
+    if mode == DP and dp > 0:
+        text = (
+            f"**{name}** (DataParallel over {world} devices) spends {seg['dp_scatter']:.1f} ms "
+            "per step "
+            f"scattering the batch, {seg['dp_replicate']:.1f} ms replicating the model and "
+            f"{seg['dp_gather']:.1f} ms gathering the outputs on device 0: {_pct(dp, step)} of its "
+            f"{step:.1f} ms step, all from one Python process"
+        )
+        return text + (f"; it waits {exposed:.1f} ms on communication" if exposed >= 0.05 else "")
+    if exposed + hidden > 0:
+        return (
+            f"**{name}** waits {exposed:.1f} ms per step on communication, {_pct(exposed, step)} "
+            "of its "
+            f"{step:.1f} ms step"
+        )
+    return (
+        f"**{name}** communicates nothing: of its {step:.1f} ms step, forward takes "
+        f"{seg['forward']:.1f} ms, "
+        f"backward {seg['backward']:.1f} ms and the optimizer {seg['optimizer']:.1f} ms"
+    )
+
+
+def sentence(name: str, data: Mapping[str, Any]) -> str:
+    """One profiled run read aloud with its own numbers, its note and its straggler included."""
+    text = _mode_sentence(name, data)
+    if data.get("note"):
+        text += f" ({str(data['note']).rstrip('.')})"
+    text += "."
+    found = straggler(data)
+    if found:
+        slow, fast, spread = found
+        text += (
+            f" Its ranks differ: rank {slow.get('rank')} computes {busy_ms(slow):.1f} ms "
+            "per step "
+            f"against {busy_ms(fast):.1f} ms on rank {fast.get('rank')} ({spread:.0%} "
+            "longer), and "
+            "the others wait for it at every all-reduce: its bar is drawn beside."
+        )
+    return text
+
+
+def explain(profiles: Sequence[tuple[str, dict | None]]) -> list[str]:
+    """The bars read with the runs' numbers (``profiles``: ``(name, breakdown or None)`` per run):
+    one sentence per profiled run, then those not profiled."""
+    out = [sentence(name, data) for name, data in profiles if data]
+    missing = [name for name, data in profiles if not data]
+    if out and missing:
+        out.append(NOT_PROFILED.format(names=", ".join(missing)))
+    return out

@@ -1,16 +1,6 @@
-"""The Compare page's charts: curves of the runs overlaid, bars of the table, device timelines run
-by run.
-
-Owns what the Compare page and the HTML export draw below the table: each
-run's curve of a tag against step, samples seen or wall time
-(``curve_traces``), its device timelines from ``sys/`` events
-(``system_panels``, built from ``lab.views.live.run_charts.sys_traces`` as the
-Live page's are), and the figures made of them and of
-``lab.views.compare.table``'s table with ``lab.views.charts``
-(``comparison_figures``), with their captions and the choices the page
-offers (``CURVE_TAGS`` and, for a user's script with tags of its own,
-``curve_tags``; ``X_AXES``, ``SYSTEM_METRICS``). Tested by
-tests/test_compare_curves.py and tests/test_report.py.
+"""A ``Comparison``'s charts: each run's curve of a tag against step, samples seen or wall time, its
+device timelines from ``sys/`` events (as the Live page draws them), and bars of the table's
+throughput and peak memory; with their captions and the choices the page offers.
 """
 
 from __future__ import annotations
@@ -25,9 +15,11 @@ import plotly.graph_objects as go
 
 from lab.runfolder import parse_time
 from lab.views import charts
-from lab.views.compare.columns import PEAK_PREFIX
+from lab.views.compare import anatomy
+from lab.views.compare.comparison import Comparison
+from lab.views.compare.figures import global_batch
 from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.table import run_metrics
+from lab.views.compare.table import PEAK_PREFIX, frame
 from lab.views.live.run_charts import SYS_METRICS, sys_traces
 from lab.views.runscalars import SYS_PREFIX
 
@@ -74,7 +66,7 @@ def _x(run: CompareRun, ser: Any, x: str) -> np.ndarray | None:
     if x == "step":
         return np.asarray(ser.step, dtype=float)
     if x == "samples":
-        gb = run_metrics(run)["global batch"]
+        gb = global_batch(run)
         return np.asarray(ser.step, dtype=float) * float(gb) if gb else None
     wt = np.asarray(ser.wall_time, dtype=float)
     started = parse_time((run.summary or {}).get("started_at"))
@@ -203,15 +195,17 @@ def system_figure(
 
 
 def comparison_figures(
-    runs: Sequence[CompareRun],
-    table: pd.DataFrame,
+    c: Comparison,
     scalars,
     *,
     tag: str = "train/loss",
     x: str = "step",
     metric: str = "util",
 ) -> list[tuple[str, go.Figure, str | None]]:
-    """Every chart of a comparison as ``(caption, figure, note or None)``, in page order."""
+    """Every chart of a comparison as ``(caption, figure, note or None)``, in page order;
+    ``scalars``: each run's event series by key (a resumed run's joined to the runs it continues,
+    when the page asks)."""
+    runs, table = c.runs, frame(c)
     sys_fig, note = system_figure(runs, scalars, metric=metric)
     return [
         (
@@ -223,3 +217,12 @@ def comparison_figures(
         ("Peak memory per device", memory_figure(table), None),
         (f"{SYSTEM_METRICS[metric].capitalize()} over time, run by run", sys_fig, note),
     ]
+
+
+def anatomy_figures(c: Comparison) -> list[tuple[str, go.Figure, str | None]]:
+    """The anatomy bars as ``[(caption, figure, note)]``, the note being their intro and reading;
+    [] when no run was profiled."""
+    fig = anatomy.figure(c.profiles)
+    if fig is None:
+        return []
+    return [(anatomy.CAPTION, fig, " ".join([anatomy.INTRO, *c.anatomy]))]

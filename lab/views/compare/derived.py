@@ -1,32 +1,7 @@
-"""The Compare figures of a run without summary.json: what the lab can honestly derive from what it
-sees.
-
-A run of the lab's trainer ends with summary.json: its figures are
-*measured* by the trainer. A user's script run, a trainer run that did not
-finish, or a folder of foreign TensorBoard logs with the supervisor's ``sys/``
-beside it has none: its figures are *derived* (``figures``) from its event
-series and the supervisor's records, and this module owns how:
-
-- throughput: the tag the user picks (``throughput_options``: tags matching
-  ``THROUGHPUT_PATTERN`` first), else the trainer's ``perf/samples_per_sec``;
-  the median of its steady windows with the interval of ``lab.views.compare.spread``;
-- steps/s, for every run: the step rate of its loss tag (``loss_tag_of``),
-  one rate per pair of logged points, the first dropped as warm-up, their
-  median and interval (``step_rate``); with fewer than ``MIN_WINDOWS`` rates
-  the whole span's rate, without an interval;
-- wall time, for every run alike: the supervisor's ``started_at`` to
-  ``ended_at`` (status.json, start-up included); else summary.json's
-  ``wall_time_s`` (a trainer run by hand); else the span of the ``sys/``
-  samples (foreign logs);
-- peak memory per device: the trainer's ``mem/<dev>/peak_mib`` events where
-  there are any, else the maximum of NVML's ``sys/gpu<i>/mem_used_mib``
-  samples (the GPU's used memory as the driver counts it, not the
-  allocator's peak; ``PEAKS_NVML``);
-- devices and world size: what the lab gave a script (physical ``gpu<i>``,
-  else ``cpu<rank>``), the GPUs sampled in ``sys/`` for foreign logs.
-
-Scalars are mappings of tag -> series (``.step``, ``.wall_time``, ``.value``).
-Tested by tests/test_derived.py and, on real runs, tests/test_compare_script_runs.py.
+"""Figures of a run without summary.json (a user's script, foreign logs, a trainer run that did not
+finish): what the lab can honestly derive from its event series and the supervisor's records, the
+choices of throughput and loss tag offered for it, and the text that says how to read them
+(``HOW_TO_READ``). Scalars are mappings of tag -> series (``.step``, ``.wall_time``, ``.value``).
 """
 
 from __future__ import annotations
@@ -38,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from lab.engine.launch.script import ScriptConfig
-from lab.engine.registry import status
 from lab.runfolder import SCRIPT, TRAINER, parse_time
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, steady_windows
@@ -56,6 +30,18 @@ PEAKS_ALLOCATOR, PEAKS_NVML = "allocator", "nvml"
 _PEAK_TAG = re.compile(r"^mem/([^/]+)/peak_mib$")
 _NVML_MEM = re.compile(r"^sys/gpu(\d+)/mem_used_mib$")
 _NVML_UTIL = re.compile(r"^sys/gpu(\d+)/util_pct$")
+
+HOW_TO_READ = """\
+**Derived figures.** A run without the trainer's summary.json (a user's
+script, foreign logs with the supervisor's sys/ beside them, a run that did
+not finish) is marked *derived*: its throughput is the tag you pick (tags
+named like samples_per_sec, throughput, img/s or it/s are offered first), or
+none, and then its speedup is of **steps/s**: the step rate of its loss tag
+against the baseline's. A steps/s speedup is a samples/s speedup only if each
+step trains the same global batch, which the lab cannot see in a script;
+efficiency then assumes it does (strong scaling). Peak memory is NVML's used
+memory of each GPU (columns gpu<i>, physical index), wall time the
+supervisor's start to end, utilisation the sys/ samples, as for any run."""
 
 
 def figures(run: CompareRun) -> str:
@@ -172,8 +158,7 @@ def wall_time(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> floa
     """Seconds the run took, start-up included: the supervisor's start to end, the same for every
     kind of run; else (a trainer run by hand) summary.json's ``wall_time_s``; else (foreign logs)
     its sys/ samples' span."""
-    st = status(run.run_dir)
-    start, end = parse_time(st.get("started_at")), parse_time(st.get("ended_at"))
+    start, end = parse_time(run.started_at), parse_time(run.ended_at)
     if start and end and end > start:
         return (end - start).total_seconds()
     s = run.summary or {}
@@ -194,7 +179,26 @@ def nvml_peaks(scalars: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _devices(run: CompareRun, scalars: Mapping[str, Any]) -> tuple[list[str], int | None]:
+def allocator_peaks(scalars: Mapping[str, Any]) -> dict[str, float]:
+    """``{device: max MiB}`` of the trainer's ``mem/<device>/peak_mib`` events."""
+    return {
+        m.group(1): float(np.max(s.value))
+        for t, s in scalars.items()
+        if (m := _PEAK_TAG.match(t)) and len(s.value)
+    }
+
+
+def rate_tag(throughput_tag: str | None, scalars: Mapping[str, Any]) -> str | None:
+    """The tag a run's throughput is read from: the user's pick where the run logs it
+    (``STEP_RATE``: none, steps/s only), else the trainer's ``RATE_TAG`` where logged."""
+    if throughput_tag == STEP_RATE:
+        return None
+    if throughput_tag in scalars:
+        return throughput_tag
+    return RATE_TAG if RATE_TAG in scalars else None
+
+
+def seen_devices(run: CompareRun, scalars: Mapping[str, Any]) -> tuple[list[str], int | None]:
     """``(devices, world size)`` the lab can see: a script's as given, foreign logs' GPUs
     sampled."""
     if run.kind == SCRIPT:
@@ -210,63 +214,3 @@ def _devices(run: CompareRun, scalars: Mapping[str, Any]) -> tuple[list[str], in
         key=lambda g: int(g[3:]),
     )
     return gpus, None
-
-
-def from_events(
-    run: CompareRun, scalars: Mapping[str, Any], throughput_tag: str | None = None
-) -> dict[str, Any]:
-    """The figures ``lab.views.compare.table.run_metrics`` takes from the events of a run without
-    summary.json.
-
-    ``throughput_tag``: the user's pick (``STEP_RATE``: none, steps/s only);
-    a run that does not log it falls back on ``perf/samples_per_sec``.
-    """
-    if throughput_tag == STEP_RATE:
-        tag = None
-    elif throughput_tag in scalars:
-        tag = throughput_tag
-    else:
-        tag = RATE_TAG if RATE_TAG in scalars else None
-    throughput, spread = tag_rate(scalars.get(tag)) if tag else (None, None)
-    et = scalars.get("perf/epoch_time_s")
-    peaks = {
-        m.group(1): float(np.max(s.value))
-        for t, s in scalars.items()
-        if (m := _PEAK_TAG.match(t)) and len(s.value)
-    }
-    peaks_of = PEAKS_ALLOCATOR
-    if not peaks:
-        peaks, peaks_of = nvml_peaks(scalars), PEAKS_NVML
-    # the trainer names the devices it measured; of anything else the lab knows only what it gave or
-    # sampled
-    devices, world = (
-        (sorted(peaks), None) if peaks_of == PEAKS_ALLOCATOR and sees_config(run) else ([], None)
-    )
-    if not devices:
-        devices, world = _devices(run, scalars)
-    return {
-        "throughput": throughput,
-        "spread": spread,
-        "throughput of": None if throughput is None else (SAMPLES if tag == RATE_TAG else tag),
-        "epoch time": float(np.mean(et.value)) if et is not None and len(et.value) else None,
-        "peaks": peaks,
-        "peaks of": peaks_of if peaks else None,
-        "devices": devices,
-        "world size": world,
-    }
-
-
-def common(
-    run: CompareRun, scalars: Mapping[str, Any] | None, loss_tag: str | None = None
-) -> dict[str, Any]:
-    """What every run's metrics carry for the derived figures: the mark, wall time, steps/s and its
-    loss tag."""
-    tag = loss_tag_of(scalars, loss_tag)
-    rate, spread = step_rate((scalars or {}).get(tag)) if tag else (None, None)
-    return {
-        "figures": figures(run),
-        "wall time": wall_time(run, scalars),
-        "steps/s": rate,
-        "steps spread": spread,
-        "loss tag": tag,
-    }

@@ -1,16 +1,11 @@
-"""Fairness of a comparison: what makes the chosen runs not compare like for like.
+"""Fairness of a comparison: what makes the chosen runs not compare like for like, one warning per
+cause, each naming the runs and their values and saying what to compare instead.
 
-Owns the warnings the Compare page and the HTML export show above the table:
-runs that differ in model, dataset, global batch, seed, precision, device
-count (among multi-device runs) or host; a run that ran in another mode than
-asked; a trainer run without summary.json; runs compared across scalings
-(``lab.views.compare.scaling.warnings``); derived figures and what the lab cannot see
-of a user's script or foreign logs (``lab.views.compare.derived_text.warnings``: of
-those, only what the lab knows is compared above). With the runs' scalars it
-also carries DataParallel's "only GPU 0 works" symptom
-(``lab.views.compare.utilisation``). Each warning names the runs and their values and
-says what to compare instead. Tested by tests/test_compare.py,
-tests/test_scaling.py and tests/test_derived.py.
+Runs that differ in model, dataset, global batch, seed, precision, device count or host; a mode not
+run as asked; a trainer run without summary.json; runs compared across scalings
+(``lab.views.compare.scaling``); DataParallel's "only GPU 0 works"
+(``lab.views.compare.utilisation``); and figures the lab derived or cannot see of a user's script
+or foreign logs.
 """
 
 from __future__ import annotations
@@ -20,95 +15,60 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.views.compare import derived_text, scaling, utilisation
-from lab.views.compare.derived import sees_config
-from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.speed import batches_seen
-from lab.views.compare.table import choose_baseline, run_metrics, run_speed
+from lab.engine.launch.config import SINGLE
+from lab.runfolder import SCRIPT
+from lab.views.compare import scaling, utilisation
+from lab.views.compare.derived import DERIVED, PEAKS_NVML, sees_config
+from lab.views.compare.figures import RunFigures
+from lab.views.compare.runs import CompareRun
+from lab.views.compare.speed import STEPS, Speed
+
+IDLE_PCT = 5.0  # a GPU whose mean utilisation stays under this did no work worth the name
+MODEL_WHY = "throughput and memory measure different work."
+DATASET_WHY = "losses and accuracies are not comparable."
+BATCH_WHY = "steps mean different amounts of data; compare loss against samples seen."
+SEED_WHY = "loss curves differ by chance as well as by mode."
+AMP_WHY = "mixed precision changes both speed and memory."
+DEVICES_WHY = "compare scaling efficiency rather than speedup."
+HOST_WHY = "different machines make throughput incomparable."
 
 
 @dataclass(frozen=True)
 class FairnessWarning:
-    """Why two chosen runs do not compare like for like; ``message`` is shown as is."""
+    """Why the chosen runs do not compare like for like; ``message`` is shown as is."""
 
     key: str
     message: str
 
 
-def _differences(
-    runs: Sequence[CompareRun], names: Mapping[str, str], metrics: Mapping[str, Mapping[str, Any]]
+def _differ(
+    names: Mapping[str, str], key: str, what: str, values: Mapping[str, Any], why: str
 ) -> list[FairnessWarning]:
-    """What the runs differ in, among what the lab knows of them; modes not run as asked; missing
-    summaries."""
-    # a script's model, batch, seed are its own: not compared
-    seen = {r.key for r in runs if sees_config(r)}
+    """The warning that the runs differ in ``what`` (their ``values`` by key), if they do."""
+    if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) <= 1:
+        return []
+    listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
+    return [FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}")]
+
+
+def _not_as_asked(
+    runs: Sequence[CompareRun], names: Mapping[str, str], figures: Mapping[str, RunFigures]
+) -> list[FairnessWarning]:
+    """Runs that ran in another mode than asked, and trainer runs without summary.json."""
     out: list[FairnessWarning] = []
-
-    def differ(
-        key: str, what: str, values: dict[str, Any], why: str, everyone: bool = False
-    ) -> None:
-        values = {k: v for k, v in values.items() if everyone or k in seen}
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
-            listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
-            out.append(FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}"))
-
-    differ(
-        "model",
-        "model",
-        {r.key: r.option("model") for r in runs},
-        "throughput and memory measure different work.",
-    )
-    differ(
-        "dataset",
-        "dataset",
-        {r.key: r.option("dataset") for r in runs},
-        "losses and accuracies are not comparable.",
-    )
-    per_device = [m["per-device batch"] for k, m in metrics.items() if k in seen]
-    weak = len(set(per_device)) == 1 and None not in per_device
-    differ(
-        "global_batch",
-        "global batch",
-        {k: m["global batch"] for k, m in metrics.items()},
-        scaling.WEAK_BATCH_NOTE
-        if weak
-        else "steps mean different amounts of data; compare loss against samples seen.",
-    )
-    differ(
-        "seed",
-        "seed",
-        {r.key: r.option("seed") for r in runs},
-        "loss curves differ by chance as well as by mode.",
-    )
-    differ(
-        "amp",
-        "precision (amp)",
-        {r.key: bool(r.option("amp")) for r in runs},
-        "mixed precision changes both speed and memory.",
-    )
-    parallel = {
-        k: len(m["devices"])
-        for k, m in metrics.items()
-        if m["effective mode"] not in (None, "single") and m["devices"]
-    }
-    differ(
-        "device_count",
-        "device count among the multi-device runs",
-        parallel,
-        "compare scaling efficiency rather than speedup.",
-    )
     for r in runs:
-        m = metrics[r.key]
-        if m["effective mode"] and m["mode"] and m["effective mode"] != m["mode"]:
-            reason = m["effective mode reason"] or "no reason recorded"
+        m = figures[r.key]
+        if m.effective_mode and m.mode and m.effective_mode != m.mode:
+            reason = m.effective_mode_reason or "no reason recorded"
             out.append(
                 FairnessWarning(
                     "effective_mode",
-                    f"{names[r.key]} was asked to run as {m['mode']} but ran as "
-                    f"{m['effective mode']} ({reason}).",
+                    f"{names[r.key]} was asked to run as {m.mode} but ran as "
+                    f"{m.effective_mode} ({reason}).",
                 )
             )
-        if not r.summary and r.key in seen:  # a script's or foreign logs' are the "derived" warning
+        # a script's or foreign logs' are the "derived" warning
+        if not r.summary and sees_config(r):
             out.append(
                 FairnessWarning(
                     "no_summary",
@@ -117,52 +77,182 @@ def _differences(
                     "event files and may cover only part of the run.",
                 )
             )
-    differ(
-        "host",
-        "host",
-        {r.key: r.host for r in runs if r.host},
-        "different machines make throughput incomparable.",
-        everyone=True,
+    return out
+
+
+def _differences(
+    runs: Sequence[CompareRun], names: Mapping[str, str], figures: Mapping[str, RunFigures]
+) -> list[FairnessWarning]:
+    """What the runs differ in, among what the lab knows of them; modes not run as asked; missing
+    summaries."""
+    # a script's model, batch, seed are its own: not compared
+    seen = [r for r in runs if sees_config(r)]
+    per_device = [figures[r.key].per_device_batch for r in seen]
+    weak = len(set(per_device)) == 1 and None not in per_device
+    out = _differ(names, "model", "model", {r.key: r.option("model") for r in seen}, MODEL_WHY)
+    out += _differ(
+        names, "dataset", "dataset", {r.key: r.option("dataset") for r in seen}, DATASET_WHY
     )
+    out += _differ(
+        names,
+        "global_batch",
+        "global batch",
+        {r.key: figures[r.key].global_batch for r in seen},
+        scaling.WEAK_BATCH_NOTE if weak else BATCH_WHY,
+    )
+    out += _differ(names, "seed", "seed", {r.key: r.option("seed") for r in seen}, SEED_WHY)
+    amp = {r.key: bool(r.option("amp")) for r in seen}
+    out += _differ(names, "amp", "precision (amp)", amp, AMP_WHY)
+    parallel = {
+        r.key: len(m.devices)
+        for r in seen
+        if (m := figures[r.key]).effective_mode not in (None, SINGLE) and m.devices
+    }
+    out += _differ(
+        names, "device_count", "device count among the multi-device runs", parallel, DEVICES_WHY
+    )
+    out += _not_as_asked(runs, names, figures)
+    hosts = {r.key: r.host for r in runs if r.host}  # every run's, the lab records where it ran
+    return out + _differ(names, "host", "host", hosts, HOST_WHY)
+
+
+def _listed(names: Mapping[str, str], keys: Sequence[str]) -> str:
+    return ", ".join(names[k] for k in keys)
+
+
+def _what(r: CompareRun) -> str:
+    return "a user's script" if r.kind == SCRIPT else "foreign TensorBoard logs"
+
+
+def _sources(m: RunFigures) -> str:
+    speed = (
+        f"throughput from its tag {m.throughput_of}"
+        if m.throughput_of
+        else f"speed as steps/s of {m.loss_tag}"
+        if m.steps_per_sec
+        else "no speed figure (no loss tag)"
+    )
+    memory = (
+        "peak memory from NVML's used memory per GPU, not the allocator's peak"
+        if m.peaks_of == PEAKS_NVML
+        else "no per-device memory (no GPU samples)"
+    )
+    return f"{speed}; {memory}; wall time and utilisation from the supervisor's records"
+
+
+def _seen(r: CompareRun, name: str, m: RunFigures) -> str:
+    devices = ", ".join(m.devices or []) or "none"
+    if r.kind == SCRIPT:
+        return (
+            f"of {name} ({_what(r)}) it knows only the devices it gave ({devices}) and the mode "
+            "it launched "
+            f"({m.mode or '?'}), not what the script did with them, nor its model, data or "
+            "batch"
+        )
+    return (
+        f"of {name} ({_what(r)}) only the GPUs sampled in its sys/ ({devices}), "
+        "not its mode, model or batch"
+    )
+
+
+def _derived(
+    runs: Sequence[CompareRun],
+    names: Mapping[str, str],
+    figures: Mapping[str, RunFigures],
+    speeds: Mapping[str, Speed],
+    baseline_key: str,
+) -> list[tuple[str, str]]:
+    """``(key, message)`` for figures the lab derived or cannot see: what a derived figure is of
+    (``derived``), a speedup of steps/s (``steps_speedup``) or of a picked tag against samples/s
+    (``picked_tag``), runs the lab sees unequally (``lab_sees``), a script's idle GPUs
+    (``idle_gpus``)."""
+    out: list[tuple[str, str]] = []
+    blind = [r for r in runs if not sees_config(r)]
+    for r in blind:
+        if figures[r.key].figures == DERIVED:
+            out.append(
+                (
+                    "derived",
+                    f"{names[r.key]}'s figures are derived ({_what(r)}, no summary.json): "
+                    f"{_sources(figures[r.key])}.",
+                )
+            )
+    by_steps = [k for k, s in speeds.items() if k != baseline_key and s.unit == STEPS]
+    if by_steps:
+        assumed = any(speeds[k].assumed for k in by_steps)
+        out.append(
+            (
+                "steps_speedup",
+                f"The speedup of {_listed(names, by_steps)} is of steps/s (the step rate of "
+                "the loss tag), not samples/s: it equals a samples/s speedup only if each step "
+                "trains the baseline's global batch"
+                + (
+                    ", which the lab cannot see in a script; efficiency assumes it does (strong "
+                    "scaling): if the script keeps the batch per device instead, read its "
+                    "speedup as its efficiency."
+                    if assumed
+                    else "."
+                ),
+            )
+        )
+    for k, s in speeds.items():
+        if k != baseline_key and s.of and "against" in s.of and s.unit != STEPS:
+            out.append(
+                (
+                    "picked_tag",
+                    f"{names[k]}'s speedup divides {s.of}: a speedup only if that tag counts "
+                    "samples per second of the same global batch.",
+                )
+            )
+    if blind and len(blind) < len(runs):
+        out.append(
+            (
+                "lab_sees",
+                "The lab does not see as much of every run: of its trainer's runs it knows the "
+                "model, data, batch and the devices and mode they really used; "
+                + "; ".join(_seen(r, names[r.key], figures[r.key]) for r in blind)
+                + ". Make sure they train the same model, data and global batch.",
+            )
+        )
+    for r in blind:
+        idle = [
+            g
+            for g in figures[r.key].devices or []
+            if figures[r.key].utilisation.per_gpu.get(g, 100.0) < IDLE_PCT
+        ]
+        if idle:
+            out.append(
+                (
+                    "idle_gpus",
+                    f"{', '.join(idle)} given to {names[r.key]} stayed idle (mean utilisation "
+                    "under "
+                    f"{IDLE_PCT:.0f}%): the script may use fewer devices than it was given, which "
+                    "lowers its efficiency per device.",
+                )
+            )
     return out
 
 
 def fairness_warnings(
     runs: Sequence[CompareRun],
-    baseline_key: str | None = None,
-    scalars: Mapping[str, Mapping[str, Any]] | None = None,
-    throughput_tag: str | None = None,
-    loss_tag: str | None = None,
+    names: Mapping[str, str],
+    figures: Mapping[str, RunFigures],
+    speeds: Mapping[str, Speed],
+    baseline_key: str,
 ) -> list[FairnessWarning]:
-    """What makes the chosen runs an unfair comparison, one warning per cause.
-
-    Differences in model, dataset, global batch, seed, precision (amp) or, among
-    the runs that really used several devices, device count; a run whose
-    effective mode is not the asked one; a run without summary.json; runs
-    recorded on different hosts; runs compared across scalings against the
-    baseline (default: ``choose_baseline``); with ``scalars``, a DataParallel
-    run whose first GPU did most of the work; the derived figures' warnings,
-    on ``throughput_tag`` and ``loss_tag`` as the table uses them.
-    """
+    """What makes the chosen runs an unfair comparison against the baseline, one warning per cause
+    (module docstring); ``figures`` and ``speeds`` are the runs' by key."""
     if not runs:
         return []
-    names = labels(runs)
-    sc = scalars or {}
-    metrics = {r.key: run_metrics(r, sc.get(r.key), throughput_tag, loss_tag) for r in runs}
-    out = _differences(runs, names, metrics)
-    baseline_key = baseline_key if baseline_key in metrics else choose_baseline(runs)
+    out = _differences(runs, names, figures)
     # runs whose batches the lab cannot see: the "steps_speedup" warning
-    if batches_seen(metrics[baseline_key]):
-        known = {k: m for k, m in metrics.items() if batches_seen(m)}
+    if figures[baseline_key].batches_seen:
+        known = {k: m for k, m in figures.items() if m.batches_seen}
         recorded = {r.key: r.scaling for r in runs if r.key in known}
         out += [
             FairnessWarning(k, m) for k, m in scaling.warnings(names, recorded, known, baseline_key)
         ]
-    out += [FairnessWarning("only_gpu0", m) for m in utilisation.busy_warnings(runs, sc)]
-    speeds = {k: run_speed(m, metrics[baseline_key]) for k, m in metrics.items()}
-    util = {r.key: utilisation.utilisation(r, sc.get(r.key)).per_gpu for r in runs}
-    out += [
-        FairnessWarning(k, m)
-        for k, m in derived_text.warnings(runs, names, metrics, speeds, baseline_key, util)
-    ]
+    utils = {k: m.utilisation for k, m in figures.items()}
+    out += [FairnessWarning("only_gpu0", m) for m in utilisation.gpu0_warnings(runs, names, utils)]
+    out += [FairnessWarning(k, m) for k, m in _derived(runs, names, figures, speeds, baseline_key)]
     return out

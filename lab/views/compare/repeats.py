@@ -1,13 +1,6 @@
-"""Repeats of a sweep: the runs of one sweep and mode grouped, each mode's median over its repeats.
-
-A sweep with ``--repeats N`` (Home's "repeats" field) runs every mode N
-times, interleaved, so that a machine getting busier or quieter hits all
-modes alike. This module groups the chosen runs by sweep and asked mode and
-gives, per group, the median of the runs' median throughputs with the range
-across repeats (``lab.views.compare.spread.over_repeats``) and the speedup of that
-median against the baseline's group: the between-run noise that one run's
-interval cannot show. Used by the Compare page and the ``compare`` command.
-Tested by tests/test_noise.py.
+"""Repeats of a sweep: the runs of one sweep and asked mode grouped, and per group the median of the
+runs' median throughputs, the range across the repeats and the speedup of that median against the
+baseline's group: the between-run noise that one run's interval cannot show.
 """
 
 from __future__ import annotations
@@ -15,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pandas as pd
-
 from lab.engine.sweep.plan import WEAK
-from lab.views.compare.noise import run_spread
+from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import over_repeats
 
@@ -73,29 +64,3 @@ def by_mode(
         g["speedup"] = g["median"] / base["median"] if base and base["median"] else None
         del g["keys"]
     return out
-
-
-def by_mode_table(
-    runs: Sequence[CompareRun],
-    scalars: Mapping[str, Mapping[str, Any]] | None = None,
-    baseline_key: str | None = None,
-) -> pd.DataFrame | None:
-    """``by_mode`` as the Compare page's table; None when no mode was repeated."""
-    rows = by_mode(runs, scalars, baseline_key)
-    if not rows:
-        return None
-    return pd.DataFrame(
-        [
-            {
-                "sweep": g["sweep_id"],
-                "mode": g["mode"],
-                "repeats": g["repeats"],
-                "median throughput (samples/s)": round(g["median"], 1),
-                "min": round(g["min"], 1),
-                "max": round(g["max"], 1),
-                "spread across repeats (%)": round(g["spread_pct"], 1),
-                "speedup of medians": None if g["speedup"] is None else round(g["speedup"], 3),
-            }
-            for g in rows
-        ]
-    )

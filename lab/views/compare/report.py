@@ -1,15 +1,7 @@
-"""The comparison as one standalone HTML file a user can attach to a report.
-
-Owns ``build_html``: the runs with when and where each was recorded, the
-fairness and busy-machine warnings, the table (speedups outside the noise
-green or red, as on the page), the "how to read this" text (strong and weak
-scaling and the noise notes included), and the charts with their notes
-(plotly figures with plotly.js embedded inline, once, so the file opens with
-no server and no internet): the anatomy bars of ``lab.views.compare.anatomy_text``
-and the curves of ``lab.views.compare.curves``, as the page passes them. It
-builds a string from what ``lab.views.compare.table``, ``lab.views.compare.fairness`` and
-those computed; the page offers it for download.
-Tested by tests/test_report.py.
+"""A ``Comparison`` as one standalone HTML file a user can attach to a report: the runs with when
+and where each was recorded, the warnings, the table (speedups outside the noise green or red, as
+on the page), how to read it, and the charts with their notes (plotly.js inline, once, so the file
+opens with no server and no internet).
 """
 
 from __future__ import annotations
@@ -18,16 +10,12 @@ import html
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-import pandas as pd
 import plotly.graph_objects as go
 
-from lab.views.compare import noise
-from lab.views.compare.columns import TEXT_COLUMNS
+from lab.views.compare.comparison import Comparison
 from lab.views.compare.curves import STEP_NOTE
-from lab.views.compare.fairness import FairnessWarning
-from lab.views.compare.runs import CompareRun, labels
 from lab.views.compare.scaling import HOW_TO_READ as SCALING_NOTE
-from lab.views.compare.table import HOW_TO_READ
+from lab.views.compare.table import HOW_TO_READ, TEXT_COLUMNS, frame, styled
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -50,22 +38,17 @@ def _md(text: str) -> str:
 
 
 def build_html(
+    c: Comparison,
+    figures: Sequence[tuple[str, go.Figure, str | None]] = (),
     *,
-    runs: Sequence[CompareRun],
-    table: pd.DataFrame,
-    warnings: Sequence[FairnessWarning],
-    figures: Sequence[tuple[str, go.Figure, str | None]],
-    baseline_label: str | None = None,
-    noise_notes: Sequence[str] = (),
     title: str = "Parallel Training Lab — run comparison",
     generated_at: datetime | None = None,
 ) -> str:
-    """A complete HTML document with everything inline (plotly.js included once).
-
-    ``noise_notes`` (``lab.views.compare.noise.noise_notes``) follow the "how to read this" text.
-    """
+    """A complete HTML document with everything inline (plotly.js included once); ``figures`` are
+    the page's charts as ``(caption, figure, note or None)``."""
     generated_at = generated_at or datetime.now(timezone.utc)
-    names = labels(runs)
+    names = c.names
+    baseline_label = names[c.baseline_key] if c.rows else None
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -76,7 +59,7 @@ def build_html(
         + "</p>",
         "<h2>Runs</h2><ul>",
     ]
-    for r in runs:
+    for r in c.runs:
         where = r.recorded_on or r.host or "unknown machine"
         parts.append(
             f"<li><b>{html.escape(names[r.key])}</b> ({html.escape(r.run_id)}): recorded "
@@ -85,14 +68,15 @@ def build_html(
             + "</li>"
         )
     parts.append("</ul>")
-    if warnings:
+    if c.warnings:
         parts.append("<h2>Warnings</h2>")
-        parts += [f'<div class="warn">{html.escape(w.message)}</div>' for w in warnings]
+        parts += [f'<div class="warn">{html.escape(w.message)}</div>' for w in c.warnings]
     parts.append("<h2>Table</h2>")
-    formats = {c: "%.4g" for c in table.columns if c not in TEXT_COLUMNS}
-    parts.append(noise.styled(table, formats, escape=True).hide(axis="index").to_html())
+    table = frame(c)
+    formats = {col: "%.4g" for col in table.columns if col not in TEXT_COLUMNS}
+    parts.append(styled(table, formats, escape=True).hide(axis="index").to_html())
     parts.append("<h2>How to read this</h2>")
-    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, *noise_notes, STEP_NOTE)]
+    parts += [f"<p>{_md(p)}</p>" for p in (HOW_TO_READ, SCALING_NOTE, *c.notes, STEP_NOTE)]
     first = True
     for caption, fig, note in figures:
         parts.append(f"<h2>{html.escape(caption)}</h2>")

@@ -1,56 +1,61 @@
-"""The runs the Compare page offers: the user's and the shipped samples, the default choice, their
-names.
+"""The runs a comparison is made of: ``CompareRun`` (a registry record and what comparing needs of
+it), foreign TensorBoard logs as runs, the runs offered and chosen by default, names, provenance.
 
-A run is read by ``lab.engine.registry`` (the one parser of a run folder:
-run.json, status.json, summary.json, progress.json, reconciled with the
-processes) and wrapped as a ``CompareRun``, which adds what comparing needs:
-a key unique across the user's runs and the samples, where and when the
-run was recorded (run.json's ``recorded_on`` and ``host``, kept only for the
-provenance line), the scaling its sweep was made under and the CPU cores it
-was given (run.json's ``scaling`` and ``env``), and the folders its curves are
-read from (``event_folders``: the run folder, and a script's linked
-``events_dirs`` outside it). A folder of foreign TensorBoard logs with a
-``sys/`` of device samples beside them, and no run.json, status.json or
-summary.json, is a run too (``foreign``, ``foreign_runs``, ``load_folder``).
-This module also owns which runs are compared by default, their short
-display names and the provenance lines. Tested by tests/test_compare.py and
-tests/test_derived.py (foreign folders).
+Pure: the caller passes the registry's records (the engine reconciles them with the processes);
+this module reads only run.json, status.json and the event files of the folders it is given.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from lab.engine.registry import RunNotFound, RunRecord, get_run, list_runs, status
+from lab.engine.launch.config import processes
+from lab.engine.registry import RunRecord
 from lab.engine.supervise.linked import file_origin
 from lab.events import discover
-from lab.runfolder import RUN_JSON, SCRIPT, SUCCEEDED, SYS_DIR, check_run_id, read_json
+from lab.runfolder import (
+    RUN_JSON,
+    SCRIPT,
+    STATUS_JSON,
+    SUCCEEDED,
+    SUMMARY_JSON,
+    SYS_DIR,
+    read_json,
+)
 from lab.views.live.script_run import outside_dirs
+from lab.views.runscalars import folder_scalars
 
 SAMPLE_PREFIX = "sample/"
 # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
 FOREIGN = "foreign"
+# the files that make a folder a lab run (any one of them): foreign logs have none
+_RUN_FILES = (STATUS_JSON, RUN_JSON, SUMMARY_JSON)
 
 
 @dataclass(frozen=True)
 class CompareRun:
-    """One run as the Compare page sees it; ``key`` is unique across user and sample runs."""
+    """One run as Compare sees it; ``key`` is unique across the user's runs and the samples."""
 
     key: str
     record: RunRecord
     sample: bool = False
-    recorded_on: str | None = None
+    recorded_on: str | None = None  # run.json's, for the provenance line only
     host: str | None = None
     # run.json's: the scaling its Compare-modes sweep was made under (lab.views.compare.scaling)
     scaling: str | None = None
     # cores the launcher gave it (OMP_NUM_THREADS x processes): a CPU share's whole
     cpu_cores: int | None = None
     foreign: bool = False  # foreign logs: no record of the lab's, only event files and sys/
+    # status.json's, as the supervisor wrote them: start and end, and whether the machine was busy
+    started_at: str | None = None
+    ended_at: str | None = None
+    interference: dict | None = None
 
     @property
     def kind(self) -> str:
@@ -109,6 +114,8 @@ class CompareRun:
 def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
     """A registry record as a ``CompareRun`` (``sample`` runs get keys of their own)."""
     meta = read_json(Path(record.run_dir) / RUN_JSON) or {}
+    st = read_json(Path(record.run_dir) / STATUS_JSON) or {}
+    interference = st.get("interference")
     return CompareRun(
         key=(SAMPLE_PREFIX if sample else "") + record.run_id,
         record=record,
@@ -117,6 +124,9 @@ def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
         host=meta.get("host") or (record.summary or {}).get("hostname"),
         scaling=meta.get("scaling"),
         cpu_cores=_cores(meta),
+        started_at=st.get("started_at"),
+        ended_at=st.get("ended_at"),
+        interference=interference if isinstance(interference, dict) else None,
     )
 
 
@@ -124,26 +134,17 @@ def _cores(meta: dict) -> int | None:
     """The cores the launcher shared out to the run: OMP_NUM_THREADS per process times its
     processes."""
     config = meta.get("config") or {}
+    asked = SimpleNamespace(mode=config.get("mode"), nproc=config.get("nproc") or 1)
     try:
         threads = int((meta.get("env") or {}).get("OMP_NUM_THREADS"))
-        processes = int(config.get("nproc") or 1) if config.get("mode") == "ddp" else 1
+        procs = int(processes(asked))
     except (TypeError, ValueError):
         return None
-    return threads * processes if threads > 0 and processes > 0 else None
+    return threads * procs if threads > 0 and procs > 0 else None
 
 
-def load_run(run_dir: Path, *, sample: bool = False) -> CompareRun | None:
-    """A run folder as a ``CompareRun``, or None when it holds no run (nor a readable run id)."""
-    run_dir = Path(run_dir)
-    try:
-        return from_record(get_run(run_dir.name, run_dir.parent), sample=sample)
-    except (RunNotFound, ValueError):
-        return None
-
-
-def load_runs(root: Path, *, sample: bool = False) -> list[CompareRun]:
-    """Every run under ``root``, newest first; a missing folder is an empty list."""
-    return [from_record(r, sample=sample) for r in list_runs(Path(root))]
+def _holds_run(folder: Path) -> bool:
+    return any(read_json(folder / name) is not None for name in _RUN_FILES)
 
 
 def _foreign(folder: Path) -> CompareRun:
@@ -173,6 +174,14 @@ def _foreign(folder: Path) -> CompareRun:
     return CompareRun(key=str(folder), record=record, foreign=True)
 
 
+def foreign_logs(folder: Path) -> CompareRun | None:
+    """A folder of event files that is no lab run (foreign logs) as a run; else None."""
+    folder = Path(folder).expanduser().resolve()
+    if not folder.is_dir() or _holds_run(folder) or not discover(folder):
+        return None
+    return _foreign(folder)
+
+
 def foreign_runs(root: Path) -> list[CompareRun]:
     """Folders right under ``root`` with device samples in ``sys/`` and no file of a lab run (newest
     first)."""
@@ -185,29 +194,27 @@ def foreign_runs(root: Path) -> list[CompareRun]:
     found = [
         _foreign(f.resolve())
         for f in folders
-        if (f / SYS_DIR).is_dir() and discover(f / SYS_DIR) and not status(f)
+        if (f / SYS_DIR).is_dir() and discover(f / SYS_DIR) and not _holds_run(f)
     ]
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 
-def load_folder(folder: Path) -> CompareRun | None:
-    """A folder named on a command line: a lab run folder, or foreign logs holding event files; else
-    None."""
-    folder = Path(folder).expanduser().resolve()
-    try:
-        check_run_id(folder.name)
-        run = load_run(folder)
-    except ValueError:
-        run = None
-    if run is not None or not folder.is_dir() or status(folder) or not discover(folder):
-        return run
-    return _foreign(folder)
+def available_runs(
+    user: Sequence[RunRecord], samples: Sequence[RunRecord], user_root: Path
+) -> list[CompareRun]:
+    """The user's runs (``user``, newest first), foreign logs with device samples in
+    ``user_root``, then the sample runs."""
+    return (
+        [from_record(r) for r in user]
+        + foreign_runs(user_root)
+        + [from_record(r, sample=True) for r in samples]
+    )
 
 
-def available_runs(user_root: Path, sample_root: Path) -> list[CompareRun]:
-    """The user's runs (newest first), foreign logs with device samples in their folder, then the
-    sample runs."""
-    return load_runs(user_root) + foreign_runs(user_root) + load_runs(sample_root, sample=True)
+def read_scalars(runs: Sequence[CompareRun], reader: Callable[[str], Any]) -> dict[str, dict]:
+    """Each run's event series by key, read from its folders (a script's linked ones too) with
+    ``reader`` (a folder -> ``lab.events`` reader)."""
+    return {r.key: folder_scalars(r.event_folders, reader) for r in runs}
 
 
 def default_selection(runs: Sequence[CompareRun]) -> list[str]:

@@ -1,27 +1,18 @@
 """Strong and weak scaling: which question a comparison of modes asks, and the efficiency that
 answers it.
 
-Strong scaling keeps the global batch, so every mode computes the same
-training and the question is "how much faster is the same work on N
-devices"; weak scaling keeps the batch per device, so the global batch grows
-with the devices and the question is "does each device still do as much as
-alone". This module owns the two choices as the Home page offers them
-(``CHOICES``), how a run relates to the baseline by the batches both really
-used (``relation``), the label the table shows (``label``: the scaling the
-run's sweep was recorded with, else that relation), the efficiency of each
-(``efficiency``), the warnings when runs are compared across scalings
-(``warnings``) and the text that explains them (``HOW_TO_READ``). It works on
-the figures of ``lab.views.compare.table.run_metrics`` (plain dicts), so that
-``lab.views.compare.table`` and ``lab.views.compare.fairness`` both use it without
-importing each other. Tested by tests/test_scaling.py.
+Strong scaling keeps the global batch ("how much faster is the same work on N devices"); weak
+scaling keeps the batch per device ("does each device still do as much as alone"). Owns the two
+choices as Home offers them, how a run relates to the baseline by the batches both used, the label,
+the efficiency of each, the warnings when runs are compared across scalings, and the words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from lab.engine.sweep.plan import SCALINGS, STRONG, WEAK
+from lab.views.compare.figures import RunFigures
 
 CHOICES = {
     STRONG: "strong — same global batch in every mode",
@@ -58,19 +49,15 @@ WEAK_BATCH_NOTE = (
 )
 
 
-def relation(metrics: Mapping[str, Any], baseline: Mapping[str, Any]) -> str | None:
+def relation(figures: RunFigures, baseline: RunFigures) -> str | None:
     """``STRONG`` when a run used the baseline's global batch, ``WEAK`` when (only) its batch per
-    device, else None.
-
-    ``metrics`` and ``baseline`` are ``run_metrics`` dicts (``"global batch"``, ``"per-device
-    batch"``)."""
-    if metrics.get("global batch") is not None and metrics.get("global batch") == baseline.get(
-        "global batch"
-    ):
+    device, else None."""
+    if figures.global_batch is not None and figures.global_batch == baseline.global_batch:
         return STRONG
-    if metrics.get("per-device batch") is not None and metrics.get(
-        "per-device batch"
-    ) == baseline.get("per-device batch"):
+    if (
+        figures.per_device_batch is not None
+        and figures.per_device_batch == baseline.per_device_batch
+    ):
         return WEAK
     return None
 
@@ -110,25 +97,28 @@ def _listed(names: Mapping[str, str], keys: list[str]) -> str:
     return ", ".join(names[k] for k in keys)
 
 
-def _same_work(metrics: Mapping[str, Any], baseline: Mapping[str, Any]) -> bool:
+def _same_work(figures: RunFigures, baseline: RunFigures) -> bool:
     """Same global and per-device batch as the baseline: strong and weak at once (e.g. DP fallen
     back to one device)."""
     return all(
-        metrics.get(k) is not None and metrics.get(k) == baseline.get(k)
-        for k in ("global batch", "per-device batch")
+        mine is not None and mine == theirs
+        for mine, theirs in (
+            (figures.global_batch, baseline.global_batch),
+            (figures.per_device_batch, baseline.per_device_batch),
+        )
     )
 
 
 def warnings(
     names: Mapping[str, str],
     recorded: Mapping[str, str | None],
-    metrics: Mapping[str, Mapping[str, Any]],
+    figures: Mapping[str, RunFigures],
     baseline_key: str,
 ) -> list[tuple[str, str]]:
     """``(key, message)`` for runs compared across scalings.
 
     ``recorded``: each run's scaling from its run.json (None: not recorded);
-    ``metrics``: each run's ``run_metrics``. Three cases: runs recorded under
+    ``figures``: each run's, by key. Three cases: runs recorded under
     both scalings; runs that, against the baseline, keep its global batch next
     to runs that keep only its batch per device (the seeds' DDP 256 per GPU
     against DP 256 global); runs that keep neither.
@@ -151,10 +141,10 @@ def warnings(
                 "efficiency as how much each device still does, not as a speedup.",
             )
         )
-    base = metrics[baseline_key]
+    base = figures[baseline_key]
     related = {
         k: relation(m, base)
-        for k, m in metrics.items()
+        for k, m in figures.items()
         if k != baseline_key and not _same_work(m, base)
     }
     strong = [k for k, v in related.items() if v == STRONG]

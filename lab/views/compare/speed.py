@@ -1,31 +1,21 @@
 """What a row's speedup divides, and the speedup and efficiency on that figure.
 
-A speedup divides a run's figure by the baseline's figure of the same kind.
-Samples/s when both runs have one (summary.json's, the trainer's
-``perf/samples_per_sec`` events, or the tag the user picked as a script's
-throughput); else steps/s, the step rate of each run's loss tag
-(``lab.views.compare.derived``), when both have that; else none. ``of`` says which,
-in words the table shows ("samples/s", "steps/s of train/loss", or "<tag>
-against samples/s" when a picked tag is divided by the baseline's
-samples/s). Efficiency: as ``lab.views.compare.scaling`` defines it on samples/s;
-on steps/s, strong scaling (the same global batch, so a step is the same
-work) gives speedup x baseline devices / devices and weak scaling (the same
-batch per device) gives the steps/s ratio itself. A run whose batches the
-lab cannot see (a user's script, foreign logs) is taken as strong scaling,
-``assumed`` says so, and the fairness warnings repeat it. Works on the
-metrics dicts of ``lab.views.compare.table.run_metrics``. Tested by
-tests/test_derived.py.
+Samples/s when the run and the baseline both have them; else steps/s of each run's loss tag; else
+none. ``of`` says which, in the table's words ("samples/s", "steps/s of train/loss", "<tag> against
+the baseline's samples/s"). Efficiency on samples/s is ``lab.views.compare.scaling``'s; on steps/s,
+strong scaling (a step is the same work) gives speedup x baseline devices / devices, weak scaling
+the steps/s ratio itself. A run whose batches the lab cannot see is taken as strong (``assumed``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lab.engine.sweep.plan import STRONG, WEAK
 from lab.views.compare import scaling
 from lab.views.compare.derived import SAMPLES
+from lab.views.compare.figures import RunFigures
 from lab.views.compare.spread import Ratio, ratio
 
 STEPS = "steps/s"
@@ -44,53 +34,58 @@ class Speed:
     related: str | None  # strong, weak, or None (neither)
     assumed: bool = False  # the relation is taken as strong: the lab cannot see the batches
 
+    @property
+    def scaled(self) -> Ratio | None:
+        """The speedup's interval times ``factor`` (efficiency's, on the speedup's verdict)."""
+        return self.ratio.scaled(self.factor) if self.ratio else None
 
-def batches_seen(m: Mapping[str, Any]) -> bool:
-    """Whether a run's global or per-device batch is known."""
-    return m.get("global batch") is not None or m.get("per-device batch") is not None
+
+def speedup(throughput: float | None, baseline_throughput: float | None) -> float | None:
+    """Throughput relative to the baseline's; None when either is unknown or zero."""
+    if not throughput or not baseline_throughput:
+        return None
+    return float(throughput) / float(baseline_throughput)
 
 
 def _of(run_of: str | None, base_of: str | None) -> str:
     return run_of if run_of == base_of else f"{run_of} against the baseline's {base_of}"
 
 
-def _pick(
-    m: Mapping[str, Any], base: Mapping[str, Any]
-) -> tuple[str, str, float, float, Any, Any] | None:
+def _pick(m: RunFigures, base: RunFigures) -> tuple[str, str, float, float, Any, Any] | None:
     """``(unit, of, value, base value, spread, base spread)`` of the first figure both runs have."""
-    if m.get("throughput") and base.get("throughput"):
+    if m.throughput and base.throughput:
         return (
             SAMPLES,
-            _of(m.get("throughput of") or SAMPLES, base.get("throughput of") or SAMPLES),
-            m["throughput"],
-            base["throughput"],
-            m.get("spread"),
-            base.get("spread"),
+            _of(m.throughput_of or SAMPLES, base.throughput_of or SAMPLES),
+            m.throughput,
+            base.throughput,
+            m.spread,
+            base.spread,
         )
-    if m.get("steps/s") and base.get("steps/s"):
+    if m.steps_per_sec and base.steps_per_sec:
         return (
             STEPS,
-            f"{STEPS} of " + _of(m.get("loss tag"), base.get("loss tag")),
-            m["steps/s"],
-            base["steps/s"],
-            m.get("steps spread"),
-            base.get("steps spread"),
+            f"{STEPS} of " + _of(m.loss_tag, base.loss_tag),
+            m.steps_per_sec,
+            base.steps_per_sec,
+            m.steps_spread,
+            base.steps_spread,
         )
     return None
 
 
-def speed(m: Mapping[str, Any], base: Mapping[str, Any], devices: int, base_devices: int) -> Speed:
-    """The speedup of a run (metrics ``m``, on ``devices``) against the baseline's on their common
-    figure."""
+def speed(m: RunFigures, base: RunFigures) -> Speed:
+    """The speedup of a run (figures ``m``) against the baseline's on their common figure."""
+    devices, base_devices = m.device_count, base.device_count
     related = scaling.relation(m, base)
-    assumed = related is None and not (batches_seen(m) and batches_seen(base))
+    assumed = related is None and not (m.batches_seen and base.batches_seen)
     related = STRONG if assumed else related
     picked = _pick(m, base)
     if picked is None:
         return Speed(None, None, None, None, None, base_devices / devices, related, assumed)
     unit, of, value, base_value, spread, base_spread = picked
     rat = ratio(spread, base_spread)
-    sp = rat.value if rat else float(value) / float(base_value)
+    sp = rat.value if rat else speedup(value, base_value)
     factor = base_devices / devices
     if unit == SAMPLES:
         eff = scaling.efficiency(related, value, devices, base_value, base_devices)

@@ -1,66 +1,20 @@
-"""The Compare page's table: every figure of a run, speedup and efficiency against a baseline, the
-columns.
-
-This module owns the numbers the Compare page and the HTML export show of
-each run: throughput, speedup, scaling efficiency, per-device peak memory
-and its imbalance, final loss and accuracy, how long the loss agrees with
-the baseline's; which run is the baseline by default; the table's columns,
-their order and formats are in ``lab.views.compare.columns``.
-Runs are ``lab.views.compare.runs.CompareRun``; scalar series (from
-``lab.events``) come as plain mappings of tag -> series with ``.step``,
-``.wall_time`` and ``.value`` arrays, so every number is testable without a
-browser. Definitions (also shown on the page, ``HOW_TO_READ``):
-
-- steady throughput = the median of the logging windows' samples/s (the
-  first window left out), with its 95% interval (``lab.views.compare.noise``); the
-  whole run's steady samples/s where no window is known;
-- figures = ``measured`` (summary.json) or ``derived``: a run without
-  summary.json (a user's script, foreign logs, a run that did not finish)
-  gets what ``lab.views.compare.derived`` can honestly derive from its events and the
-  supervisor's records: throughput from a tag the user picks, steps/s from
-  its loss tag's step rate, wall time, NVML's used memory per GPU;
-- speedup = steady throughput / the baseline's steady throughput, with the
-  interval of ``lab.views.compare.spread.ratio`` and the "within noise" verdict; where
-  either run has no samples/s, steps/s / the baseline's steps/s, and the
-  ``speedup of`` column says which (``lab.views.compare.speed``);
-- scaling efficiency = speedup / (devices / baseline devices), i.e.
-  speedup / number of devices when the baseline is a one-device run, for a
-  run that keeps the baseline's global batch (strong scaling); throughput per
-  device / the baseline's for one that keeps its batch per device (weak);
-  none for a run that keeps neither (``lab.views.compare.scaling``); a run's devices
-  are every device of every node (``device_count``);
-- mean utilisation per GPU and overall, or the CPU share of a CPU run
-  (``lab.views.compare.utilisation``), and exposed communication as a share of the
-  step of a profiled run (``lab.views.compare.anatomy``);
-- memory imbalance = (max - min) / mean of the per-device peak memory;
-- loss matches baseline to step = the last logged step up to which the run's
-  ``train/loss`` stays within 0.1% (relative) of the baseline's at every
-  common step: "is our DDP really DDP", made a number.
-
-Tested by tests/test_compare.py.
+"""A ``Comparison`` as the Compare table: one row per run, its columns (name, order, printf format
+and help, written once here for the page, the CSV and the HTML report), the speedup cells coloured
+by their verdict, the CSV bytes, and the table of a sweep's repeats.
 """
 
 from __future__ import annotations
 
 import io
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from lab.views.compare import anatomy, derived, noise, scaling, utilisation
-from lab.views.compare.columns import (
-    COLUMNS_AFTER_DEVICES,
-    COLUMNS_BEFORE_DEVICES,
-    COLUMNS_WHY,
-    PEAK_PREFIX,
-    TEXT_COLUMNS,
-    UTIL_PREFIX,
-)
-from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.speed import Speed, speed
+from lab.views.compare.comparison import Comparison, Row
+from lab.views.compare.figures import device_order
+from lab.views.compare.noise import FASTER, SLOWER
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
@@ -76,241 +30,244 @@ same (close to 0). Steady throughput and memory are only comparable between
 runs of the same model, dataset, global batch and precision: the warnings say
 when they are not."""
 
-AGREEMENT_RTOL = 1e-3
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the table and how the page shows it (printf ``format``; None: as is)."""
+
+    name: str
+    format: str | None = None
+    help: str | None = None
 
 
-# ---- per-run figures -----------------------------------------------------
+SPEEDUP_CI, EFFICIENCY_CI, VERDICT, MACHINE = (
+    "speedup (95% interval)",
+    "efficiency (95% interval)",
+    "noise",
+    "machine",
+)
+NOISE_COLUMNS = (SPEEDUP_CI, EFFICIENCY_CI, VERDICT, MACHINE)
+PEAK_PREFIX = "peak MiB "
+PEAK_FORMAT = "%.0f"
+UTIL_PREFIX = "util % "
+PEAK_HELP = "Peak memory the trainer's allocator held on the device (torch's max_memory_allocated)."
+PEAK_NVML_HELP = (
+    "Derived: the highest of NVML's used-memory samples of physical GPU <i> (sys/): everything the "
+    "driver counts on it, the CUDA context included; not the allocator's peak, and not comparable "
+    "with a cuda<i> column."
+)
+# Fixed columns, in order; one "peak MiB <device>" column per device seen in any chosen run goes
+# between the first two groups, one "util % gpu<i>" column per GPU (physical index) before WHY.
+BEFORE_DEVICES = (
+    Column("run"),
+    Column(
+        "figures",
+        None,
+        "measured: the trainer's own figures (summary.json). derived: the run has no summary.json "
+        "(a user's script, foreign logs, a run that did not finish), so its figures come from its "
+        "event files and the supervisor's records: throughput from the tag you pick, steps/s from "
+        "its loss tag, wall time from the supervisor's start and end, peak memory from NVML's "
+        "samples.",
+    ),
+    Column("mode"),
+    Column("effective mode"),
+    Column("devices"),
+    Column("world size"),
+    Column("global batch"),
+    Column("per-device batch"),
+    Column("throughput (samples/s)", "%.1f"),
+    Column(
+        "steps/s",
+        "%.3g",
+        "Optimizer steps per second: the median rate between the loss tag's logged steps "
+        "(the first pair left out as warm-up), or over its whole span with few points.",
+    ),
+    Column(
+        "speedup of",
+        None,
+        "What the speedup divides: samples/s where the run and the baseline both have them; else "
+        "steps/s of their loss tags, which equals the samples/s speedup only if a step trains the "
+        "same global batch; 'X against the baseline's samples/s' when a picked tag X is the run's "
+        "throughput.",
+    ),
+    Column("speedup", "%.2f"),
+    Column("efficiency", "%.2f"),
+    Column(
+        "scaling",
+        None,
+        "strong: the baseline's global batch (the same training); weak: its batch per device "
+        "(efficiency = throughput per device against the baseline's). Recorded by the sweep, "
+        "else read from the batches.",
+    ),
+    Column(
+        SPEEDUP_CI,
+        None,
+        "Median throughput / the baseline's, with the 95% interval (ratio of the intervals' ends).",
+    ),
+    Column(
+        EFFICIENCY_CI,
+        None,
+        "Speedup / (devices / baseline devices), with the same interval scaled.",
+    ),
+    Column(
+        VERDICT,
+        None,
+        "'within noise' when the speedup's interval comes within 10% of 1.0 (how much identical "
+        "runs differ): no difference shown by these runs.",
+    ),
+    Column(
+        MACHINE,
+        None,
+        "'busy' when other processes used the machine during the run (see the warning).",
+    ),
+    Column(
+        "wall time (s)",
+        "%.1f",
+        "Seconds the run took, start-up included: the supervisor's start to end (status.json), the "
+        "same for every kind of run; a trainer run by hand: its own wall_time_s; foreign logs: the "
+        "span of its sys/ samples.",
+    ),
+    Column("epoch time (s)", "%.2f"),
+)
+AFTER_DEVICES = (
+    Column("memory imbalance", "%.3f"),
+    Column(
+        "loss matches baseline to step",
+        "%d",
+        "Last step up to which train/loss stays within 0.1% of the baseline's.",
+    ),
+    Column("final train loss", "%.4f"),
+    Column("final val loss", "%.4f"),
+    Column("final val acc", "%.4f"),
+)
+# why one mode is faster, last
+WHY = (
+    Column(
+        "mean util %",
+        "%.0f",
+        "Mean utilisation of the run's GPUs while it trained (NVML samples); "
+        "on a CPU run its CPU share: its processes' CPU time over the cores it was given.",
+    ),
+    Column(
+        "comm exposed % of step",
+        "%.0f",
+        "Communication the step waited for, as a share of the step "
+        "(profiled runs only: Profile steps on the Launch page).",
+    ),
+)
+COLUMNS_BEFORE_DEVICES = [c.name for c in BEFORE_DEVICES]
+COLUMNS_AFTER_DEVICES = [c.name for c in AFTER_DEVICES]
+COLUMNS_WHY = [c.name for c in WHY]
+# all others are numbers (NaN = unknown)
+TEXT_COLUMNS = (
+    "run",
+    "figures",
+    "mode",
+    "effective mode",
+    "devices",
+    "speedup of",
+    "scaling",
+    *NOISE_COLUMNS,
+)
+_BY_NAME = {c.name: c for c in BEFORE_DEVICES + AFTER_DEVICES + WHY}
+GREEN, RED = "background-color: #d8f0dc", "background-color: #f8dada"
 
 
-def _last(series: Mapping[str, Any] | None, tag: str) -> float | None:
-    s = (series or {}).get(tag)
-    if s is None or len(s.value) == 0:
-        return None
-    return float(s.value[-1])
+def _column(name: str) -> Column | None:
+    if name.startswith(PEAK_PREFIX):
+        # physical gpu<i>: NVML's samples; cuda<i>: the trainer's
+        nvml = name[len(PEAK_PREFIX) :].startswith("gpu")
+        return Column(name, PEAK_FORMAT, PEAK_NVML_HELP if nvml else PEAK_HELP)
+    if name.startswith(UTIL_PREFIX):
+        return Column(name, PEAK_FORMAT)
+    return _BY_NAME.get(name)
 
 
-def _measured(run: CompareRun, scalars: Mapping[str, Any]) -> dict[str, Any]:
-    """The figures of summary.json; the throughput is the median of its steady windows where
-    known."""
-    s = run.summary or {}
-    peaks = {str(k): float(v) for k, v in (s.get("peak_mem_mib") or {}).items() if v is not None}
-    throughput = s.get("steady_throughput_samples_per_sec") or s.get("throughput_samples_per_sec")
-    spread = noise.run_spread(run, scalars)
-    throughput = spread.median if spread is not None else throughput
+def column_formats(columns: Iterable[str]) -> dict[str, Column]:
+    """The formatted columns among ``columns`` (a table's), peak memory columns included."""
+    return {name: col for name in columns if (col := _column(name)) is not None and col.format}
+
+
+def text_help(columns: Iterable[str]) -> dict[str, str]:
+    """The help of the text columns among ``columns`` that have one."""
     return {
-        "throughput": None if throughput is None else float(throughput),
-        "spread": spread,
-        "throughput of": None if throughput is None else derived.SAMPLES,
-        "epoch time": None if s.get("epoch_time_s") is None else float(s["epoch_time_s"]),
-        "peaks": peaks,
-        "peaks of": derived.PEAKS_ALLOCATOR if peaks else None,
-        "devices": list(s.get("devices") or sorted(peaks)),
-        "world size": s.get("world_size"),
+        name: col.help
+        for name in columns
+        if name in TEXT_COLUMNS and (col := _column(name)) is not None and col.help
     }
 
 
-def run_metrics(
-    run: CompareRun,
-    scalars: Mapping[str, Any] | None = None,
-    throughput_tag: str | None = None,
-    loss_tag: str | None = None,
-) -> dict[str, Any]:
-    """The baseline-independent figures of one run.
-
-    From summary.json; for a run without one (a user's script, foreign logs,
-    or a trainer run failed, stopped or still running) derived from its event
-    series and the supervisor's records (``lab.views.compare.derived.from_events``:
-    throughput from ``throughput_tag`` or ``perf/samples_per_sec``, peak
-    memory, devices), with the last losses and accuracy. Every run gets
-    ``lab.views.compare.derived.common``: ``figures``, ``wall time``, ``steps/s`` of
-    ``loss_tag`` (or its own loss tag) and its spread.
-    """
-    s = run.summary or {}
-    final = s.get("final") or {}
-    sc = scalars or {}
-    figures = _measured(run, sc) if s else derived.from_events(run, sc, throughput_tag)
+def _noise_cells(row: Row) -> dict[str, str]:
+    """Speedup and efficiency with their intervals, the verdict, the machine."""
+    sp = row.speed
+    machine = "" if row.busy is None else ("busy" if row.busy else "quiet")
+    if sp.speedup is None:
+        return {SPEEDUP_CI: "", EFFICIENCY_CI: "", VERDICT: "", MACHINE: machine}
+    eff = sp.scaled
     return {
-        "mode": s.get("mode") or run.option("mode"),
-        "effective mode": s.get("effective_mode"),
-        "effective mode reason": s.get("effective_mode_reason"),
-        "global batch": s.get("global_batch") or run.option("batch_size"),
-        "per-device batch": s.get("per_device_batch"),
-        **figures,
-        **derived.common(run, sc, loss_tag),
-        "final train loss": final.get("train_loss", _last(sc, "train/loss")),
-        "final val loss": final.get("val_loss", _last(sc, "val/loss")),
-        "final val acc": final.get("val_acc", _last(sc, "val/acc")),
+        SPEEDUP_CI: sp.ratio.text() if sp.ratio else f"{sp.speedup:.2f}×",
+        # neither scaling applies: no efficiency, so no interval for it either
+        EFFICIENCY_CI: ""
+        if sp.efficiency is None
+        else f"{sp.speedup * sp.factor:.2f}"
+        if eff is None
+        else f"{eff.value:.2f} ({eff.ci_low:.2f}–{eff.ci_high:.2f})",
+        VERDICT: row.verdict,
+        MACHINE: machine,
     }
 
 
-def speedup(throughput: float | None, baseline_throughput: float | None) -> float | None:
-    """Throughput relative to the baseline's; None when either is unknown or zero."""
-    if not throughput or not baseline_throughput:
-        return None
-    return float(throughput) / float(baseline_throughput)
-
-
-def imbalance(peaks: Mapping[str, float]) -> float | None:
-    """(max - min) / mean of per-device peak memory; None with fewer than two devices."""
-    vals = [float(v) for v in peaks.values() if v is not None]
-    if len(vals) < 2 or np.mean(vals) <= 0:
-        return None
-    return (max(vals) - min(vals)) / float(np.mean(vals))
-
-
-def loss_agreement(series: Any, baseline_series: Any, rtol: float = AGREEMENT_RTOL) -> int | None:
-    """The last common step up to which ``series`` agrees with ``baseline_series`` within ``rtol``.
-
-    Both are scalar series (``.step``, ``.value``); only the steps both logged
-    are compared. None when they share no step or already differ at the first.
-    Runs of different modes with the same seed and global batch compute the
-    same steps, so they agree to float rounding at first; rounding differences
-    between reduction orders then grow as training goes on.
-    """
-    if series is None or baseline_series is None:
-        return None
-    steps, ia, ib = np.intersect1d(
-        np.asarray(series.step),
-        np.asarray(baseline_series.step),
-        assume_unique=False,
-        return_indices=True,
-    )
-    if len(steps) == 0:
-        return None
-    a = np.asarray(series.value, dtype=float)[ia]
-    b = np.asarray(baseline_series.value, dtype=float)[ib]
-    rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
-    bad = np.flatnonzero(~(rel <= rtol))  # NaN counts as disagreement
-    if len(bad) == 0:
-        return int(steps[-1])
-    return None if bad[0] == 0 else int(steps[bad[0] - 1])
-
-
-def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
-    """The default baseline key: a run asked and run as ``single``, else the one with fewest
-    devices."""
-    if not runs:
-        return None
-
-    def rank(r: CompareRun) -> tuple:
-        m = run_metrics(r)
-        asked_single = m["mode"] == "single" and m["effective mode"] in (None, "single")
-        return (not asked_single, len(m["devices"]) or 99, r.created_at)
-
-    return min(runs, key=rank).key
-
-
-def run_speed(m: Mapping[str, Any], base: Mapping[str, Any]) -> Speed:
-    """A run's speedup and efficiency against the baseline on the figure both have
-    (``compare_speed``)."""
-    return speed(m, base, device_count(m), device_count(base))
-
-
-def _speed_cells(
-    r: CompareRun, m: Mapping[str, Any], base: Mapping[str, Any], is_baseline: bool
-) -> dict[str, Any]:
-    """The row's cells up to the per-device memory: what ran, throughput, speedup, efficiency, their
-    noise."""
-    sp = run_speed(m, base)
-    cells = noise.cells(sp.ratio, sp.speedup, sp.factor, is_baseline, noise.run_interference(r))
-    # neither scaling applies: no efficiency, so no interval for it either
-    if sp.efficiency is None:
-        cells[noise.EFFICIENCY_CI] = ""
-    label = scaling.label(r.scaling, sp.related)
+def _cells(row: Row, devices: list[str], gpus: list[str]) -> dict[str, Any]:
+    m, sp = row.figures, row.speed
     return {
-        "figures": m["figures"],
-        "mode": m["mode"],
-        "effective mode": m["effective mode"],
-        "devices": ", ".join(m["devices"]),
-        "world size": m["world size"],
-        "global batch": m["global batch"],
-        "per-device batch": m["per-device batch"],
-        "throughput (samples/s)": m["throughput"],
-        "steps/s": m["steps/s"],
+        "run": row.name,
+        "figures": m.figures,
+        "mode": m.mode,
+        "effective mode": m.effective_mode,
+        "devices": ", ".join(m.devices),
+        "world size": m.world_size,
+        "global batch": m.global_batch,
+        "per-device batch": m.per_device_batch,
+        "throughput (samples/s)": m.throughput,
+        "steps/s": m.steps_per_sec,
         "speedup of": sp.of,
         "speedup": sp.speedup,
         "efficiency": sp.efficiency,
-        "scaling": f"{label} (assumed)" if sp.assumed and label else label,
-        **cells,
-        "wall time (s)": m["wall time"],
-        "epoch time (s)": m["epoch time"],
+        "scaling": row.scaling,
+        **_noise_cells(row),
+        "wall time (s)": m.wall_time_s,
+        "epoch time (s)": m.epoch_time_s,
+        **{PEAK_PREFIX + d: m.peaks.get(d) for d in devices},
+        "memory imbalance": m.imbalance,
+        "loss matches baseline to step": row.loss_agreement,
+        "final train loss": m.final_train_loss,
+        "final val loss": m.final_val_loss,
+        "final val acc": m.final_val_acc,
+        **{UTIL_PREFIX + g: m.utilisation.per_gpu.get(g) for g in gpus},
+        "mean util %": m.utilisation.overall,
+        "comm exposed % of step": m.comm_exposed_pct,
     }
 
 
-def compare_table(
-    runs: Sequence[CompareRun],
-    baseline_key: str | None = None,
-    scalars: Mapping[str, Mapping[str, Any]] | None = None,
-    throughput_tag: str | None = None,
-    loss_tag: str | None = None,
-) -> pd.DataFrame:
-    """One row per run with the columns listed at the top of this module.
-
-    ``scalars`` maps a run key to its event series: the source of the figures
-    of runs without a summary.json, of steps/s and of the loss agreement
-    column. ``throughput_tag`` and ``loss_tag`` choose the derived figures
-    (``run_metrics``). The baseline defaults to ``choose_baseline``.
-    """
-    if not runs:
+def frame(c: Comparison) -> pd.DataFrame:
+    """The table: one row per run, the columns above; numbers stay numbers (NaN for unknown) so
+    the CSV and sorting work."""
+    if not c.rows:
         return pd.DataFrame(columns=COLUMNS_BEFORE_DEVICES + COLUMNS_AFTER_DEVICES + COLUMNS_WHY)
-    names = labels(runs)
-    baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
-    metrics = {
-        r.key: run_metrics(r, (scalars or {}).get(r.key), throughput_tag, loss_tag) for r in runs
-    }
-    base = metrics[baseline_key]
-    all_devices = sorted({d for m in metrics.values() for d in m["peaks"]}, key=device_order)
-    util = {r.key: utilisation.utilisation(r, (scalars or {}).get(r.key)) for r in runs}
-    all_gpus = sorted({g for u in util.values() for g in u.per_gpu}, key=device_order)
-    rows = []
-    for r in runs:
-        m = metrics[r.key]
-        row = {"run": names[r.key], **_speed_cells(r, m, base, r.key == baseline_key)}
-        row.update({PEAK_PREFIX + d: m["peaks"].get(d) for d in all_devices})
-        row["memory imbalance"] = imbalance(m["peaks"])
-        row["loss matches baseline to step"] = (
-            None
-            if r.key == baseline_key
-            else loss_agreement(
-                (scalars or {}).get(r.key, {}).get("train/loss"),
-                (scalars or {}).get(baseline_key, {}).get("train/loss"),
-            )
-        )
-        for c in ("final train loss", "final val loss", "final val acc"):
-            row[c] = None if m[c] is None else float(m[c])
-        row.update({UTIL_PREFIX + g: util[r.key].per_gpu.get(g) for g in all_gpus})
-        row["mean util %"] = util[r.key].overall
-        row["comm exposed % of step"] = anatomy.comm_share(anatomy.breakdown(r.run_dir, r.summary))
-        rows.append(row)
+    devices = sorted({d for r in c.rows for d in r.figures.peaks}, key=device_order)
+    gpus = sorted({g for r in c.rows for g in r.figures.utilisation.per_gpu}, key=device_order)
     df = pd.DataFrame(
-        rows,
+        [_cells(r, devices, gpus) for r in c.rows],
         columns=COLUMNS_BEFORE_DEVICES
-        + [PEAK_PREFIX + d for d in all_devices]
+        + [PEAK_PREFIX + d for d in devices]
         + COLUMNS_AFTER_DEVICES
-        + [UTIL_PREFIX + g for g in all_gpus]
+        + [UTIL_PREFIX + g for g in gpus]
         + COLUMNS_WHY,
     )
-    # Numeric columns stay numeric (NaN for unknown) so CSV and sorting work.
-    for c in df.columns:
-        if c not in TEXT_COLUMNS:
-            df[c] = pd.to_numeric(df[c], errors="coerce")
+    for col in df.columns:
+        if col not in TEXT_COLUMNS:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
-
-
-def device_count(metrics: Mapping[str, Any]) -> int:
-    """The devices a run used, over all its nodes: its distinct device names, or its world size
-    where that is more (a summary from before names were node-prefixed lists one node's GPUs for
-    every node)."""
-    return max(len(metrics["devices"]), int(metrics.get("world size") or 0)) or 1
-
-
-def device_order(name: str) -> tuple:
-    """Sort key for device names: ``cuda2`` before ``cuda10``, ``node2:cuda0`` before
-    ``node10:cuda0``."""
-    m = re.fullmatch(r"(?:(node|rank)(\d+):)?(\D*)(\d*)", name)
-    if not m:
-        return ("~", 0, name, -1)
-    return (m[1] or "", int(m[2] or -1), m[3], int(m[4]) if m[4] else -1)
 
 
 def table_csv(df: pd.DataFrame) -> bytes:
@@ -318,3 +275,51 @@ def table_csv(df: pd.DataFrame) -> bytes:
     buf = io.StringIO()
     df.to_csv(buf, index=False)
     return buf.getvalue().encode("utf-8")
+
+
+def emphasis(table: pd.DataFrame) -> list[str]:
+    """Per row, the CSS of its speedup cells: green faster, red slower, none within noise or
+    unknown."""
+    if VERDICT not in table.columns:
+        return [""] * len(table)
+    return [GREEN if v == FASTER else RED if v == SLOWER else "" for v in table[VERDICT]]
+
+
+def styled(table: pd.DataFrame, formats: Mapping[str, str], escape: bool = False) -> Any:
+    """The table as a pandas Styler: printf ``formats`` per column, speedup cells coloured by
+    ``emphasis``.
+
+    ``escape``: HTML-escape the text cells (for an HTML page; Streamlit shows text as is).
+    """
+    css = emphasis(table)
+    cols = [c for c in (SPEEDUP_CI, EFFICIENCY_CI, VERDICT) if c in table.columns]
+    sty = table.style.format(
+        {c: (lambda f: lambda v: f % v)(f) for c, f in formats.items() if c in table.columns},  # noqa: B023
+        na_rep="–",
+        escape="html" if escape else None,
+    )
+    if cols:
+        sty = sty.apply(lambda col: css, subset=cols, axis=0)
+    return sty
+
+
+def repeats_frame(c: Comparison) -> pd.DataFrame | None:
+    """Each repeated mode's median over its repeats, as the page's table; None when no mode was
+    repeated."""
+    if not c.by_mode:
+        return None
+    return pd.DataFrame(
+        [
+            {
+                "sweep": g["sweep_id"],
+                "mode": g["mode"],
+                "repeats": g["repeats"],
+                "median throughput (samples/s)": round(g["median"], 1),
+                "min": round(g["min"], 1),
+                "max": round(g["max"], 1),
+                "spread across repeats (%)": round(g["spread_pct"], 1),
+                "speedup of medians": None if g["speedup"] is None else round(g["speedup"], 3),
+            }
+            for g in c.by_mode
+        ]
+    )

@@ -1,16 +1,9 @@
 """How busy a run kept its devices while it trained, and DataParallel's "only GPU 0 works" symptom.
 
-Owns two figures of the Compare table and one warning, all from the
-supervisor's ``sys/`` samples (``lab.views.live.run_charts.SYS_METRICS``): the mean
-utilisation of each GPU (``sys/gpu<i>/util_pct``, NVML, physical index) and
-their mean overall; on a run without GPU samples, its CPU share instead: the
-mean CPU use of its process tree (``sys/cpu_pct``, 100 % = one core) over the
-cores the launcher gave it (``CompareRun.cpu_cores``). Means are taken over
-the samples between the trainer's ``started_at`` and ``ended_at`` (so start-up
-and teardown do not count as idle), over all samples when none falls inside.
-``busy_warnings``: under DataParallel one Python process scatters, gathers and
-updates on the first GPU; when its mean utilisation is over twice the
-others', the page says so. Tested by tests/test_utilisation.py.
+From the supervisor's ``sys/`` samples: the mean utilisation of each GPU (physical index) and their
+mean overall, or on a run without GPU samples its CPU share (its process tree's CPU use over the
+cores the launcher gave it); means over the trainer's ``started_at`` to ``ended_at`` where samples
+fall inside. A DataParallel run whose first GPU was over twice as busy as the others gets a warning.
 """
 
 from __future__ import annotations
@@ -21,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from lab.engine.launch.config import DP
 from lab.runfolder import parse_time
-from lab.views.compare.runs import CompareRun, labels
+from lab.views.compare.runs import CompareRun
 from lab.views.live.run_charts import SYS_METRICS
 
 GPU0_FACTOR = 2.0  # "only GPU 0 works": its mean utilisation over this many times the others'
@@ -89,7 +83,7 @@ def _dp_gpus(run: CompareRun) -> list[int]:
     """The physical GPUs a run that really ran DataParallel used, the first one (its device 0)
     first."""
     s = run.summary or {}
-    if s.get("effective_mode") != "dp":
+    if s.get("effective_mode") != DP:
         return []
     gpus = run.config.get("gpus") or []
     return [int(g) for g in gpus] if len(gpus) >= 2 else []
@@ -107,14 +101,14 @@ def gpu0_busy(run: CompareRun, util: Utilisation) -> tuple[str, float, float] | 
     return (first, util.per_gpu[first], rest) if util.per_gpu[first] > GPU0_FACTOR * rest else None
 
 
-def busy_warnings(
-    runs: Sequence[CompareRun], scalars: Mapping[str, Mapping[str, Any]]
+def gpu0_warnings(
+    runs: Sequence[CompareRun], names: Mapping[str, str], utils: Mapping[str, Utilisation]
 ) -> list[str]:
-    """One sentence per DataParallel run whose first GPU did most of the work."""
-    names = labels(runs)
+    """One sentence per DataParallel run whose first GPU did most of the work (``utils``: each
+    run's ``utilisation`` by key)."""
     out = []
     for r in runs:
-        found = gpu0_busy(r, utilisation(r, scalars.get(r.key)))
+        found = gpu0_busy(r, utils[r.key])
         if found:
             gpu, first, rest = found
             out.append(

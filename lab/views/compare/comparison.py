@@ -1,0 +1,188 @@
+"""The comparison of chosen runs against a baseline, as one value: ``compare`` builds a
+``Comparison`` (each run's figures, its speedup, efficiency, verdict and scaling, how long its loss
+agrees with the baseline's, the repeats of a sweep, the warnings and the notes) that the Compare
+page, ``lab compare`` (text and JSON), the CSV and the HTML report render as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lab.engine.launch.config import SINGLE
+from lab.views.compare import anatomy, derived, noise, scaling
+from lab.views.compare.fairness import FairnessWarning, fairness_warnings
+from lab.views.compare.figures import RunFigures, run_figures
+from lab.views.compare.repeats import by_mode
+from lab.views.compare.runs import CompareRun, labels, provenance
+from lab.views.compare.speed import Speed, speed
+
+AGREEMENT_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run against the baseline."""
+
+    run: CompareRun
+    name: str  # its display name, unique among the chosen runs
+    figures: RunFigures
+    speed: Speed  # speedup and efficiency on the figure both runs have
+    is_baseline: bool
+    verdict: str  # noise.verdict: baseline, within noise, faster, slower; "" without an interval
+    scaling: str | None  # the scaling label, "… (assumed)" when the lab cannot see the batches
+    loss_agreement: int | None  # last step train/loss agrees with the baseline's; None: baseline
+
+    @property
+    def key(self) -> str:
+        return self.run.key
+
+    @property
+    def busy(self) -> bool | None:
+        """Whether other work shared the machine (the supervisor's record); None: no record."""
+        i = self.run.interference
+        return None if i is None else bool(i.get("busy"))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The chosen runs compared against the baseline; every page, command and export renders it."""
+
+    rows: tuple[Row, ...]
+    baseline_key: str | None
+    throughput_tag: str | None  # the throughput of runs without summary.json (derived.STEP_RATE)
+    loss_tag: str | None  # the tag whose step rate is steps/s (None: each run's own)
+    warnings: tuple[FairnessWarning, ...]  # fairness, derived figures, busy machines
+    notes: tuple[str, ...]  # how to read derived figures (when any) and the noise
+    anatomy: tuple[str, ...]  # the anatomy bars read with these runs' numbers
+    by_mode: tuple[dict[str, Any], ...]  # each repeated mode's median over its repeats
+    provenance: tuple[str, ...]  # where and when the runs were recorded
+
+    @property
+    def runs(self) -> list[CompareRun]:
+        return [r.run for r in self.rows]
+
+    @property
+    def names(self) -> dict[str, str]:
+        return {r.key: r.name for r in self.rows}
+
+    @property
+    def baseline(self) -> Row:
+        return next(r for r in self.rows if r.is_baseline)
+
+    @property
+    def profiles(self) -> list[tuple[str, dict | None]]:
+        """``(name, breakdown.json or None)`` per run, for the anatomy bars."""
+        return [(r.name, r.figures.profile) for r in self.rows]
+
+
+def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
+    """The default baseline key: a run asked and run as ``single``, else the one with fewest
+    devices."""
+    if not runs:
+        return None
+
+    def rank(r: CompareRun) -> tuple:
+        m = run_figures(r)
+        asked_single = m.mode == SINGLE and m.effective_mode in (None, SINGLE)
+        return (not asked_single, len(m.devices) or 99, r.created_at)
+
+    return min(runs, key=rank).key
+
+
+def loss_agreement(series: Any, baseline_series: Any, rtol: float = AGREEMENT_RTOL) -> int | None:
+    """The last common step up to which ``series`` agrees with ``baseline_series`` within ``rtol``.
+
+    Both are scalar series (``.step``, ``.value``); only the steps both logged
+    are compared. None when they share no step or already differ at the first.
+    Runs of different modes with the same seed and global batch compute the
+    same steps, so they agree to float rounding at first; rounding differences
+    between reduction orders then grow as training goes on.
+    """
+    if series is None or baseline_series is None:
+        return None
+    steps, ia, ib = np.intersect1d(
+        np.asarray(series.step),
+        np.asarray(baseline_series.step),
+        assume_unique=False,
+        return_indices=True,
+    )
+    if len(steps) == 0:
+        return None
+    a = np.asarray(series.value, dtype=float)[ia]
+    b = np.asarray(baseline_series.value, dtype=float)[ib]
+    rel = np.abs(a - b) / np.maximum(np.abs(b), 1e-12)
+    bad = np.flatnonzero(~(rel <= rtol))  # NaN counts as disagreement
+    if len(bad) == 0:
+        return int(steps[-1])
+    return None if bad[0] == 0 else int(steps[bad[0] - 1])
+
+
+def _row(
+    r: CompareRun, name: str, m: RunFigures, sp: Speed, baseline_key: str, scalars: Mapping
+) -> Row:
+    is_baseline = r.key == baseline_key
+    label = scaling.label(r.scaling, sp.related)
+    agreement = (
+        None
+        if is_baseline
+        else loss_agreement(
+            scalars.get(r.key, {}).get("train/loss"),
+            scalars.get(baseline_key, {}).get("train/loss"),
+        )
+    )
+    return Row(
+        run=r,
+        name=name,
+        figures=m,
+        speed=sp,
+        is_baseline=is_baseline,
+        verdict=noise.verdict(sp.ratio, is_baseline),
+        scaling=f"{label} (assumed)" if sp.assumed and label else label,
+        loss_agreement=agreement,
+    )
+
+
+def compare(
+    runs: Sequence[CompareRun],
+    baseline_key: str | None = None,
+    scalars: Mapping[str, Mapping[str, Any]] | None = None,
+    throughput_tag: str | None = None,
+    loss_tag: str | None = None,
+) -> Comparison:
+    """The comparison of ``runs`` against ``baseline_key`` (default: ``choose_baseline``).
+
+    ``scalars`` maps a run key to its event series (``runs.read_scalars``): the figures of runs
+    without summary.json, steps/s, utilisation and the loss agreement. ``throughput_tag``: the
+    throughput of runs without summary.json (default: the first of ``derived.throughput_options``;
+    None when every run has one); ``loss_tag``: whose step rate is steps/s (default: each run's own
+    first loss tag).
+    """
+    if not runs:
+        return Comparison((), None, throughput_tag, loss_tag, (), (), (), (), ())
+    sc = scalars or {}
+    baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
+    throughput_tag = throughput_tag or derived.default_throughput(runs, sc)
+    names = labels(runs)
+    figures = {r.key: run_figures(r, sc.get(r.key), throughput_tag, loss_tag) for r in runs}
+    speeds = {k: speed(m, figures[baseline_key]) for k, m in figures.items()}
+    rows = tuple(
+        _row(r, names[r.key], figures[r.key], speeds[r.key], baseline_key, sc) for r in runs
+    )
+    warnings = fairness_warnings(runs, names, figures, speeds, baseline_key)
+    # how to read derived figures goes with the noise notes, so every rendering carries it
+    derived_note = [derived.HOW_TO_READ] if any(not r.summary for r in runs) else []
+    return Comparison(
+        rows=rows,
+        baseline_key=baseline_key,
+        throughput_tag=throughput_tag,
+        loss_tag=loss_tag,
+        warnings=tuple(warnings + noise.busy_warnings(runs)),
+        notes=tuple(derived_note + noise.noise_notes(runs, baseline_key, sc)),
+        anatomy=tuple(anatomy.explain([(names[k], m.profile) for k, m in figures.items()])),
+        by_mode=tuple(by_mode(runs, sc, baseline_key)),
+        provenance=tuple(provenance(runs)),
+    )
