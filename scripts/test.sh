@@ -35,7 +35,10 @@ if [ $# -gt 0 ]; then
 fi
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
-"$PY" -m pytest
+# under coverage (subprocesses too: [tool.coverage.run] in pyproject.toml), then each package's
+# line coverage against its floor
+"$PY" -m pytest --cov --cov-report=
+"$PY" scripts/coverage_by_package.py
 FAKE_GPU_TESTS=(
   tests/test_devices.py tests/test_devices_limits.py tests/test_engine_cli.py tests/test_app_pages.py
   tests/test_engine_config.py tests/test_engine_request.py

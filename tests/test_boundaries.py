@@ -16,6 +16,10 @@
    supervisor's sampler writing them aside.
 3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
    ``training/``, ``pages/`` and ``app.py``.
+4. The import graph of ``lab`` (every import, those inside functions included) has no cycle, and
+   its arrows run views -> engine -> events: ``lab.events`` imports neither the engine nor the
+   views, the engine does not import the views; each may use ``lab.runfolder``, which imports
+   nothing of the lab.
 """
 
 from __future__ import annotations
@@ -165,3 +169,143 @@ def test_modules_and_functions_stay_small(path):
         and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, f"{rel(path)}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
+
+
+# ---- 4. the import graph ------------------------------------------------------------------
+
+# views -> engine -> events: a higher layer may import a lower one, never the other way
+LAYERS = {"lab.events": 0, "lab.engine": 1, "lab.views": 2}
+
+
+def lab_modules(root: Path) -> dict[str, Path]:
+    """Dotted name -> file of every module under ``root``/lab (a package by its __init__)."""
+    out = {}
+    for f in sorted((root / "lab").rglob("*.py")):
+        parts = f.relative_to(root).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return out
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the lab modules it imports, anywhere in the file (inside functions too).
+
+    ``from lab.a import b`` is an arrow to ``lab.a.b`` when that is a module, else to ``lab.a``;
+    a package's ``__init__`` that Python runs on the way is not counted (it is a module of its
+    own, with its own arrows)."""
+    mods = lab_modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        package = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != m:
+                    graph[m].add(t)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(module: str) -> int | None:
+    return next((n for p, n in LAYERS.items() if module == p or module.startswith(p + ".")), None)
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Arrows against views -> engine -> events, and any arrow out of lab.runfolder."""
+    out = []
+    for m, targets in sorted(graph.items()):
+        for t in sorted(targets):
+            below, above = layer(m), layer(t)
+            if m == "lab.runfolder" or (below is not None and above is not None and above > below):
+                out.append(f"{m} -> {t}")
+    return out
+
+
+def test_no_import_cycle_among_lab_modules():
+    found = cycles(import_graph(REPO_ROOT))
+    assert not found, "import cycles (inside functions counted): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_arrows_run_views_to_engine_to_events():
+    assert upward_arrows(import_graph(REPO_ROOT)) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_graph_checks_fail_on_a_planted_cycle_and_an_upward_arrow(tmp_path):
+    """Not vacuous: a cycle hidden in a function and a view imported by the engine are found."""
+    root = _tree(
+        tmp_path,
+        {
+            "lab/__init__.py": "",
+            "lab/runfolder.py": "",
+            "lab/events/__init__.py": "",
+            "lab/events/reader.py": "from lab.runfolder import x\n",
+            "lab/engine/__init__.py": "",
+            "lab/engine/a.py": "def f():\n    from lab.engine import b\n",
+            "lab/engine/b.py": "from lab.engine.c import y\n",
+            "lab/engine/c.py": "import lab.engine.a\nfrom lab.views.page import z\n",
+            "lab/views/__init__.py": "",
+            "lab/views/page.py": "from lab.events.reader import r\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["lab.engine.a"] == {"lab.engine.b"}  # found inside the function
+    assert cycles(graph) == [["lab.engine.a", "lab.engine.b", "lab.engine.c"]]
+    assert upward_arrows(graph) == ["lab.engine.c -> lab.views.page"]
+    (root / "lab/engine/c.py").write_text("from lab.events import reader\n")  # downward: fine
+    assert cycles(import_graph(root)) == [] and upward_arrows(import_graph(root)) == []

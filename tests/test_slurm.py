@@ -16,6 +16,8 @@ import pytest
 
 from lab.engine.launch import commands, environment, launcher, request
 from lab.engine.launch.config import ConfigError, RunConfig, problems
+from lab.engine.slurm import cmd as slurm_cmd
+from lab.engine.slurm import diagnoses as slurm_diag
 from lab.engine.slurm import job as slurm
 from lab.engine.slurm import states as ss
 from lab.engine.slurm.node_sampler import NodeSampler, job_gpus, node_index
@@ -254,14 +256,14 @@ def test_state_map_and_what_squeue_and_sacct_say():
     assert ss.parse_job_id("42\n") == "42" and ss.parse_job_id("42;cluster2") == "42"
     with pytest.raises(ValueError):
         ss.parse_job_id("sbatch: error: x")
-    assert ss.squeue_argv("4") == [
+    assert slurm_cmd.squeue_argv("4") == [
         "squeue",
         "--noheader",
         "--states=all",
         "--jobs=4",
         "--format=%i|%T|%r|%N",
     ]
-    assert ss.submit_argv("/r/job.sbatch") == ["sbatch", "--parsable", "/r/job.sbatch"]
+    assert slurm_cmd.submit_argv("/r/job.sbatch") == ["sbatch", "--parsable", "/r/job.sbatch"]
 
 
 def test_pending_reasons_and_ends_in_words():
@@ -272,25 +274,26 @@ def test_pending_reasons_and_ends_in_words():
     assert "will not start" in ss.pending_note("PartitionNodeLimit")
     assert "QOS caps the GPUs" in ss.pending_note("QOSMaxGRESPerUser")
     assert "SomethingNew" in ss.pending_note("SomethingNew") and ss.pending_note("") is None
-    d = ss.end_diagnosis(ss.Job("5", "TIMEOUT", "TimeLimit", "vm"), "30")
+    d = slurm_diag.end_diagnosis(ss.Job("5", "TIMEOUT", "TimeLimit", "vm"), "30")
     assert (d.key, d.cause) == (
         "slurm_timeout",
         "Slurm ended the job at its time limit (time 30) (TIMEOUT).",
     )
     assert "more time" in d.fix and "--resume auto" in d.fix
     assert (
-        ss.end_diagnosis(ss.Job("5", "NODE_FAIL", "", "n3"), "").cause
+        slurm_diag.end_diagnosis(ss.Job("5", "NODE_FAIL", "", "n3"), "").cause
         == "A node of the job failed (n3) (NODE_FAIL)."
     )
-    assert ss.end_diagnosis(ss.Job("5", "OUT_OF_MEMORY"), "").key == "slurm_out_of_memory"
-    assert ss.end_diagnosis(ss.Job("5", "FAILED"), "") is None  # the logs say why a script failed
+    assert slurm_diag.end_diagnosis(ss.Job("5", "OUT_OF_MEMORY"), "").key == "slurm_out_of_memory"
+    # the logs say why a script failed
+    assert slurm_diag.end_diagnosis(ss.Job("5", "FAILED"), "") is None
     assert (
-        ss.job_failed(ss.Job("5", "FAILED", exit_code=3)).cause
+        slurm_diag.job_failed(ss.Job("5", "FAILED", exit_code=3)).cause
         == "The job's script exited with exit code 3 (Slurm: FAILED)."
     )
-    r = ss.refused("invalid partition specified: x.")
+    r = slurm_diag.refused("invalid partition specified: x.")
     assert (r.key, r.cause) == (
-        ss.REFUSED,
+        slurm_diag.REFUSED,
         "Slurm refused the job: invalid partition specified: x.",
     )
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lab.engine import procs
+from lab.engine.slurm.states import STATE_MAP
 from lab.runfolder import (
     HAS_PROCESSES,
     LIVE_STATES,
@@ -224,9 +225,6 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
-    # it imports diagnose, which imports this module through logs
-    from lab.engine.slurm.states import STATE_MAP
-
     st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
     # a Slurm job, last seen
     job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES

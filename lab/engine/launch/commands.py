@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lab.engine.launch import environment
 from lab.engine.launch.config import SLURM, RunConfig
-from lab.engine.slurm.states import submit_argv
+from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import JOB_SBATCH, LOGS_DIR
 
 PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken

@@ -40,8 +40,8 @@ from lab.engine.launch.config import (
 )
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.slurm import cmd as slurm_cmd
+from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.slurm import job as slurm
-from lab.engine.slurm import states as slurm_states
 from lab.engine.supervise.diagnose import supervisor_failure
 from lab.engine.sweep.plan import SCALINGS
 from lab.runfolder import (
@@ -233,7 +233,8 @@ def start_supervisor(run_dir: Path | str) -> None:
         log_path,
     )
     d = (registry.status(run_dir).get("diagnosis") or {}) if slurm_run else {}
-    if d.get("key") in slurm_states.NOT_SUBMITTED:  # sbatch refused the job, or could not be asked
+    # sbatch refused the job, or could not be asked
+    if d.get("key") in slurm_diagnoses.NOT_SUBMITTED:
         raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
 
 

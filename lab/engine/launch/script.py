@@ -43,7 +43,7 @@ from lab.engine.launch.config import problems as run_problems
 from lab.engine.launch.config import processes as config_processes
 from lab.engine.launch.config import world_size as config_world_size
 from lab.engine.slurm import job as slurm
-from lab.engine.slurm.states import submit_argv
+from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import (
     JOB_SBATCH,
     RUN_JSON,

@@ -3,8 +3,8 @@
 Each call runs one command with a time limit, in this process's environment
 (``SLURM_CONF`` and PATH say which cluster), and turns what goes wrong into a
 ``SlurmError`` whose message names the fix: a command missing from PATH, a
-controller that does not answer, a job sbatch refuses (its own words). The
-commands and the reading of their answers are ``lab.engine.slurm.states``'s.
+controller that does not answer, a job sbatch refuses (its own words). Reading
+their answers is ``lab.engine.slurm.states``'s.
 ``job`` asks squeue first and sacct where squeue has forgotten the job (sacct
 answers only on clusters that keep accounting). Tested by
 tests/test_slurm_cluster.py (a real one-node cluster) and tests/test_slurm.py.
@@ -17,21 +17,39 @@ import re
 import subprocess
 from pathlib import Path
 
-from lab.engine.slurm.states import (
-    Job,
-    parse_job_id,
-    parse_sacct,
-    parse_squeue,
-    sacct_argv,
-    scancel_argv,
-    squeue_argv,
-    submit_argv,
-)
+from lab.engine.slurm.states import SQUEUE_FORMAT, Job, parse_job_id, parse_sacct, parse_squeue
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0  # a busy controller answers in seconds; one that does not is down
 # under the launcher's 30 s wait for the watcher: a hung sbatch is reported, not killed
 SUBMIT_TIMEOUT_S = 20.0
+
+
+def submit_argv(script: Path | str) -> list[str]:
+    """sbatch of a job script, answering with the job id alone."""
+    return ["sbatch", "--parsable", str(script)]
+
+
+def squeue_argv(job_id: str) -> list[str]:
+    """squeue of one job in any state (a finished one stays listed for MinJobAge, 5 minutes by
+    default)."""
+    return ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--format={SQUEUE_FORMAT}"]
+
+
+def sacct_argv(job_id: str) -> list[str]:
+    """sacct of one job's allocation (answers only where Slurm keeps accounting)."""
+    return [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        "--allocations",
+        f"--jobs={job_id}",
+        "--format=JobIDRaw,State,NodeList,ExitCode",
+    ]
+
+
+def scancel_argv(job_id: str) -> list[str]:
+    return ["scancel", str(job_id)]
 
 
 class SlurmError(RuntimeError):

@@ -32,7 +32,8 @@ from pathlib import Path
 from lab.engine import procs
 from lab.engine.launch.config import SLURM
 from lab.engine.slurm import cmd as slurm_cmd
-from lab.engine.slurm.states import Job, end_diagnosis, gone, job_failed, refused, unavailable
+from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused, unavailable
+from lab.engine.slurm.states import Job
 from lab.engine.supervise.diagnose import diagnose, supervisor_failure
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.supervisor import Status
