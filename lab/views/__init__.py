@@ -6,15 +6,9 @@ curves and device timelines), ``runscalars`` (a run folder's ``tb/`` and
 ``script_run`` (what a user's script run shows besides), ``nodes`` (a Slurm
 run's job and each node's device charts), ``health`` (the findings' banner
 and badge, stacks, restarts, resume links) and ``device_strip`` (the home
-page's devices). Runs side by side: ``compare_runs`` (which runs, their
-names), ``compare`` (the table) with ``compare_columns`` (its columns) and
-``compare_json`` (``python -m lab compare``), ``compare_repeats`` (a sweep's
-repeats), ``fairness`` (the warnings), ``spread`` (medians, intervals,
-"within noise"), ``noise`` (speedups with intervals, busy machines),
-``scaling`` (strong or weak, and the efficiency), ``utilisation`` (how busy
-the devices were), ``anatomy`` and ``anatomy_text`` (where a profiled step's
-time goes), ``compare_curves`` (the charts), ``chain`` (a resumed run joined
-to the runs it continues) and ``report`` (the HTML export). Any folder of
+page's devices). Runs side by side: the ``compare``
+package (one ``Comparison`` value, rendered as the table, JSON, text, charts
+and HTML; its docstring draws the flow). Any folder of
 event files: ``logfolder`` (its runs), ``run_select`` (filter, experiments,
 selection), ``hparams_table``, ``browse`` (tags, x axes, smoothing) and
 ``scalar_chart`` (the Logs charts). Helpers: ``charts`` (plotly figures),

@@ -1,15 +1,7 @@
-"""A resumed run and the runs it continues, drawn as one curve.
-
-A run started by ``lab.engine.launch.resume`` records ``resumed_from``; a run may be
-resumed again, so they form a chain. ``ancestors(record, by_id)`` is the
-chain behind a run, oldest first; ``joined(parts)`` concatenates the scalars
-of the chain, tag by tag: each earlier run's points are kept only before the
-first step its successor logged (the successor redid the steps after the
-checkpoint it started from), so the curve continues without a fold; the
-device samples (``sys/``, counted per run) are the newest run's alone.
-Series are ``lab.events.Series``-like (numpy ``step``, ``wall_time``,
-``value``). The Compare page joins the curves with a toggle. Tested by
-tests/test_health_view.py.
+"""A resumed run and the runs it continues, drawn as one curve: ``ancestors`` is the chain of
+``resumed_from`` behind a run, oldest first; ``joined`` concatenates the chain's scalars tag by tag,
+each earlier run's points kept only before its successor's first step (the successor redid the
+steps after its checkpoint), the device samples (``sys/``) the newest run's alone.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """How sure a throughput or a speedup is: medians with distribution-free intervals.
 
-Owns the arithmetic behind "1.64× (0.91–2.10)": a run's steady-state
-throughput is summarised from its logging windows (``perf/samples_per_sec``,
-one value per window, the first window dropped as warm-up) by the median and
-a 95% interval of the median from order statistics (the binomial method: the
-interval between the k-th smallest and k-th largest window, with k the
-largest rank whose two-sided binomial tail stays under 5%; with too few
-windows for 95% it is the whole range and says so). A speedup divides two
-such medians; its interval divides the ends of the two intervals (the
-smallest and largest ratio of any two medians inside them), and it is
-"within noise" when that interval comes within ``RUN_TO_RUN`` (10%) of 1.0:
-the windows of one run cannot see how much a whole run shifts from one run
-to the next, and identical runs measured here differed by up to 5% on a
-quiet machine (16% in the recorded samples), so no speedup smaller than that
-is claimed without repeats. Across repeats of one mode the
-median of the runs' medians is given with their range. No randomness, no
-scipy. Tested by tests/test_spread.py.
+A run's steady throughput is the median of its logging windows (the first dropped as warm-up) with
+a 95% interval of the median from order statistics (binomial ranks; the whole range with too few
+windows). A speedup divides two medians, its interval the ends of the two intervals; it is "within
+noise" when that interval comes within ``RUN_TO_RUN`` (10%) of 1.0, the run-to-run shift one run's
+windows cannot see. No randomness, no scipy.
 """
 
 from __future__ import annotations
