@@ -1,6 +1,6 @@
-"""lab.views.compare.table (the table's figures, exact; the baseline; the columns and their formats;
-CSV), lab.views.compare.runs (loading through the registry, the default selection, labels,
-provenance) and lab.views.compare.fairness (the warnings).
+"""lab.views.compare.comparison and .table (the table's figures, exact; the baseline; the columns
+and their formats; CSV), lab.views.compare.runs (the registry's records wrapped, the default
+selection, labels, provenance) and lab.views.compare.fairness (the warnings).
 
 Run folders here are written by the test (run.json, status.json and
 summary.json in the contract's shape) so that every expected number is known
