@@ -106,7 +106,8 @@ def main() -> None:
     criterion = nn.CrossEntropyLoss().to(device)
     writer = SummaryWriter() if rank == 0 else None  # only rank 0 logs
     if writer:
-        print(f"{dist.get_world_size()} processes ({backend}), events {writer.log_dir}", flush=True)
+        print(f"{dist.get_world_size()} processes ({backend}); events in {writer.log_dir}",
+              flush=True)
 
     step = 0
     for epoch in range(args.epochs):
@@ -140,8 +141,7 @@ def main() -> None:
 
     if writer:
         writer.close()
-    # A barrier before destroy: with gloo, tearing down while another rank is still in
-    # its last collective can abort a rank at exit (seen with torch 2.14).
+    # gloo: without a barrier, a rank still in its last collective can abort at exit (torch 2.14)
     dist.barrier()
     dist.destroy_process_group()
 

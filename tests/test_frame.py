@@ -43,8 +43,8 @@ def test_both_commands_use_the_repos_own_isolated_venv():
     test = (REPO_ROOT / "scripts" / "test.sh").read_text()
     venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
-    # with arguments; the whole suite
-    assert 'exec "$PY" -m pytest "$@"' in test and '\n"$PY" -m pytest\n' in test
+    # with arguments; the whole suite, under coverage
+    assert 'exec "$PY" -m pytest "$@"' in test and '\n"$PY" -m pytest --cov --cov-report=\n' in test
     # a failing first pass fails the script before the fake-GPU pass
     assert "set -euo pipefail" in test
     for script in (start, test):
