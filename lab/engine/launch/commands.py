@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import environment
-from lab.engine.launch.config import SLURM, RunConfig
+from lab.engine.launch.runconfig import SLURM, RunConfig
 from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import JOB_SBATCH, LOGS_DIR
 

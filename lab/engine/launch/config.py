@@ -1,158 +1,65 @@
-"""What a run is asked to do: ``RunConfig`` and its validation.
+"""Every check on a ``RunConfig`` made before anything starts.
 
-This module owns the launch configuration (mode, devices, processes, nodes,
-model, data and the trainer's options) and every check made before anything
-starts (the model's name and image size through ``lab.engine.launch.models``).
-``problems`` returns all ``ConfigError(field, message)`` at once, each
-message naming the fix; ``validate`` raises the first. The trainer's own
-options (numbers, data set, profile window) are checked in
-``lab.engine.launch.trainer_options``; the configs of a "Compare modes" sweep are
-made in ``lab.engine.sweep.plan``. Where a run goes (``backend``: this machine,
-or a Slurm cluster with the options of ``lab.engine.slurm.job``, which checks
-them) is part of the config. Nothing here starts a process or touches NVML:
-the GPUs are an argument, either a count or the physical indices NVML could
-read (``devices.usable_indices``), which need not be contiguous where a GPU
-refuses to be opened. Given the machine's facts
-(``lab.engine.preflight.checks.machine_facts``) ``problems`` and ``validate`` also
-hold the pre-flight's refusals (``lab.engine.preflight.checks.refusals``), so a
-refused run starts nothing; the machine facts are an argument too.
-Tested by tests/test_engine_config.py and tests/test_preflight_seeds.py (refusals).
+``problems`` returns all ``ConfigError(field, message)`` at once, each naming the fix;
+``validate`` raises the first. It gathers the config's own checks (devices, nodes, names),
+the trainer's options (``lab.engine.launch.trainer_options``), the model
+(``lab.engine.launch.models``), the Slurm job's options (``lab.engine.slurm.job``) and, given
+the machine's facts, the pre-flight's refusals (``lab.engine.preflight.checks``). The value
+itself is ``lab.engine.launch.runconfig``; its names are re-exported here. Nothing here starts
+a process or touches NVML: the GPUs are an argument, a count or the usable physical indices.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from lab.engine.launch import models, trainer_options
+from lab.engine.launch.runconfig import (
+    BACKENDS,
+    CPU_DDP_PROCESSES,
+    DDP,
+    DP,
+    JOB_FIELDS,
+    LOCAL,
+    MODES,
+    SINGLE,
+    SLURM,
+    ConfigError,
+    Gpus,
+    RunConfig,
+    processes,
+    usable,
+    world_size,
+)
+from lab.engine.preflight.checks import MachineFacts, refusals
+from lab.engine.slurm import job as slurm
 
-if TYPE_CHECKING:
-    from lab.engine.preflight.checks import MachineFacts
-
-SINGLE, DP, DDP = "single", "dp", "ddp"
-MODES = (SINGLE, DP, DDP)
-CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
-LOCAL, SLURM = "local", "slurm"
-BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
-# a Slurm job's
-JOB_FIELDS = ("partition", "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args")
+__all__ = [
+    "BACKENDS",
+    "CPU_DDP_PROCESSES",
+    "DDP",
+    "DP",
+    "JOB_FIELDS",
+    "LOCAL",
+    "MODES",
+    "SINGLE",
+    "SLURM",
+    "ConfigError",
+    "Gpus",
+    "RunConfig",
+    "normalized",
+    "problems",
+    "processes",
+    "usable",
+    "validate",
+    "world_size",
+]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
 _RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TORCHELASTIC_ERROR_FILE")
-# a GPU count (indices 0..n-1), or the physical indices that can be used
-Gpus = Union[int, Iterable[int]]
-
-
-def usable(gpus: Gpus) -> tuple[int, ...]:
-    """The usable physical GPU indices, sorted, from a count or from the indices themselves."""
-    return tuple(range(gpus)) if isinstance(gpus, int) else tuple(sorted(set(gpus)))
-
-
-class ConfigError(ValueError):
-    """One problem with a config: the field it concerns and a message naming the fix."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-def processes(c: Any) -> int:
-    """Processes one node starts for a run (a RunConfig or a user's ScriptConfig): ddp nproc,
-    otherwise one."""
-    return c.nproc if c.mode == "ddp" else 1
-
-
-def world_size(c: Any) -> int:
-    """How many ways a run's global batch is split (a RunConfig or a ScriptConfig): DP only over 2+
-    GPUs."""
-    if c.mode == "ddp":
-        return c.nproc * c.nnodes
-    node_gpus = c.gpus_per_node if c.backend == SLURM else len(c.gpus)
-    return node_gpus if c.mode == "dp" and node_gpus >= 2 else 1
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
-
-    ``batch_size`` is the global batch in every mode. ``nproc`` is the number of
-    processes per node and only means something for ``ddp``.
-    """
-
-    mode: str = "single"
-    gpus: tuple[int, ...] = ()
-    nproc: int = 1
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = ""
-    model: str = "tinycnn"
-    dataset: str = "digits"
-    batch_size: int = 64
-    epochs: int = 1
-    max_steps: int = 0
-    lr: float = 0.05
-    amp: bool = False
-    workers: int = 0
-    seed: int = 0
-    name: str = ""
-    tags: tuple[str, ...] = ()
-    extra_env: dict[str, str] = field(default_factory=dict)
-    log_every: int = 10
-    val_every: int = 0
-    image_size: int = 32
-    checkpoint: str = "last"
-    grad_norm_warn: float = 0.0
-    profile_steps: str = ""  # "A:B": the trainer's --profile-steps (steps A..B-1); empty = off
-    # slurm: the fields below are the job's (lab.engine.slurm.job), nnodes its node count
-    backend: str = LOCAL
-    partition: str = ""
-    gpus_per_node: int = 0
-    cpus_per_task: int = 0  # 0: Slurm's default
-    # the job's time limit as sbatch reads it (e.g. 30, 2:00:00); empty: the partition's
-    time: str = ""
-    account: str = ""
-    sbatch_args: tuple[str, ...] = ()
-    # seconds without a new step before "stalled"; 0 = max(60 s, 20 median steps)
-    stall_after: float = 0.0
-    stop_on_nan: bool = False  # the trainer's --stop-on-nan
-    data_delay_ms: float = 0.0  # the trainer's --data-delay-ms: a slow input pipeline, simulated
-    # torchrun's --max-restarts (ddp); the trainer then resumes from its last checkpoint
-    max_restarts: int = 0
-    resume: str = ""  # a checkpoint file to start from (the trainer's --resume); empty = fresh
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["gpus"] = list(self.gpus)
-        d["tags"] = list(self.tags)
-        d["sbatch_args"] = list(self.sbatch_args)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        """The inverse of ``to_dict``; unknown keys are ignored (older/newer run.json)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        for name in ("gpus", "tags", "sbatch_args"):
-            if name in kw:
-                kw[name] = tuple(kw[name])
-        if "extra_env" in kw:
-            kw["extra_env"] = dict(kw["extra_env"] or {})
-        return cls(**kw)
-
-    @property
-    def processes(self) -> int:
-        """Processes this node starts (ddp: nproc; otherwise one)."""
-        return processes(self)
-
-    @property
-    def world_size(self) -> int:
-        """How many ways the global batch is split."""
-        return world_size(self)
 
 
 def _split_unit(config: RunConfig) -> str:
@@ -322,9 +229,6 @@ def problems(
     out += _device_problems(c, gpus)
     out += _node_problems(c)
     out += [ConfigError(f, msg) for f, msg in trainer_options.number_problems(c)]
-    # it imports this module: the backend and the Slurm job's options
-    from lab.engine.slurm import job as slurm
-
     out += slurm.config_problems(c)
     if not out:
         bp = _batch_problem(c)
@@ -371,8 +275,6 @@ def problems(
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
     # the facts are this machine's, not a job's
     if machine is not None and not out and c.backend != SLURM:
-        from lab.engine.preflight.checks import refusals  # here: preflight builds on this module
-
         out += refusals(c, machine)
     return out
 

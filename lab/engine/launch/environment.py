@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from lab.engine.devices import nvml as devices
-from lab.engine.launch.config import SLURM, RunConfig
+from lab.engine.launch.runconfig import SLURM, RunConfig
 from lab.runfolder import ERROR_JSON, REPO_ROOT
 
 

@@ -35,8 +35,8 @@ from typing import Any, Iterable, Mapping
 from lab.engine.devices import nvml as devices
 from lab.engine.devices.notes import holders, limits
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.launch.config import ConfigError, RunConfig
 from lab.engine.launch.environment import omp_threads
+from lab.engine.launch.runconfig import ConfigError, RunConfig
 from lab.engine.preflight import estimate
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import commands, environment
-from lab.engine.launch.config import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
+from lab.engine.launch.runconfig import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG
 
 # paths a node keeps to itself: other nodes never see them
