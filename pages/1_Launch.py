@@ -6,7 +6,7 @@ job's options and the job script that will be submitted. A refused config
 shows its message next to the field and starts nothing; a server that
 listens beyond this machine launches nothing unless
 LAB_ALLOW_REMOTE_LAUNCH=1 (``lab.engine.launch.access``). Layout only: the form's
-fields are ``lab.engine.launch.request.FIELDS`` (a script's
+fields are ``lab.engine.launch.form.FIELDS`` (a script's
 ``lab.engine.launch.script_form.SCRIPT_FIELDS``), reading them is
 ``request.run_config`` (``script_form.script_config``), what is shown before a
 launch is ``request.preview`` (``script_form.preview``), the checks are
@@ -21,7 +21,7 @@ from typing import Any
 import streamlit as st
 
 from lab import runfolder as paths
-from lab.engine.launch import request, script, script_form
+from lab.engine.launch import form, request, script, script_form
 from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import ConfigError, problems
 from lab.engine.preflight.checks import machine_facts
@@ -44,7 +44,7 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["mode"],
             ["gpus"],
             ["nproc"],
-            ["model", ("dataset", request.FOLDER)],
+            ["model", ("dataset", form.FOLDER)],
             ["batch_size", "epochs", "max_steps"],
             ["lr", "seed", "amp"],
             ["name", "tags", "profile_steps"],
@@ -106,7 +106,7 @@ if kind == paths.SCRIPT:
     fields, layout = script_form.SCRIPT_BY_NAME, SCRIPT_LAYOUT
     start = script_form.form_values(script_form.script_config({}, usable)[0])
 else:
-    fields, layout = request.BY_NAME, LAYOUT
+    fields, layout = form.BY_NAME, LAYOUT
     # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a
     # laptop CPU
     start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])
@@ -114,7 +114,7 @@ values: dict[str, Any] = {}  # field -> what its widget gives (None: disabled)
 slots: dict[str, Any] = {}  # field -> placeholder under its widget, for its message
 
 
-def gpu_boxes(f: request.FormField) -> tuple[int, ...]:
+def gpu_boxes(f: form.FormField) -> tuple[int, ...]:
     if not snap.gpus:
         st.info(
             f"No GPU here — {snap.reason or 'none found: runs use the CPU with the gloo backend'}."
@@ -134,7 +134,7 @@ def gpu_boxes(f: request.FormField) -> tuple[int, ...]:
     return chosen
 
 
-def widget(f: request.FormField) -> Any:
+def widget(f: form.FormField) -> Any:
     """Draw one field where we are; return its value (None when disabled)."""
     on = f.enabled(values)
     kw: dict[str, Any] = dict(key=f.key, help=f.help or None)

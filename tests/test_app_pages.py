@@ -83,9 +83,9 @@ def test_launch_shows_command_and_cpu_note(runs_dir):
 
 
 def test_launch_draws_every_field_of_the_table(runs_dir):
-    """The page is a loop over lab.engine.launch.request.FIELDS: each field has its widget, label
+    """The page is a loop over lab.engine.launch.form.FIELDS: each field has its widget, label
     and key."""
-    from lab.engine.launch.request import FIELDS
+    from lab.engine.launch.form import FIELDS
 
     at = _app("pages/1_Launch.py")
     drawn = {

@@ -1,5 +1,5 @@
-"""lab/engine/launch/request.py: the launch form's table, form/CLI values to a RunConfig and back,
-the preview."""
+"""lab/engine/launch/form.py and request.py: the launch form's table, form/CLI values to a
+RunConfig and back, the preview."""
 
 from __future__ import annotations
 
@@ -9,21 +9,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.launch import models, request
+from lab.engine.launch import form, models, request
 from lab.engine.launch.config import MODES, RunConfig, problems
 from lab.engine.launch.trainer_options import CHECKPOINTS
 from lab.runfolder import REPO_ROOT
 
 
 def test_the_form_has_one_widget_per_config_field():
-    names = [f.name for f in request.FIELDS]
-    assert sorted(names) == sorted(
-        [f.name for f in dataclasses.fields(RunConfig)] + [request.FOLDER]
-    )
+    names = [f.name for f in form.FIELDS]
+    assert sorted(names) == sorted([f.name for f in dataclasses.fields(RunConfig)] + [form.FOLDER])
     for attr in ("key", "label"):
-        values = [getattr(f, attr) for f in request.FIELDS]
+        values = [getattr(f, attr) for f in form.FIELDS]
         assert len(set(values)) == len(values), f"two widgets share a {attr}"
-    by = request.BY_NAME
+    by = form.BY_NAME
     assert (by["mode"].choices(), by["model"].choices(), by["checkpoint"].choices()) == (
         MODES,
         models.names(),
@@ -34,7 +32,7 @@ def test_the_form_has_one_widget_per_config_field():
     )
     assert by["mode"].shown("ddp").startswith("ddp —") and by["model"].shown("tinycnn") == "tinycnn"
     assert by["epochs"].label == "Epochs"  # the browser test finds it by this label
-    for f in request.FIELDS:  # every select's options are values the config accepts
+    for f in form.FIELDS:  # every select's options are values the config accepts
         for option in f.choices():
             if f.name != "dataset":
                 assert not [
@@ -69,7 +67,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
             "rdzv_endpoint": " h:1 ",
             "extra_env": "# a comment\nA = 1\n\nB=x=y\nbroken",
             "dataset": "imagefolder",
-            request.FOLDER: " /data ",
+            form.FOLDER: " /data ",
         },
         2,
     )
@@ -96,8 +94,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
     )
     # the folder only counts with the imagefolder kind; a bare kind is left for problems() to name
     assert (
-        request.run_config({"dataset": "synthetic", request.FOLDER: "/x"}, 0)[0].dataset
-        == "synthetic"
+        request.run_config({"dataset": "synthetic", form.FOLDER: "/x"}, 0)[0].dataset == "synthetic"
     )
     assert request.run_config({"dataset": "imagefolder"}, 0)[0].dataset == "imagefolder"
     # as typed, trimmed
@@ -137,7 +134,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
 def test_form_values_give_the_config_back(cfg, gpu_count):
     values = request.form_values(cfg)
     shown = {}
-    for f in request.FIELDS:  # as the page reads its widgets: a disabled one gives None
+    for f in form.FIELDS:  # as the page reads its widgets: a disabled one gives None
         shown[f.name] = values[f.name] if f.enabled(shown) else None
     assert request.run_config(shown, gpu_count) == (cfg, [])
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from lab.engine.launch import commands, environment, launcher, request
+from lab.engine.launch import commands, environment, form, launcher, request
 from lab.engine.launch.config import ConfigError, RunConfig, problems
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diag
@@ -338,7 +338,7 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
     assert request.run_config({"backend": "slurm", "mode": "ddp"}, 8)[0].nproc == 2
     values = request.form_values(cfg)
     shown = {}
-    for f in request.FIELDS:  # as the page reads its widgets: a disabled one gives None
+    for f in form.FIELDS:  # as the page reads its widgets: a disabled one gives None
         shown[f.name] = values[f.name] if f.enabled(shown) else None
     assert (
         shown["gpus"] is None

@@ -34,7 +34,7 @@ from lab.engine.launch.runconfig import (
     world_size,
 )
 from lab.engine.preflight.checks import MachineFacts, refusals
-from lab.engine.slurm import job as slurm
+from lab.engine.slurm import options as slurm
 
 __all__ = [
     "BACKENDS",

@@ -2,7 +2,7 @@
 what is shown first.
 
 ``SCRIPT_FIELDS`` is the form of a script run as a table, drawn by the Launch page like
-``request.FIELDS``: the script (a ``.py`` path or ``-m package.module``), its arguments (one line,
+``form.FIELDS``: the script (a ``.py`` path or ``-m package.module``), its arguments (one line,
 split with shell quoting rules), the working directory, an optional folder of event files and an
 optional total of steps, then the fields a script run shares with a trainer run (where to run and
 the Slurm job's options, mode, GPUs, processes, name, tags, environment, nodes), under keys of their
@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.launch import request
+from lab.engine.launch import form, request
 from lab.engine.launch.config import JOB_FIELDS, MODES, SLURM, ConfigError, RunConfig
-from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, FormField, Preview
+from lab.engine.launch.form import FormField
+from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
 from lab.engine.launch.script import (
     TB_ENV,
     ScriptConfig,
@@ -56,11 +57,11 @@ _SHARED = (
 
 def _shared(name: str) -> FormField:
     """The trainer form's field under a key of the script form's own."""
-    f = request.BY_NAME[name]
+    f = form.BY_NAME[name]
     return dataclasses.replace(f, key=f.key.replace("launch_", "launch_script_", 1))
 
 
-SCRIPT_FIELDS: tuple[FormField, ...] = (  # as request.FIELDS: a field's only_if names one above it
+SCRIPT_FIELDS: tuple[FormField, ...] = (  # as form.FIELDS: a field's only_if names one above it
     *(_shared(n) for n in ("backend", *JOB_FIELDS)),  # where to run: this machine, or a Slurm job
     FormField(
         "script",

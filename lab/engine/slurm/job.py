@@ -1,5 +1,4 @@
-"""A run as a Slurm job: its job script, the checks of the job's options, and what is said before it
-is submitted.
+"""A run as a Slurm job: its job script, and what is said before it is submitted.
 
 ``build_sbatch(config, run_dir)`` is pure and tested exactly. The script asks
 Slurm for ``nnodes`` nodes with one task each (and the config's partition,
@@ -15,8 +14,8 @@ script reaches its end: a job Slurm kills has none). ``script_sbatch`` is the
 same job for a user's own script argv, in its working folder, with the
 script's environment (``lab.engine.launch.script``); the samplers then start from
 the repository (``srun --chdir``), whatever the script's folder and
-``PYTHONPATH``. ``config_problems`` checks the backend
-and the job's options; ``preflight_lines`` and ``node_local`` are what the
+``PYTHONPATH``. The job's options are checked in ``lab.engine.slurm.options``;
+``preflight_lines`` and ``node_local`` are what the
 Launch page and ``launch --dry-run`` say first. What the job's states mean is
 ``lab.engine.slurm.states``; the Slurm commands run in ``lab.engine.slurm.cmd``.
 Tested by tests/test_slurm.py.
@@ -24,49 +23,17 @@ Tested by tests/test_slurm.py.
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
 from lab.engine.launch import commands, environment
-from lab.engine.launch.runconfig import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
+from lab.engine.launch.runconfig import RunConfig
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG
 
 # paths a node keeps to itself: other nodes never see them
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm")
-_WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|unlimited|infinite)$", re.I)
-# sbatch options the lab writes itself, and the field to use instead (None: the run folder depends
-# on it)
-_OWN = {
-    "--nodes": "nnodes",
-    "-N": "nnodes",
-    "--partition": "partition",
-    "-p": "partition",
-    "--time": "time",
-    "-t": "time",
-    "--account": "account",
-    "-A": "account",
-    "--gpus-per-node": "gpus_per_node",
-    "--cpus-per-task": "cpus_per_task",
-    "-c": "cpus_per_task",
-    "--output": None,
-    "-o": None,
-    "--error": None,
-    "-e": None,
-    "--open-mode": None,
-    "--job-name": None,
-    "-J": None,
-    "--ntasks": None,
-    "-n": None,
-    "--ntasks-per-node": None,
-    "--chdir": None,
-    "-D": None,
-    "--wrap": None,
-    "--parsable": None,
-}
 # no single quote
 _FREE_PORT = 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 
@@ -104,102 +71,6 @@ def workdir_local(path: Path | str) -> str | None:
             "sees"
         )
     return None
-
-
-def _sbatch_arg_problem(arg: object) -> ConfigError | None:
-    if not isinstance(arg, str) or not arg.strip().startswith("-") or "\n" in arg or "\0" in arg:
-        return ConfigError(
-            "sbatch_args", f"{arg!r} is not one sbatch option: give one per line, e.g. --qos=high"
-        )
-    arg = arg.strip()
-    name = arg.split("=", 1)[0].split()[0] if arg.startswith("--") else arg[:2]
-    if name in _OWN:
-        instead = _OWN[name]
-        fix = (
-            f"use {instead} instead"
-            if instead
-            else "the lab sets it (the run folder depends on it): leave it out"
-        )
-        return ConfigError("sbatch_args", f"{name} is written by the lab: {fix}")
-    return None
-
-
-def _slurm_problems(c: RunConfig) -> list[ConfigError]:
-    out: list[ConfigError] = []
-
-    def need(ok: bool, fld: str, msg: str) -> None:
-        if not ok:
-            out.append(ConfigError(fld, msg))
-
-    need(
-        not c.gpus,
-        "gpus",
-        "a Slurm job gets its GPUs from Slurm: leave gpus empty and use gpus_per_node",
-    )
-    need(
-        c.node_rank == 0,
-        "node_rank",
-        "Slurm starts every node of the job itself: leave node_rank 0",
-    )
-    need(
-        not c.rdzv_endpoint,
-        "rdzv_endpoint",
-        "the job meets on its first node by itself: leave rdzv_endpoint empty",
-    )
-    for fld in ("partition", "account"):
-        v = getattr(c, fld)
-        need(
-            isinstance(v, str) and (not v or bool(_WORD.match(v))),
-            fld,
-            f"{fld} {v!r} is not a Slurm name: use letters, digits, '.', '_' or '-' (see sinfo)",
-        )
-    need(
-        isinstance(c.time, str) and (not c.time or bool(_TIME.match(c.time))),
-        "time",
-        f"time {c.time!r} is not a Slurm time limit: use minutes (30), H:MM:SS (2:00:00) or D-HH "
-        "(1-12)",
-    )
-    for fld in ("gpus_per_node", "cpus_per_task"):
-        v = getattr(c, fld)
-        need(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-            fld,
-            f"{fld} {v!r} must be 0 or more",
-        )
-    if out:
-        return out
-    g = c.gpus_per_node
-    need(
-        not (c.mode == "single" and g > 1),
-        "gpus_per_node",
-        f"single mode uses one device, {g} GPUs per node asked: use gpus_per_node 1, or mode "
-        "dp/ddp",
-    )
-    need(
-        not (c.mode == "ddp" and g and c.nproc != g),
-        "nproc",
-        f"ddp runs one process per GPU: gpus_per_node {g}, so use nproc {g}",
-    )
-    out += [p for p in map(_sbatch_arg_problem, c.sbatch_args) if p]
-    return out
-
-
-def config_problems(config: RunConfig) -> list[ConfigError]:
-    """The backend's problems: an unknown one, a job option without Slurm, or a Slurm job's bad
-    options."""
-    c = config
-    if c.backend not in BACKENDS:
-        return [
-            ConfigError("backend", f"unknown backend {c.backend!r}: use {' or '.join(BACKENDS)}")
-        ]
-    if c.backend == LOCAL:
-        defaults = RunConfig()
-        return [
-            ConfigError(f, f"{f} is an option of a Slurm job: add backend slurm, or leave it out")
-            for f in JOB_FIELDS
-            if getattr(c, f) != getattr(defaults, f)
-        ]
-    return _slurm_problems(c)
 
 
 def _directives(c: RunConfig, run_dir: Path) -> list[str]:
