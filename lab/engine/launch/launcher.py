@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from lab.engine import procs, registry
-from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import environment, ports
+from lab.engine.launch import environment, newrun
 from lab.engine.launch.commands import build_command, other_node_commands
 from lab.engine.launch.config import (
     LOCAL,
@@ -47,7 +45,6 @@ from lab.engine.sweep.plan import SCALINGS
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
-    JOB_SBATCH,
     LOST,
     QUEUED,
     REPO_ROOT,
@@ -80,12 +77,6 @@ class LaunchError(RuntimeError):
     """The supervisor could not be started; the message says why and what to do."""
 
 
-def _new_run_id(config: RunConfig) -> str:
-    return check_run_id(
-        f"{stamp()}-{config.mode}-{config.name or config.model}-{secrets.token_hex(2)}"
-    )
-
-
 # ---- starting -------------------------------------------------------------
 
 
@@ -97,46 +88,25 @@ def _new_run(
     scaling: str | None = None,
     resumed_from: str | None = None,
 ) -> str:
-    """Create the run folder and its run.json; the run is queued until its supervisor writes
-    status.json."""
-    root.mkdir(parents=True, exist_ok=True)
-    for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
-        run_id = _new_run_id(config)
-        run_dir = root / run_id
-        try:
-            run_dir.mkdir()
-            break
-        except FileExistsError:
-            continue
-    port = (
-        ports.free_port()
-        if config.mode == "ddp" and config.nnodes == 1 and config.backend == LOCAL
-        else 0
+    """Create the trainer run's folder and its run.json (``newrun.create``); return its id."""
+
+    def program(run_dir: Path, port: int) -> newrun.Program:
+        uuids = devices.uuids(config.gpus)
+        argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
+        env = environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids)
+        sbatch = slurm.build_sbatch(config, run_dir) if config.backend == SLURM else ""
+        return newrun.Program(argv, env, other_node_commands(config, run_dir), sbatch)
+
+    run_dir = newrun.create(
+        root,
+        config,
+        config.name or config.model,
+        program,
+        recorded_on=recorded_on,
+        sweep_id=sweep_id,
+        after={"scaling": scaling, "resumed_from": resumed_from},
     )
-    uuids = devices.uuids(config.gpus)
-    argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
-    write_json_atomic(
-        run_dir / RUN_JSON,
-        {
-            "run_id": run_id,
-            "name": config.name,
-            "tags": list(config.tags),
-            "config": config.to_dict(),
-            "argv": argv,
-            "env": environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids),
-            "created_at": now_iso(),
-            "host": socket.gethostname(),
-            "sweep_id": sweep_id,
-            "recorded_on": recorded_on,
-            "other_nodes": other_node_commands(config, run_dir),
-            "port": port or None,
-            "scaling": scaling,
-            "resumed_from": resumed_from,
-        },
-    )
-    if config.backend == SLURM:
-        (run_dir / JOB_SBATCH).write_text(slurm.build_sbatch(config, run_dir))
-    return run_id
+    return run_dir.name
 
 
 def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields) -> None:
@@ -238,13 +208,6 @@ def start_supervisor(run_dir: Path | str) -> None:
         raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
 
 
-def _machine() -> tuple[tuple[int, ...], str]:
-    """(the GPU indices NVML can read, run.json's ``recorded_on``), without the process matching of
-    a snapshot."""
-    gpus = devices.read_gpus(with_processes=False)
-    return tuple(g.index for g in gpus), device_notes.describe_machine(gpus, os.cpu_count() or 1)
-
-
 def launch(
     config: RunConfig, runs_dir: Path | None = None, *, resumed_from: str | None = None
 ) -> str:
@@ -252,7 +215,7 @@ def launch(
 
     ``resumed_from``: the run whose checkpoint ``config.resume`` names
     (``lab.engine.launch.resume``), kept in run.json."""
-    usable, recorded_on = _machine()
+    usable, recorded_on = newrun.machine()
     validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)
@@ -288,7 +251,7 @@ def launch_sweep(
         raise ConfigError(
             "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"
         )
-    usable, recorded_on = _machine()
+    usable, recorded_on = newrun.machine()
     for i, c in enumerate(configs):
         found = problems(c, usable, machine_facts(c))
         if found:

@@ -30,14 +30,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import secrets
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.engine.launch import commands, environment, launcher, ports
+from lab.engine.launch import commands, environment, launcher, newrun
 from lab.engine.launch.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
 from lab.engine.launch.config import problems as run_problems
 from lab.engine.launch.config import processes as config_processes
@@ -46,14 +44,9 @@ from lab.engine.slurm import job as slurm
 from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import (
     JOB_SBATCH,
-    RUN_JSON,
     SCRIPT,
     TB_DIR,
-    check_run_id,
-    now_iso,
     root_or_default,
-    stamp,
-    write_json_atomic,
 )
 
 MODULE_PREFIX = "-m "  # "-m package.module": run a module, as python -m does
@@ -315,43 +308,28 @@ def _stem(c: ScriptConfig) -> str:
 
 
 def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for _ in range(20):  # two launches in the same second draw the same 4 hex digits once in 65536
-        run_dir = root / check_run_id(f"{stamp()}-{c.mode}-{_stem(c)}-{secrets.token_hex(2)}")
-        try:
-            run_dir.mkdir()
-            break
-        except FileExistsError:
-            continue
-    port = ports.free_port() if c.mode == "ddp" and c.nnodes == 1 and c.backend == LOCAL else 0
-    argv, _ = build_command(c, run_dir, port, base_env={})
-    write_json_atomic(
-        run_dir / RUN_JSON,
-        {
-            "run_id": run_dir.name,
-            "kind": SCRIPT,
-            "name": c.name,
-            "tags": list(c.tags),
-            "config": c.to_dict(),
-            "argv": argv,
-            "env": script_env(c, run_dir, None, os.environ.get("PYTHONPATH")),
-            "cwd": c.cwd,
-            "created_at": now_iso(),
-            "host": socket.gethostname(),
-            "sweep_id": None,
-            "recorded_on": recorded_on,
-            "other_nodes": other_node_commands(c, run_dir),
-            "port": port or None,
-        },
+    """Create the script run's folder and its run.json (``newrun.create``)."""
+
+    def program(run_dir: Path, port: int) -> newrun.Program:
+        argv, _ = build_command(c, run_dir, port, base_env={})
+        env = script_env(c, run_dir, None, os.environ.get("PYTHONPATH"))
+        sbatch = job_script(c, run_dir) if c.backend == SLURM else ""
+        return newrun.Program(argv, env, other_node_commands(c, run_dir), sbatch)
+
+    return newrun.create(
+        root,
+        c,
+        _stem(c),
+        program,
+        recorded_on=recorded_on,
+        kind={"kind": SCRIPT},
+        where={"cwd": c.cwd},
     )
-    if c.backend == SLURM:
-        (run_dir / JOB_SBATCH).write_text(job_script(c, run_dir))
-    return run_dir
 
 
 def launch(config: ScriptConfig, runs_dir: Path | None = None) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up."""
-    usable, recorded_on = launcher._machine()
+    usable, recorded_on = newrun.machine()
     validate(config, usable)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)  # type: ignore[arg-type]
     run_dir = _new_run(normalized(config), root_or_default(runs_dir), where)
