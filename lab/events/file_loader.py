@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Callable, Iterator
 
-from lab.events import decode, tfrecord
+from lab.events import decode, points, tfrecord
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class EventFileLoader:
         """``"reading"``, or final: ``"corrupt"`` (a bad length CRC) or ``"deleted"``."""
         return self._state
 
-    def load(self) -> Iterator[decode.Points]:
+    def load(self) -> Iterator[points.Points]:
         """Points of the records appended since the last call, one batch per chunk read."""
         if self._state != READING:
             return
@@ -78,7 +78,7 @@ class EventFileLoader:
         with fh:
             yield from self._chunks(fh)
 
-    def _chunks(self, fh) -> Iterator[decode.Points]:
+    def _chunks(self, fh) -> Iterator[points.Points]:
         size = CHUNK
         while True:
             try:
@@ -124,7 +124,7 @@ class EventFileLoader:
                 f"{self.path}: file shrank below the {self._offset} bytes already read; not re-read"
             )
 
-    def _decode(self, data: bytes, sc: tfrecord.Scan) -> decode.Points:
+    def _decode(self, data: bytes, sc: tfrecord.Scan) -> points.Points:
         try:
             return decode.decode(data, sc.starts, sc.ends, self._plugins)
         except Exception:  # a walker bug must not stall this file forever
