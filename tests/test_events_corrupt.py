@@ -59,18 +59,66 @@ def test_flipped_byte_in_a_payload_skips_that_record_only(tmp_path):
     assert len(r.warnings) == 1 and "bad CRC" in r.warnings[0]
 
 
-def test_flipped_byte_in_a_length_stops_that_file(tmp_path):
+def test_flipped_byte_in_a_length_skips_to_the_next_record(tmp_path):
     good = [rec("t", s, float(s)) for s in range(5)]
     f = tmp_path / "events.out.tfevents.1.h"
     f.write_bytes(b"".join(good[:2] + [flip(good[2], 1)] + good[3:]))
     (tmp_path / "events.out.tfevents.2.h").write_bytes(rec("other", 1, 1.0))
     r = events.RunReader(tmp_path)
     r.refresh()
-    assert steps(r) == [0, 1] and steps(r, "other") == [1]
-    assert len(r.warnings) == 1 and "length CRC" in r.warnings[0]
-    with open(f, "ab") as fh:  # later appends to that file are not trusted either
+    assert steps(r) == [0, 1, 3, 4] and steps(r, "other") == [1]
+    at = len(good[0]) + len(good[1])
+    assert r.warnings == [
+        f"{f}: length CRC mismatch at byte {at}; "
+        f"skipped {len(good[2])} bytes to the next record that verifies"
+    ]
+    with open(f, "ab") as fh:  # the file goes on being read
         fh.write(rec("t", 9, 9.0))
-    assert r.refresh() == 0 and steps(r) == [0, 1] and len(r.warnings) == 1
+    assert r.refresh() == 1 and steps(r) == [0, 1, 3, 4, 9] and len(r.warnings) == 1
+
+
+def test_damaged_length_among_1000_tensorboard_records_costs_one_point(tmp_path):
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    w = EventFileWriter(str(tmp_path / "w"))
+    for s in range(1000):
+        w.add_event(event_pb2.Event(wall_time=ev_wall(s), step=s, summary=summary_value("t", s)))
+    w.close()
+    (path,) = (tmp_path / "w").iterdir()
+    data = path.read_bytes()
+    heads = record_heads(data)
+    assert len(heads) == 1001  # the writer's file_version event, then 1000 scalars
+    victim = heads[500]
+    path.write_bytes(flip(data, victim + 3))  # the middle record's length field
+    r = events.RunReader(tmp_path / "w")
+    r.refresh()
+    assert steps(r) == [s for s in range(1000) if s != 499]
+    skipped = heads[501] - victim
+    assert len(r.warnings) == 1 and f"at byte {victim}; skipped {skipped} bytes" in r.warnings[0]
+
+
+def test_scan_never_loops_on_bytes_that_never_verify():
+    for seed in range(20):
+        junk = os.urandom(3000 + seed)
+        sc = tfrecord.scan(junk + rec("t", 1, 1.0))
+        assert len(sc.starts) == 1 and sc.consumed == len(junk) + len(rec("t", 1, 1.0))
+        assert sc.skipped and sum(n for _, n in sc.skipped) == len(junk)
+
+
+def ev_wall(step: int) -> float:
+    return 1_700_000_000.0 + step
+
+
+def summary_value(tag: str, step: int) -> summary_pb2.Summary:
+    return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=step)])
+
+
+def record_heads(data: bytes) -> list[int]:
+    heads, pos = [], 0
+    while pos < len(data):
+        heads.append(pos)
+        pos += int.from_bytes(data[pos : pos + 8], "little") + 16
+    return heads
 
 
 def test_length_that_claims_more_than_the_file_is_corrupt_not_truncated(tmp_path):

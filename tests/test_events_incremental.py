@@ -236,16 +236,16 @@ def test_file_loader_deleted_is_final_other_errors_are_retried(tmp_path):
     assert loaded(flaky) == [("b", 5, 5.0)]
 
 
-def test_file_loader_stops_for_good_at_a_bad_length(tmp_path):
+def test_file_loader_reads_on_after_a_bad_length(tmp_path):
     good = [rec("t", s, float(s)) for s in range(3)]
     broken = good[1][:2] + bytes([good[1][2] ^ 1]) + good[1][3:]
     f = tmp_path / "events.out.tfevents.1.host"
     f.write_bytes(good[0] + broken + good[2])
     warned: list[str] = []
     loader = EventFileLoader(f, warned.append)
-    assert loaded(loader) == [("t", 0, 0.0)] and loader.state == "corrupt"
+    assert loaded(loader) == [("t", 0, 0.0), ("t", 2, 2.0)] and loader.state == "reading"
     append(f, rec("t", 9, 9.0))
-    assert loaded(loader) == [] and len(warned) == 1 and "length CRC" in warned[0]
+    assert loaded(loader) == [("t", 9, 9.0)] and len(warned) == 1 and "length CRC" in warned[0]
 
 
 def test_files_sharing_plugins_know_a_tag_from_its_first_metadata(tmp_path):

@@ -16,26 +16,13 @@ tests/test_events_writers.py (against EventAccumulator).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
-
 import numpy as np
+
+from lab.events.points import Points, TensorValue, WholeEvent
 
 _EVENT = {1: 1, 2: 0, 5: 2}  # field -> wire type: wall_time, step, summary
 _SUMMARY = {1: 2}  # value (repeated)
 _VALUE = {1: 2, 2: 5, 8: 2, 9: 2}  # tag, simple_value, tensor, metadata
-
-
-@dataclass
-class Points:
-    """Scalar points in record order; ``tag_idx`` indexes ``tags``."""
-
-    tags: list[str]
-    tag_idx: np.ndarray
-    step: np.ndarray
-    wall_time: np.ndarray
-    value: np.ndarray
-    undecodable: int = 0
 
 
 def _varint(u8: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,25 +188,6 @@ def _template(u8: np.ndarray, s: np.ndarray, e: np.ndarray):
     tag_e = tag_s + tag_len
     ok &= (at(q) == 0x0A) & (tag_len < 0x80) & (at(tag_e) == 0x15) & (tag_e + 5 == e)
     return ok, step, tag_s, tag_e, tag_e + 1
-
-
-class WholeEvent(NamedTuple):
-    """A record the walker cannot follow: protobuf parses all of it."""
-
-    rec: int
-    start: int
-    end: int
-
-
-class TensorValue(NamedTuple):
-    """A summary value with metadata and/or a tensor: spans of ``buf`` for protobuf."""
-
-    rec: int
-    tag: str
-    metadata: tuple[int, int] | None
-    tensor: tuple[int, int] | None
-    wall: float
-    step: int
 
 
 def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, str]) -> Points:

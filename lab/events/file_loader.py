@@ -5,10 +5,10 @@ keeps the byte offset of one file, and each ``load()`` yields only the
 scalar points appended since the last call. A record cut short at the end
 (a writer mid-flush) is "not yet", never an error: reading resumes at its
 first byte next time. Problems are classified and reported once each through
-``on_warning``: a deleted file is final (``state == "deleted"``), a length
-CRC mismatch ends the file (``"corrupt"``: nothing after it can be found),
-other I/O errors are retried on the next load, and a bad payload CRC or a
-record that is not an Event skips that record only. Framing lives in
+``on_warning``: a deleted file is final (``state == "deleted"``), a damaged
+length (its CRC fails) skips the bytes up to the next record that verifies
+(the warning says how many), other I/O errors are retried on the next load,
+and a bad payload CRC or a record that is not an Event skips that record only. Framing lives in
 ``lab.events.tfrecord``, decoding in ``lab.events.decode`` (with
 ``lab.events.protobuf`` as its fallback). Tested by
 tests/test_events_incremental.py and tests/test_events_corrupt.py.
@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Callable, Iterator
 
-from lab.events import decode, tfrecord
+from lab.events import decode, points, tfrecord
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # batch stay in the CPU cache, and memory stays bounded on a multi-GB file.
 CHUNK = 4 << 20
 
-READING, CORRUPT, DELETED = "reading", "corrupt", "deleted"
+READING, DELETED = "reading", "deleted"
 
 
 class EventFileLoader:
@@ -59,10 +59,10 @@ class EventFileLoader:
 
     @property
     def state(self) -> str:
-        """``"reading"``, or final: ``"corrupt"`` (a bad length CRC) or ``"deleted"``."""
+        """``"reading"``, or final: ``"deleted"``."""
         return self._state
 
-    def load(self) -> Iterator[decode.Points]:
+    def load(self) -> Iterator[points.Points]:
         """Points of the records appended since the last call, one batch per chunk read."""
         if self._state != READING:
             return
@@ -78,7 +78,7 @@ class EventFileLoader:
         with fh:
             yield from self._chunks(fh)
 
-    def _chunks(self, fh) -> Iterator[decode.Points]:
+    def _chunks(self, fh) -> Iterator[points.Points]:
         size = CHUNK
         while True:
             try:
@@ -99,13 +99,14 @@ class EventFileLoader:
                 )
             if sc.bad_payloads:
                 self._warn(f"{self.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
+            for at, skipped in sc.skipped:
+                self._warn(
+                    f"{self.path}: length CRC mismatch at byte {self._offset + at}; "
+                    f"skipped {skipped} bytes to the next record that verifies"
+                )
             self._offset += sc.consumed
             if pts is not None:
                 yield pts
-            if sc.fatal:
-                self._state = CORRUPT
-                self._warn(f"{self.path}: {sc.fatal}; the rest of this file is skipped")
-                return
             if len(data) < size:
                 return  # end of file, maybe inside a record still being written
             # One record larger than the chunk: read it whole next.
@@ -124,7 +125,7 @@ class EventFileLoader:
                 f"{self.path}: file shrank below the {self._offset} bytes already read; not re-read"
             )
 
-    def _decode(self, data: bytes, sc: tfrecord.Scan) -> decode.Points:
+    def _decode(self, data: bytes, sc: tfrecord.Scan) -> points.Points:
         try:
             return decode.decode(data, sc.starts, sc.ends, self._plugins)
         except Exception:  # a walker bug must not stall this file forever

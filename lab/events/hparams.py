@@ -62,7 +62,6 @@ class Session:
 class _File:
     searched: int = 0  # bytes known to hold no hparams record not yet decoded
     boundary: int = 0  # record boundary up to which records were framed
-    corrupt: bool = False
 
 
 def plain_value(v: Any) -> Any:
@@ -145,8 +144,7 @@ class HparamsReader:
             for name in names:
                 path = os.path.join(folder, name)
                 state = self._files.setdefault(path, _File())
-                if not state.corrupt:
-                    found += self._read_file(run, path, state)
+                found += self._read_file(run, path, state)
         return found
 
     def _read_file(self, run: str, path: str, state: _File) -> int:
@@ -162,7 +160,7 @@ class HparamsReader:
 
     def _search(self, run: str, path: str, fh, size: int, state: _File) -> int:
         found = 0
-        while state.searched < size and not state.corrupt:
+        while state.searched < size:
             # Overlap the previous chunk so a needle cut in two is still found.
             start = max(state.boundary, state.searched - len(NEEDLE) + 1)
             fh.seek(start)
@@ -193,12 +191,13 @@ class HparamsReader:
                     f"{path}: skipped {sc.bad_payloads} record(s) with a bad CRC while looking "
                     "for hyperparameters"
                 )
+            for at, skipped in sc.skipped:
+                self._warn(
+                    f"{path}: length CRC mismatch at byte {state.boundary + at}; skipped "
+                    f"{skipped} bytes while looking for hyperparameters"
+                )
             found += self._decode_hits(run, data, sc)
             state.boundary += sc.consumed
-            if sc.fatal:
-                state.corrupt = True
-                self._warn(f"{path}: {sc.fatal}; hyperparameters after it are not read")
-                break
             if len(data) < size:
                 break  # the end of the file, maybe inside a record still being written
             # A record larger than the chunk: read it whole next.

@@ -19,7 +19,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
-from lab.events.decode import Points, TensorValue, WholeEvent
+from lab.events.points import Points, TensorValue, WholeEvent
 
 # dtype -> (numpy dtype of tensor_content, repeated field holding the values)
 _DTYPES = {

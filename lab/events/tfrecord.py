@@ -14,7 +14,7 @@ corruption) and tests/test_events_incremental.py (records cut short).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -140,18 +140,19 @@ class Scan:
     ``starts``/``ends``: payload spans (offsets into the buffer) whose CRCs
     matched. ``consumed``: bytes that need never be read again; the rest is a
     record still being written. ``bad_payloads``: records skipped for a
-    payload CRC mismatch. ``fatal``: a reason reading this file must stop (a
-    length whose CRC fails cannot be trusted to find the next record).
+    payload CRC mismatch. ``skipped``: ``(offset, bytes)`` for each damaged
+    length (its CRC fails) and the bytes passed over to the next offset where
+    a length, its CRC and its payload's CRC all verify.
     """
 
     starts: np.ndarray
     ends: np.ndarray
     consumed: int
     bad_payloads: int = 0
-    fatal: str | None = None
+    skipped: list[tuple[int, int]] = field(default_factory=list)
 
 
-def _frame(buf: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+def _frame(buf: bytes, pos: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
     """Record heads and payload lengths of every complete record, and where they end.
 
     Following lengths is inherently sequential. Python walks a few dozen
@@ -168,7 +169,6 @@ def _frame(buf: bytes) -> tuple[np.ndarray, np.ndarray, int]:
     recent: list[int] = []  # the latest lengths, where a period is looked for
     done_h: list[np.ndarray] = []
     done_l: list[np.ndarray] = []
-    pos = 0
     block = 1024
     while True:
         walked = 0
@@ -222,25 +222,43 @@ def scan(buf: bytes) -> Scan:
 
     A record cut short at the end of ``buf`` is left unconsumed (not an
     error) so the caller can resume at ``consumed`` once more bytes exist.
+    After a damaged length, reading goes on at the next record that verifies
+    (``_resync``); every pass moves forward, so this never loops.
     """
-    n = len(buf)
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    head, length, pos = _frame(buf)
-    fatal = None
+    starts, ends, skipped = [], [], []
+    bad_payloads = 0
+    pos = 0
+    while True:
+        s, e, consumed, bad, broken = _verified_from(buf, u8, pos)
+        starts.append(s)
+        ends.append(e)
+        bad_payloads += bad
+        if broken is None:
+            break
+        nxt = _resync(buf, u8, broken + 1)
+        skipped.append((broken, nxt - broken))
+        consumed = pos = nxt
+    return Scan(np.concatenate(starts), np.concatenate(ends), consumed, bad_payloads, skipped)
+
+
+def _verified_from(buf: bytes, u8: np.ndarray, pos: int):
+    """Records from ``pos`` up to the first damaged length (its offset, or None)."""
+    n = len(buf)
+    head, length, pos = _frame(buf, pos)
+    broken = None
     consumed = pos
     if len(head):
         got = _crcs(u8, head, np.full(len(head), 8, dtype=np.int64))
         bad = np.flatnonzero(got != _gather_u32(u8, head + 8))
         if len(bad):
-            first = int(bad[0])
-            fatal = f"length CRC mismatch at byte {int(head[first])}"
-            consumed = int(head[first])
-            head, length = head[:first], length[:first]
-    if fatal is None and pos + 12 <= n:
+            broken = consumed = int(head[int(bad[0])])
+            head, length = head[: int(bad[0])], length[: int(bad[0])]
+    if broken is None and pos + 12 <= n:
         # The walk stopped on a record that does not fit: a writer still
-        # writing it, or a corrupt length that claims more than exists.
+        # writing it, or a damaged length that claims more than exists.
         if _HEADER.unpack_from(buf, pos)[1] != masked_crc(memoryview(buf)[pos : pos + 8]):
-            fatal = f"length CRC mismatch at byte {pos}"
+            broken = pos
     starts = head + 12
     ends = starts + length
     bad_payloads = 0
@@ -249,7 +267,32 @@ def scan(buf: bytes) -> Scan:
         bad_payloads = int(len(ok) - np.count_nonzero(ok))
         if bad_payloads:
             starts, ends = starts[ok], ends[ok]
-    return Scan(starts, ends, consumed, bad_payloads, fatal)
+    return starts, ends, consumed, bad_payloads, broken
+
+
+def _resync(buf: bytes, u8: np.ndarray, pos: int) -> int:
+    """The first offset >= ``pos`` where a record may resume.
+
+    A candidate's length CRC must verify and, if its record lies wholly in
+    ``buf``, its payload CRC too; one that runs past the end is kept (its
+    payload is checked when the rest is read). With no candidate, all but the
+    last 11 bytes (which may yet begin a header) are passed over.
+    """
+    n = len(buf)
+    last = n - 12  # the last offset where a header and its CRC fit
+    if pos > last:
+        return max(pos, n - 11)
+    heads = np.arange(pos, last + 1, dtype=np.int64)
+    ok = _crcs(u8, heads, np.full(len(heads), 8, dtype=np.int64)) == _gather_u32(u8, heads + 8)
+    for q in heads[ok].tolist():
+        size = _HEADER.unpack_from(buf, q)[0]
+        if q + 16 + size > n:
+            return q
+        if _U32.unpack_from(buf, q + 12 + size)[0] == masked_crc(
+            memoryview(buf)[q + 12 : q + 12 + size]
+        ):
+            return q
+    return max(pos, n - 11)
 
 
 def _gather_u32(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
