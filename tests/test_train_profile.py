@@ -245,3 +245,23 @@ def test_a_stop_inside_the_window_is_prompt_and_writes_no_profile(tmp_path):
     assert "stopped inside --profile-steps 2:40000: no profile written" in stderr
     assert not (run / "profile").exists()
     assert "profile" not in json.loads((run / "summary.json").read_text())
+
+
+def test_ddp_collectives_move_the_gradients_each_step(runs):
+    """breakdown.json's ``collectives``: DDP's all-reduces per step carry the model's gradient
+    bytes (tinycnn fits one bucket; the trainer's own reductions of a few floats ride along)."""
+    from training import data, models
+
+    b = breakdown(runs["ddp"])
+    config = json.loads((runs["ddp"] / "summary.json").read_text())["config"]
+    bundle = data.load(config["dataset"], 16)
+    model = models.build(config["model"], bundle.channels, bundle.num_classes)
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    reduces = [c for c in b["collectives"] if c["op"] == "all_reduce"]
+    assert sorted(c["rank"] for c in reduces) == [0, 1], b["collectives"]
+    for c in reduces:
+        assert set(c) == {"op", "rank", "calls", "bytes", "total_ms", "algbw_gbps", "busbw_gbps"}
+        assert c["calls"] >= 1 and c["total_ms"] > 0 and c["busbw_gbps"] > 0, c
+        assert grad_bytes <= c["bytes"] <= grad_bytes + 4096, (c, grad_bytes)
+        assert abs(c["busbw_gbps"] - c["algbw_gbps"]) < 1e-3 + 1e-3 * c["algbw_gbps"]  # n=2: ×1
+    assert breakdown(runs["single"])["collectives"] == []

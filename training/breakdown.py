@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from training import collectives
+
 STEP_PREFIX = "ProfilerStep#"
 PHASES = ("data", "forward", "backward", "optimizer")
 KEYS = (*PHASES, "comm_total", "comm_exposed", "dp_scatter", "dp_replicate", "dp_gather", "other")
@@ -108,9 +110,9 @@ def _comm(
     return comm, subtract(comm, working)
 
 
-def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
-    """``{"rank", "step_ms", "phases_ms"}`` of one rank's trace; ``None`` when it holds no profiled
-    step."""
+def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[str, Any] | None:
+    """``{"rank", "step_ms", "phases_ms", "collectives"}`` of one rank's trace; ``None`` when it
+    holds no profiled step."""
     events = [
         e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e and "name" in e
     ]
@@ -145,6 +147,7 @@ def rank_figures(trace: dict[str, Any], rank: int) -> dict[str, Any] | None:
         "rank": rank,
         "step_ms": round(step_ms, 4),
         "phases_ms": {k: round(phases[k], 4) for k in KEYS},
+        "collectives": collectives.rank_collectives(events, window, n, rank, world_size),
     }
 
 
@@ -156,8 +159,11 @@ def combine(
     world_size: int,
     note: str | None,
 ) -> dict[str, Any]:
-    """breakdown.json: the mean over ranks of each figure, and every rank's own."""
+    """breakdown.json: the mean over ranks of each figure, and every rank's own; ``collectives``
+    lists every rank's rows."""
     ranks = sorted(ranks, key=lambda r: r["rank"])
+    comms = [row for r in ranks for row in r.get("collectives", [])]
+    ranks = [{k: v for k, v in r.items() if k != "collectives"} for r in ranks]
 
     def mean(values: Iterable[float]) -> float:
         values = list(values)
@@ -168,6 +174,7 @@ def combine(
         "step_ms": mean(r["step_ms"] for r in ranks),
         "phases_ms": {k: mean(r["phases_ms"][k] for r in ranks) for k in KEYS},
         "per_rank": ranks,
+        "collectives": comms,
         "device": device,
         "effective_mode": effective_mode,
         "world_size": world_size,

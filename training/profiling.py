@@ -143,7 +143,7 @@ class StepProfiler:
     def _profiled_step(self, k: int) -> Iterator[None]:
         if self._prof is None:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-            self._prof = torch.profiler.profile(activities=activities)
+            self._prof = torch.profiler.profile(activities=activities, record_shapes=True)
             self._prof.start()
         with record_function(f"{breakdown.STEP_PREFIX}{k}"):
             yield
@@ -164,7 +164,11 @@ class StepProfiler:
         self.dir.mkdir(parents=True, exist_ok=True)
         trace, mine = self._export(prof), None
         try:
-            mine = breakdown.rank_figures(trace, self.p.rank) if trace is not None else None
+            mine = (
+                breakdown.rank_figures(trace, self.p.rank, self.p.world_size)
+                if trace is not None
+                else None
+            )
         # a trace layout we do not know must not stop training
         except (KeyError, TypeError, ValueError) as e:
             log.warning("--profile-steps: rank %d could not read its trace (%r)", self.p.rank, e)

@@ -1,0 +1,142 @@
+"""What a profiled window's collectives moved: ``collectives`` of ``profile/breakdown.json``.
+
+Per rank and per kind (``all_reduce``, ``broadcast``, ``all_gather``, ``reduce_scatter``, …):
+calls, bytes and total time per profiled step, and the bandwidths of nccl-tests
+(``algbw = bytes / time``; ``busbw = algbw × factor``, the factor being ``2(n−1)/n`` for
+all_reduce, ``(n−1)/n`` for all_gather, reduce_scatter and all_to_all, 1 otherwise), in GB/s
+(1e9 bytes a second). On the CPU every call is a ``gloo:<op>`` range of the backend's thread,
+whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes; on CUDA the
+bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``) and the
+time from the NCCL kernels of that kind. Only calls that start inside a profiled step count.
+Tested by tests/test_collectives.py (hand-made traces) and tests/test_train_profile.py (real runs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "long": 8,
+    "long int": 8,
+    "int64": 8,
+    "int": 4,
+    "int32": 4,
+    "unsigned char": 1,
+    "uint8": 1,
+    "bool": 1,
+    "signed char": 1,
+    "int8": 1,
+}
+KEYS = ("op", "rank", "calls", "bytes", "total_ms", "algbw_gbps", "busbw_gbps")
+# NCCL kernel names (ncclDevKernel_AllReduce_Sum_f32_RING_LL) to our kinds
+KERNEL_KINDS = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "sendrecv": "send_recv",
+    "alltoall": "all_to_all",
+    "reduce": "reduce",
+}
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' bus bandwidth factor of ``op`` over ``n`` ranks."""
+    if n <= 1:
+        return 1.0
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _first_tensor_bytes(args: dict[str, Any]) -> int:
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    for d, t in zip(dims, types):
+        while isinstance(d, list) and d and isinstance(d[0], list):
+            d = d[0]  # a TensorList: its first tensor
+        if isinstance(d, list) and d and str(t).lower() in DTYPE_BYTES:
+            return math.prod(int(x) for x in d) * DTYPE_BYTES[str(t).lower()]
+    return 0
+
+
+def _in_window(ts: float, window: list[tuple[float, float]]) -> bool:
+    return any(start <= ts < end for start, end in window)
+
+
+def _kernel_kind(name: str) -> str | None:
+    low = name.lower().replace("_", "")
+    if "nccl" not in low:
+        return None
+    return next((kind for key, kind in KERNEL_KINDS.items() if key in low), None)
+
+
+def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int, float]]:
+    """``(op, bytes, dur_us)`` of every collective call in ``events``."""
+    kernels = [e for e in events if e.get("cat") == "kernel" and _kernel_kind(str(e["name"]))]
+    if kernels:  # CUDA: time from the kernels, bytes from record_param_comms in the same order
+        params = [e for e in events if e["name"] == "record_param_comms"]
+        sizes: dict[str, list[int]] = {}
+        for e in sorted(params, key=lambda e: float(e["ts"])):
+            a = e.get("args") or {}
+            kind = str(a.get("Collective name", "")).replace("allreduce", "all_reduce")
+            unit = DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""), 4)
+            sizes.setdefault(kind, []).append(int(a.get("In msg nelems", 0) or 0) * unit)
+        out = []
+        for e in sorted(kernels, key=lambda e: float(e["ts"])):
+            kind = _kernel_kind(str(e["name"])) or "other"
+            nbytes = sizes[kind].pop(0) if sizes.get(kind) else 0
+            out.append((kind, nbytes, float(e["dur"])))
+        return out
+    out = []
+    for e in events:
+        name = str(e["name"])
+        if e.get("cat") == "user_annotation" and name.startswith(("gloo:", "nccl:")):
+            op = name.split(":", 1)[1]
+            nbytes = _first_tensor_bytes(e.get("args") or {})
+            if op == "all_gather":
+                nbytes *= world_size  # nccl-tests count the gathered output
+            out.append((op, nbytes, float(e["dur"])))
+    return out
+
+
+def rank_collectives(
+    events: list[dict[str, Any]],
+    window: list[tuple[float, float]],
+    n_steps: int,
+    rank: int,
+    world_size: int,
+) -> list[dict[str, Any]]:
+    """One row per collective kind of one rank's trace events (complete ``X`` events), per step
+    of the ``n_steps`` profiled steps whose spans are ``window`` (µs)."""
+    inside = [e for e in events if _in_window(float(e["ts"]), window)]
+    totals: dict[str, list[float]] = {}
+    for op, nbytes, dur in _calls(inside, world_size):
+        t = totals.setdefault(op, [0, 0, 0.0])
+        t[0], t[1], t[2] = t[0] + 1, t[1] + nbytes, t[2] + dur
+    rows = []
+    for op, (calls, nbytes, dur_us) in sorted(totals.items()):
+        algbw = nbytes / (dur_us * 1e-6) / 1e9 if dur_us > 0 else 0.0
+        rows.append(
+            {
+                "op": op,
+                "rank": rank,
+                "calls": round(calls / n_steps, 4),
+                "bytes": round(nbytes / n_steps),
+                "total_ms": round(dur_us / n_steps / 1000.0, 4),
+                "algbw_gbps": round(algbw, 4),
+                "busbw_gbps": round(algbw * bus_factor(op, world_size), 4),
+            }
+        )
+    return rows
