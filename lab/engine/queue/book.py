@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.queue.lock import locked
-from lab.runfolder import RUN_JSON, read_json, write_json_atomic
+from lab.runfolder import RUN_JSON, STATUS_JSON, read_json, write_json_atomic
 
 QUEUE_DIR = ".queue"  # in the runs root
 QUEUE_JSON = "queue.json"
@@ -42,14 +42,21 @@ def conflict(a: dict, b: dict) -> bool:
     return bool((set(a["devices"]) & set(b["devices"])) - {CPU})
 
 
-def _alive(e: dict) -> bool:
-    return procs.alive(e.get("pid"), e.get("ct"))
+def _alive(root: Path, e: dict) -> bool:
+    """Its supervisor runs, or (a running entry whose supervisor was killed) its run's command
+    still does: the devices are not free until that ends."""
+    if procs.alive(e.get("pid"), e.get("ct")):
+        return True
+    if e.get("state") != RUNNING:
+        return False
+    sts = [read_json(Path(root) / r / STATUS_JSON) or {} for r in e.get("runs") or []]
+    return any(procs.alive(st.get("pid"), st.get("pid_ct")) for st in sts if st.get("pid"))
 
 
 def read(root: Path) -> list[dict]:
     """The live entries, in order (entries of dead supervisors left out)."""
     data = read_json(queue_dir(root) / QUEUE_JSON) or {}
-    return [e for e in data.get("entries") or [] if _alive(e)]
+    return [e for e in data.get("entries") or [] if _alive(root, e)]
 
 
 @contextmanager
