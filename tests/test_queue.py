@@ -22,6 +22,7 @@ from lab.engine import procs
 from lab.engine.queue import book
 from lab.engine.queue.lock import locked
 from lab.runfolder import REPO_ROOT, read_json
+from lab.views.live.queue import waiting_rows
 
 FOUR_GPUS = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "4"}
 # waits for its gate file (at most a minute), naps a little, says when it ran
@@ -255,6 +256,11 @@ def test_queue_first_moves_a_run_ahead(box):
     assert r.returncode == 0, r.stderr
     rows = json.loads(lab(box, "queue", "--json").stdout)
     assert [(e["id"], e["position"]) for e in rows] == [(a, 0), (c, 1), (b, 2)]
+    home = waiting_rows(box)  # the table Home shows
+    assert [(r["#"], r["run or sweep"], r["waiting for"]) for r in home] == [
+        (1, c, a),
+        (2, b, f"{a}, {c}"),
+    ]
     for name in "abc":
         open_gate(box, name)
     assert wait_final(box, [a, b, c]) == ["succeeded"] * 3
