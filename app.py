@@ -18,6 +18,7 @@ from lab.views import device_strip as strip
 from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view
 from lab.views.live import health, progress
+from lab.views.live import queue as live_queue
 from lab.views.live import runs as live
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
@@ -93,6 +94,10 @@ def runs_at_a_glance() -> None:
             icon=":material/monitoring:",
             query_params={"run": r.run_id},
         )
+    waiting = live_queue.waiting_rows(root)  # what `lab queue` lists; `lab stop` cancels one
+    if waiting:
+        st.caption("Queued: each starts when the devices it needs are free of other lab runs.")
+        st.dataframe(waiting, hide_index=True, key="home_queue")
     if finished:
         st.dataframe(
             [

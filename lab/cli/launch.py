@@ -51,7 +51,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
     cfg = run_options.run_config(a, a.mode, usable)
     if a.dry_run:
         return _show_command(cfg, usable, a.json)
-    run_id = launcher.launch(cfg, root())
+    run_id = launcher.launch(cfg, root(), exclusive=a.exclusive)
     rec = registry.get_run(run_id, root())
     if a.json:
         print_json({"run_id": run_id, "state": rec.state, "run_dir": rec.run_dir, "mode": cfg.mode})
@@ -67,6 +67,11 @@ def add_parser(sub) -> None:
     run_options.add_run_options(p)
     p.add_argument(
         "--dry-run", action="store_true", help="only print the pre-flight check and the command"
+    )
+    p.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="start only when no other lab run runs, and let none start beside it (the queue)",
     )
     script_options.add_options(p)
     p.set_defaults(func=cmd_launch)

@@ -29,9 +29,10 @@ def _status_line(r) -> str:
 def cmd_status(a: argparse.Namespace) -> int:
     from lab.engine import registry
 
-    # the registry's record, and the supervisor's interference record from status.json
+    # the registry's record, and the supervisor's interference and queue records from status.json
     def js(rec) -> dict:
-        return dict(rec.to_json(), interference=registry.status(rec.run_dir).get("interference"))
+        st = registry.status(rec.run_dir)
+        return dict(rec.to_json(), interference=st.get("interference"), queue=st.get("queue"))
 
     if a.run:
         rec = registry.get_run(a.run, root())

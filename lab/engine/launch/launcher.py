@@ -37,6 +37,7 @@ from lab.engine.launch.config import (
     validate,
 )
 from lab.engine.preflight.checks import machine_facts
+from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.slurm import job as slurm
@@ -209,17 +210,24 @@ def start_supervisor(run_dir: Path | str) -> None:
 
 
 def launch(
-    config: RunConfig, runs_dir: Path | None = None, *, resumed_from: str | None = None
+    config: RunConfig,
+    runs_dir: Path | None = None,
+    *,
+    resumed_from: str | None = None,
+    exclusive: bool = False,
 ) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up.
 
     ``resumed_from``: the run whose checkpoint ``config.resume`` names
-    (``lab.engine.launch.resume``), kept in run.json."""
+    (``lab.engine.launch.resume``), kept in run.json. ``exclusive``: the queue starts it only when
+    no other lab run runs (``lab.engine.queue``)."""
     usable, recorded_on = newrun.machine()
     validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)
     run_id = _new_run(normalized(config), root, None, where, resumed_from=resumed_from)
+    if exclusive:
+        queue_book.ask_exclusive(root / run_id)
     start_supervisor(root / run_id)
     return run_id
 

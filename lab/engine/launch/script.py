@@ -40,6 +40,7 @@ from lab.engine.launch.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunC
 from lab.engine.launch.config import problems as run_problems
 from lab.engine.launch.config import processes as config_processes
 from lab.engine.launch.config import world_size as config_world_size
+from lab.engine.queue import book as queue_book
 from lab.engine.slurm import job as slurm
 from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import (
@@ -327,11 +328,14 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
     )
 
 
-def launch(config: ScriptConfig, runs_dir: Path | None = None) -> str:
-    """Validate, create the run folder, start the supervisor; return the run id once it is up."""
+def launch(config: ScriptConfig, runs_dir: Path | None = None, *, exclusive: bool = False) -> str:
+    """Validate, create the run folder, start the supervisor; return the run id once it is up
+    (``exclusive``: as ``launcher.launch``'s)."""
     usable, recorded_on = newrun.machine()
     validate(config, usable)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)  # type: ignore[arg-type]
     run_dir = _new_run(normalized(config), root_or_default(runs_dir), where)
+    if exclusive:
+        queue_book.ask_exclusive(run_dir)
     launcher.start_supervisor(run_dir)  # a Slurm run: lab.engine.slurm.watch submits job.sbatch
     return run_dir.name

@@ -19,7 +19,6 @@ import argparse
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,14 +26,12 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.health.watch import HealthWatch
-from lab.engine.launch import ports
-from lab.engine.launch.commands import PORT_FLAG
+from lab.engine.queue.ticket import turn
+from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
 from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
 from lab.engine.supervise.linked import EventLinker
 from lab.runfolder import (
-    ERROR_JSON,
     FAILED,
-    LOGS_DIR,
     QUEUED,
     REPO_ROOT,
     RUN_JSON,
@@ -82,31 +79,6 @@ def _stop_request(run_dir: Path) -> dict | None:
     if req.exists():
         return read_json(req) or {"grace_s": 5.0}
     return None
-
-
-def _fresh_port(argv: list[str], force: bool = False) -> tuple[list[str], int | None]:
-    """argv with ``--master-port`` set to a port free right now (the recorded one may be taken
-    since)."""
-    if PORT_FLAG not in argv:
-        return argv, None
-    i = argv.index(PORT_FLAG) + 1
-    port = int(argv[i])
-    try:
-        if force:
-            raise OSError("a new port was asked for")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))
-    except OSError:
-        port = ports.free_port()
-    return argv[:i] + [str(port)] + argv[i + 1 :], port
-
-
-def _set_aside_attempt(run_dir: Path, n: int) -> None:
-    """Keep a failed attempt's logs under other names so the diagnosis reads the new attempt."""
-    for name in (STDOUT_LOG, LOGS_DIR, ERROR_JSON):
-        p = run_dir / name
-        if p.exists():
-            p.rename(run_dir / f"{name}.port-retry-{n}")
 
 
 class RunSupervisor:
@@ -231,7 +203,7 @@ class RunSupervisor:
         argv = list(self.run.get("argv") or [])
         try:
             for attempt in range(_PORT_RETRIES + 1):
-                argv, port = _fresh_port(argv, force=attempt > 0)
+                argv, port = fresh_port(argv, force=attempt > 0)
                 if port:
                     self.status.update(port=port)
                 started = time.monotonic()
@@ -249,7 +221,7 @@ class RunSupervisor:
                     d = diagnose(self.run_dir, rc)
                     if d is not None and d.key == "port_in_use":
                         log.warning("port %s was taken; retrying on another", port)
-                        _set_aside_attempt(self.run_dir, attempt)
+                        set_aside_attempt(self.run_dir, attempt)
                         continue
                 break
             if sampler is not None:
@@ -317,6 +289,28 @@ def _mark(run_dir: Path, **kw) -> None:
     Status(run_dir).update(**kw)
 
 
+def _gpus(run_dirs: list[Path]) -> list[int]:
+    cfgs = [(read_json(d / RUN_JSON) or {}).get("config") or {} for d in run_dirs]
+    return sorted({int(g) for c in cfgs for g in c.get("gpus") or []})
+
+
+def supervise_queued(run_dir: Path, interval_s: float) -> str:
+    """Wait for the run's turn in the runs folder's queue (``lab.engine.queue``), then run it."""
+    me = [os.getpid(), procs.create_time(os.getpid())]
+    _mark(run_dir, supervisor_pid=me[0], supervisor_ct=me[1])  # up, and not lost while it waits
+    exclusive = bool((read_json(run_dir / RUN_JSON) or {}).get("exclusive"))
+    with turn(
+        run_dir.parent,
+        run_dir.name,
+        [run_dir.name],
+        _gpus([run_dir]),
+        exclusive,
+        lambda **kw: _mark(run_dir, **kw),
+        lambda: _stop_request(run_dir) is not None,
+    ):
+        return supervise(run_dir, interval_s)  # a cancelled wait: it records the run stopped
+
+
 def run_sweep(sweep_file: Path, interval_s: float) -> None:
     sweep = read_json(sweep_file) or {}
     root = Path(sweep.get("runs_dir") or sweep_file.parent.parent)
@@ -333,6 +327,24 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
             if (d / STOP_REQUEST).exists() and queued(d):
                 _mark(d, state=STOPPED, ended_at=now_iso())
 
+    def mark(**kw) -> None:
+        for d in run_dirs:
+            if queued(d):
+                _mark(d, **kw)
+
+    with turn(  # the whole sweep is one entry: a second sweep queues behind it whole
+        root,
+        str(sweep.get("sweep_id") or sweep_file.stem),
+        [d.name for d in run_dirs],
+        _gpus(run_dirs),
+        bool(sweep.get("exclusive", True)),  # a sweep measures: the machine to itself
+        mark,
+        lambda: _Flags.stop_all or all((d / STOP_REQUEST).exists() for d in run_dirs if queued(d)),
+    ):
+        _run_sweep_runs(run_dirs, interval_s, queued, cancel_requested)
+
+
+def _run_sweep_runs(run_dirs: list[Path], interval_s: float, queued, cancel_requested) -> None:
     for d in (d for d in run_dirs if queued(d)):
         if _Flags.stop_all:
             _mark(d, state=STOPPED, ended_at=now_iso())
@@ -369,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.run_dir:
         ap.error("give RUN_DIR or --sweep FILE")
-    return 0 if supervise(Path(args.run_dir), args.interval) != "error" else 1
+    return 0 if supervise_queued(Path(args.run_dir), args.interval) != "error" else 1
 
 
 if __name__ == "__main__":
