@@ -19,8 +19,10 @@ from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view
 from lab.views.live import health, progress
 from lab.views.live import runs as live
+from ui.gate import require_password
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
+require_password()
 st.title("Parallel Training Lab")
 st.markdown(
     "Launch PyTorch training on one device, with `nn.DataParallel` or with "

@@ -13,6 +13,7 @@ from lab.cli import (
     gpus,
     launch,
     logs,
+    password,
     resume,
     rm,
     run_options,
@@ -26,7 +27,20 @@ from lab.cli import (
 from lab.cli.common import UserError
 
 # in the order --help lists them
-SUBCOMMANDS = (launch, sweep, status, stop, logs, gpus, compare, rm, resume, stacks, scalars)
+SUBCOMMANDS = (
+    launch,
+    sweep,
+    status,
+    stop,
+    logs,
+    gpus,
+    compare,
+    rm,
+    resume,
+    stacks,
+    scalars,
+    password,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
