@@ -62,6 +62,11 @@ LIVE_STATES = (QUEUED, STARTING, RUNNING)  # says it has (or will have) processe
 HAS_PROCESSES = (STARTING, RUNNING)  # pids recorded and meant to be alive
 ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)  # the supervisor recorded an end
 FINAL_STATES = ENDED_STATES + (LOST,)  # nothing more will happen
+# a run folder whose run.json, status.json, summary.json or progress.json is empty, truncated or
+# not a JSON object (lab.engine.registry lists it so, naming the files); not a state any writer
+# records, so not in STATES
+UNREADABLE = "unreadable"
+RUN_FILES = (STATUS_JSON, RUN_JSON, SUMMARY_JSON, PROGRESS_JSON)
 
 
 # ---- run kinds (run.json and status.json ``kind``) -------------------------
@@ -178,3 +183,15 @@ def write_json_atomic(path: Path, data: dict) -> None:
         except OSError:
             pass
         raise
+
+
+def damaged_files(run_dir: Path) -> list[str]:
+    """The names among ``RUN_FILES`` that are in ``run_dir`` but empty, truncated or not a JSON
+    object. Each is read twice: our writers replace files atomically, so a file that fails both
+    reads is damaged, not being written."""
+    out = []
+    for name in RUN_FILES:
+        path = Path(run_dir) / name
+        if path.is_file() and read_json(path) is None and read_json(path) is None:
+            out.append(name)
+    return out

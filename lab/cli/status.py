@@ -11,6 +11,8 @@ from lab.cli.common import print_json, root
 def _status_line(r) -> str:
     d = r.diagnosis or {}
     why = f"  {d.get('cause')}" if d.get("cause") else ""
+    if r.unreadable:  # the damaged run files, named
+        why = f"  {', '.join(r.unreadable)} empty, truncated or not JSON" + why
     if r.slurm and not why:  # a Slurm run: its job, Slurm's state and why it waits
         s = r.slurm
         why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (
