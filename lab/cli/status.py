@@ -33,7 +33,8 @@ def cmd_status(a: argparse.Namespace) -> int:
 
     # the registry's record, and the supervisor's interference record from status.json
     def js(rec) -> dict:
-        return dict(rec.to_json(), interference=registry.status(rec.run_dir).get("interference"))
+        st = registry.status(rec.run_dir)  # watcher: {"pid", "adopted_at"} after an adoption
+        return dict(rec.to_json(), interference=st.get("interference"), watcher=st.get("watcher"))
 
     if a.run:
         rec = registry.get_run(a.run, root())
