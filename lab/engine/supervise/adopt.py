@@ -30,6 +30,8 @@ from pathlib import Path
 from lab.engine import procs
 from lab.engine.supervise.supervisor import RunSupervisor
 from lab.runfolder import (
+    ADOPT_LOCK,
+    ADOPT_LOG,
     HAS_PROCESSES,
     REPO_ROOT,
     RUNNING,
@@ -41,8 +43,6 @@ from lab.runfolder import (
 )
 
 log = logging.getLogger("lab.engine.supervise.adopt")
-ADOPT_LOCK = "adopt.lock"
-ADOPT_LOG = "adopt.log"
 _MODULE = "lab.engine.supervise.adopt"
 
 
