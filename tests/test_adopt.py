@@ -51,7 +51,7 @@ def _kill_supervisor(run_dir: Path) -> dict:
 
 
 def _adopted(run_id: str, old_pid: int) -> dict:
-    t = time.monotonic()
+    # seen by a status call started within 15 s of the kill (each call is a fresh `python -m lab`)
     js = wait_for(
         lambda: (lambda s: s if s["watcher"] and s["state"] == "running" else None)(
             _status(run_id)
@@ -59,7 +59,6 @@ def _adopted(run_id: str, old_pid: int) -> dict:
         15,
         "the run to be adopted",
     )
-    assert time.monotonic() - t < 15
     assert js["watcher"]["pid"] != old_pid and js["watcher"]["adopted_at"]
     return js
 
