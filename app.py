@@ -13,6 +13,7 @@ import streamlit as st
 
 from lab import runfolder as paths
 from lab.engine.launch.access import launch_access
+from lab.engine.supervise.adopt import adopt_orphans
 from lab.engine.sweep.plan import MAX_REPEATS
 from lab.views import device_strip as strip
 from lab.views import text as ui_text
@@ -20,8 +21,11 @@ from lab.views.compare import scaling as scaling_view
 from lab.views.live import health, progress
 from lab.views.live import queue as live_queue
 from lab.views.live import runs as live
+from ui.gate import require_password
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
+require_password()
+adopt_orphans(paths.runs_dir())  # a run whose supervisor died gets a new watcher
 st.title("Parallel Training Lab")
 st.markdown(
     "Launch PyTorch training on one device, with `nn.DataParallel` or with "

@@ -34,6 +34,8 @@ STOP_REQUEST = "stop.request"  # launcher -> supervisor: please stop
 STACKS_REQUEST = "stacks.request"  # a page or the CLI -> supervisor: dump every rank's stack now
 STDOUT_LOG = "stdout.log"  # supervisor: the training command's combined output
 SUPERVISOR_LOG = "supervisor.log"
+ADOPT_LOCK = "adopt.lock"  # held by the watcher that adopted a run whose supervisor died
+ADOPT_LOG = "adopt.log"  # that watcher's output
 ERROR_JSON = "error.json"  # TORCHELASTIC_ERROR_FILE
 TB_DIR = "tb"  # trainer's event files (rank 0)
 SYS_DIR = "sys"  # supervisor's device samples as event files
@@ -62,6 +64,11 @@ LIVE_STATES = (QUEUED, STARTING, RUNNING)  # says it has (or will have) processe
 HAS_PROCESSES = (STARTING, RUNNING)  # pids recorded and meant to be alive
 ENDED_STATES = (SUCCEEDED, FAILED, STOPPED)  # the supervisor recorded an end
 FINAL_STATES = ENDED_STATES + (LOST,)  # nothing more will happen
+# a run folder whose run.json, status.json, summary.json or progress.json is empty, truncated or
+# not a JSON object (lab.engine.registry lists it so, naming the files); not a state any writer
+# records, so not in STATES
+UNREADABLE = "unreadable"
+RUN_FILES = (STATUS_JSON, RUN_JSON, SUMMARY_JSON, PROGRESS_JSON)
 
 
 # ---- run kinds (run.json and status.json ``kind``) -------------------------
@@ -178,3 +185,15 @@ def write_json_atomic(path: Path, data: dict) -> None:
         except OSError:
             pass
         raise
+
+
+def damaged_files(run_dir: Path) -> list[str]:
+    """The names among ``RUN_FILES`` that are in ``run_dir`` but empty, truncated or not a JSON
+    object. Each is read twice: our writers replace files atomically, so a file that fails both
+    reads is damaged, not being written."""
+    out = []
+    for name in RUN_FILES:
+        path = Path(run_dir) / name
+        if path.is_file() and read_json(path) is None and read_json(path) is None:
+            out.append(name)
+    return out

@@ -26,8 +26,10 @@ from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import ConfigError, problems
 from lab.engine.preflight.checks import machine_facts
 from lab.views import text as ui_text
+from ui.gate import require_password
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
+require_password()
 st.title("Launch a run")
 
 # Where each field sits: sections (an expander title, or None), rows of

@@ -16,9 +16,11 @@ import streamlit as st
 from lab import runfolder as paths
 from lab.views.logs import browse, hparams_table, run_select, scalar_chart
 from lab.views.logs.folder import LogFolder
+from ui.gate import require_password
 from ui.shared import event_reader, hparams_reader
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
+require_password()
 st.title("Logs")
 st.caption(
     "Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally."

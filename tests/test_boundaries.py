@@ -8,7 +8,8 @@
    ``lab/engine/devices/nvml.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
    (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launch/launcher.py`` and ``lab/engine/supervise/supervisor.py``, Slurm's
+   ``lab/engine/launch/launcher.py``, ``lab/engine/supervise/supervisor.py`` (and its
+   adopting twin ``lab/engine/supervise/adopt.py``), Slurm's
    commands only by its gateway ``lab/engine/slurm/cmd.py``, and py-spy by
    ``lab/engine/health/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
    documented allowance); event files are
@@ -125,6 +126,8 @@ def test_processes_started_only_by_launcher_and_supervisor():
     assert starters <= {
         "lab/engine/launch/launcher.py",
         "lab/engine/supervise/supervisor.py",
+        # the watcher that adopts a run whose supervisor died (issue 24): the supervisor's loop
+        "lab/engine/supervise/adopt.py",
         "lab/engine/slurm/cmd.py",
         STACK_TAKER,
     }

@@ -59,7 +59,9 @@ def test_records_carry_progress_and_summary_and_skip_hidden(runs_dir):
     assert b.diagnosis == {"key": "cuda_oom"} and b.to_json()["run_id"] == "b"
 
 
-def test_half_written_files_count_as_absent(runs_dir):
+def test_half_written_files_are_absent_and_the_run_unreadable(runs_dir):
+    # our writers replace files atomically, so a torn file is damaged (issue 24): its figures are
+    # absent and the run is listed ``unreadable`` naming the files
     _run(runs_dir, "torn", {"state": "succeeded"}, progress='{"step": 1', summary="[1, 2]")
     (runs_dir / "torn2").mkdir()
     (runs_dir / "torn2" / "status.json").write_text('{"state": "runn')
@@ -67,7 +69,9 @@ def test_half_written_files_count_as_absent(runs_dir):
     recs = {r.run_id: r for r in registry.list_runs(runs_dir)}
     assert time.monotonic() - t < 2
     assert recs["torn"].progress is None and recs["torn"].summary is None
-    assert "torn2" not in recs  # nothing readable yet
+    assert recs["torn"].state == "unreadable"
+    assert recs["torn"].unreadable == ["summary.json", "progress.json"]
+    assert recs["torn2"].state == "unreadable" and recs["torn2"].unreadable == ["status.json"]
 
 
 def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):

@@ -13,6 +13,7 @@ from lab.cli import (
     gpus,
     launch,
     logs,
+    password,
     queue,
     resume,
     rm,
@@ -40,6 +41,7 @@ SUBCOMMANDS = (
     resume,
     stacks,
     scalars,
+    password,
 )
 
 
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(ours)
     args.script_args = script_args
     try:
+        _adopt_orphans()
         return int(args.func(args) or 0)
     except ConfigError as e:  # named as the flag the user typed
         print(
@@ -88,3 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+
+
+def _adopt_orphans() -> None:
+    """A run whose supervisor died while its processes live gets a new watcher (issue 24)."""
+    from lab.cli.common import root
+    from lab.engine.supervise.adopt import adopt_orphans
+
+    try:
+        adopt_orphans(root())
+    except OSError as e:  # never in the way of the command itself
+        logging.getLogger(__name__).warning("could not adopt orphaned runs: %s", e)

@@ -11,6 +11,8 @@ from lab.cli.common import print_json, root
 def _status_line(r) -> str:
     d = r.diagnosis or {}
     why = f"  {d.get('cause')}" if d.get("cause") else ""
+    if r.unreadable:  # the damaged run files, named
+        why = f"  {', '.join(r.unreadable)} empty, truncated or not JSON" + why
     if r.slurm and not why:  # a Slurm run: its job, Slurm's state and why it waits
         s = r.slurm
         why = f"  slurm job {s.get('job_id')} {s.get('state')}" + (
@@ -31,8 +33,13 @@ def cmd_status(a: argparse.Namespace) -> int:
 
     # the registry's record, and the supervisor's interference and queue records from status.json
     def js(rec) -> dict:
-        st = registry.status(rec.run_dir)
-        return dict(rec.to_json(), interference=st.get("interference"), queue=st.get("queue"))
+        st = registry.status(rec.run_dir)  # watcher: {"pid", "adopted_at"} after an adoption
+        return dict(
+            rec.to_json(),
+            interference=st.get("interference"),
+            queue=st.get("queue"),
+            watcher=st.get("watcher"),
+        )
 
     if a.run:
         rec = registry.get_run(a.run, root())

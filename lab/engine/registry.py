@@ -37,8 +37,10 @@ from lab.runfolder import (
     SUMMARY_JSON,
     TB_DIR,
     TRAINER,
+    UNREADABLE,
     age_s,
     check_run_id,
+    damaged_files,
     is_live,
     read_json,
     root_or_default,
@@ -82,6 +84,8 @@ class RunRecord:
     restarts: list[dict] = field(default_factory=list)
     resumed_from: str | None = None  # the run whose checkpoint this one started from
     resumed_by: list[str] = field(default_factory=list)  # runs resumed from this one: found on read
+    # run files that are empty, truncated or not JSON (state ``unreadable`` unless it still runs)
+    unreadable: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +115,8 @@ def status(run_dir: Path | str) -> dict:
     only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
     run_dir = Path(run_dir)
     st = read_json(run_dir / STATUS_JSON)
+    if st is None and (run_dir / STATUS_JSON).is_file() and STATUS_JSON in damaged_files(run_dir):
+        return {"state": UNREADABLE, "unreadable": [STATUS_JSON]}
     if st is None:
         run = read_json(run_dir / RUN_JSON)
         summary = read_json(run_dir / SUMMARY_JSON)
@@ -119,9 +125,22 @@ def status(run_dir: Path | str) -> dict:
         # python -m training.train --log-dir by hand: only the trainer's files
         elif summary is not None:
             st = {"state": SUCCEEDED if summary.get("completed") else "unknown"}
+        elif damaged_files(run_dir):
+            return {"state": UNREADABLE}
         else:
             return {}
     return _reconcile(run_dir, st)
+
+
+def _state(run_dir: Path, st: dict) -> tuple[str, list[str]]:
+    """The state a record shows, and the damaged run files: ``unreadable`` when any of the four
+    is damaged, unless status.json is whole and says the run still runs (a live run's figures
+    come back with the trainer's next write)."""
+    state = str(st.get("state", "unknown"))
+    damaged = damaged_files(run_dir)
+    if damaged and (state not in LIVE_STATES or STATUS_JSON in damaged):
+        state = UNREADABLE
+    return state, damaged
 
 
 def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | None:
@@ -129,6 +148,7 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
     if not st:
         return None
     run = read_json(run_dir / RUN_JSON) or {}
+    state, damaged = _state(run_dir, st)
     health = st.get("health")
     summary = read_json(run_dir / SUMMARY_JSON)
     cfg = (
@@ -139,7 +159,7 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
     return RunRecord(
         run_id=run_dir.name,
         run_dir=str(run_dir),
-        state=str(st.get("state", "unknown")),
+        state=state,
         mode=cfg.get("mode") or (summary or {}).get("mode"),
         name=str(run.get("name") or ""),
         created_at=run.get("created_at") or (summary or {}).get("started_at"),
@@ -157,6 +177,7 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
         restarts=list(st.get("restarts") or []),
         resumed_from=st.get("resumed_from") or run.get("resumed_from"),
         resumed_by=resumed_by if resumed_by is not None else _resumed_by(run_dir),
+        unreadable=damaged,
     )
 
 

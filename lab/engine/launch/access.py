@@ -6,7 +6,9 @@ address (``--server.address 0.0.0.0``, a LAN address, or no address at all,
 which Streamlit takes as every interface), anyone who reaches the page could
 start a process here: every launch from the pages (a trainer run, a script,
 the "Compare modes" sweep) is refused then, unless ``LAB_ALLOW_REMOTE_LAUNCH=1``
-is set in the server's environment. ``launch_access(server_address)`` decides;
+is set in the server's environment, or the pages ask for a password
+(``LAB_PASSWORD_HASH``, ``lab.engine.launch.password``): whoever passed the
+password may launch. ``launch_access(server_address)`` decides;
 the pages read the address from Streamlit's config and pass it in, so the
 rule is tested without a browser. The command line is not concerned: whoever
 types ``python -m lab launch`` is on the machine already. Tested by
@@ -18,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Mapping
+
+from lab.engine.launch.password import HASH_ENV
 
 ALLOW_ENV = "LAB_ALLOW_REMOTE_LAUNCH"
 LOOPBACK_NAMES = ("localhost", "::1", "[::1]")
@@ -48,6 +52,12 @@ def launch_access(server_address: str | None, env: Mapping[str, str] | None = No
         if server_address and server_address.strip()
         else "every network interface"
     )
+    if (env.get(HASH_ENV) or "").strip():  # the pages ask for the password first (ui.gate)
+        return LaunchAccess(
+            True,
+            f"This server listens on {where}; {HASH_ENV} is set, so every page asks for the "
+            "password and whoever knows it can launch runs.",
+        )
     if env.get(ALLOW_ENV) == "1":
         return LaunchAccess(
             True,

@@ -80,8 +80,11 @@ def run_label(record: Any, state: bool = True) -> str:
     """
     name = getattr(record, "name", "") or ""
     extra = f" “{name}”" if name and name not in record.run_id else ""
-    return f"{record.run_id}{extra} · {record.mode or '?'}" + (
-        f" · {record.state}" if state else ""
+    bad = list(getattr(record, "unreadable", None) or [])  # damaged run files, named
+    return (
+        f"{record.run_id}{extra} · {record.mode or '?'}"
+        + (f" · {record.state}" if state else "")
+        + (f" ({', '.join(bad)} unreadable)" if bad and state else "")
     )
 
 
