@@ -106,6 +106,33 @@ def _speed_tags(chosen, scalars) -> tuple[str | None, str | None]:
     return tag, loss
 
 
+def _headline(c: Comparison) -> None:
+    """The answer first: one ``st.metric`` per mode against the baseline."""
+    if not c.headline:
+        return
+    st.caption(f"Against the baseline, {c.baseline.name}:")
+    for col, card in zip(st.columns(min(len(c.headline), 4)) * 8, c.headline[:32]):
+        eff = "" if card.efficiency is None else f" · efficiency {card.efficiency:.2f}"
+        repeats = f" · {card.runs} repeats" if card.runs > 1 else ""
+        col.metric(
+            f"{card.mode} on {card.devices} device{'s' * (card.devices != 1)}",
+            card.speedup_text(),
+            delta=card.verdict or None,
+            delta_color={"faster": "normal", "slower": "inverse"}.get(card.verdict, "off"),
+            help=card.reason,
+        )
+        col.caption((card.reason or "") + eff + repeats)
+
+
+def _warnings(c: Comparison) -> None:
+    """The warnings folded: one counting line, the details in one expander."""
+    if not c.warnings:
+        return
+    st.warning(c.warning_summary, icon="⚠️")
+    with st.expander("Details of the notes"):
+        st.markdown("\n".join(f"- {w.message}" for w in c.warnings))
+
+
 def _reading(c: Comparison) -> None:
     with st.expander("How to read this"):
         st.markdown("\n\n".join([compare_table.HOW_TO_READ, *c.notes]))
@@ -258,8 +285,8 @@ def main() -> None:
         return
     tp_tag, loss_tag = _speed_tags(chosen, scalars)
     c = compare(chosen, baseline, scalars, tp_tag, loss_tag)
-    for w in c.warnings:
-        st.warning(w.message, icon="⚠️")
+    _headline(c)
+    _warnings(c)
     table = compare_table.frame(c)
     _table(table)
     st.caption("  \n".join(c.provenance))

@@ -24,6 +24,7 @@ from lab.views.compare.figures import run_figures
 from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
 from tests.test_compare import available_runs, load_runs
+from tests.test_comparison import notes_shown
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 
@@ -60,7 +61,8 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     # CPU sample runs: the utilisation timeline says it shows the CPU instead.
     assert any("sys/cpu_pct" in i.value for i in at.info)
     # DP on a GPU-less machine fell back to single: said, not hidden.
-    assert any("asked to run as dp but ran as single" in w.value for w in at.warning)
+    assert any("asked to run as dp but ran as single" in w for w in notes_shown(at))
+    assert any("not run as asked" in w.value for w in at.warning)  # the counting line
     # loss, throughput, memory, system; and first the anatomy bars once the samples are recorded
     # profiled
     profiled = [r for r in samples if anatomy.breakdown(r.run_dir, r.summary)]
@@ -109,5 +111,5 @@ def test_fairness_mismatch_shows_a_warning(runs_dir):
     at = _page()
     assert not at.exception
     assert len(at.dataframe[0].value) == 2  # the user's newest sweep, not the samples
-    seeds = [w.value for w in at.warning if "differ in seed" in w.value]
-    assert len(seeds) == 1 and "=7" in seeds[0] and "=0" in seeds[0]
+    seeds = [w for w in notes_shown(at) if "differ in seed" in w]
+    assert len(seeds) == 1 and "7: " in seeds[0] and "0: " in seeds[0]

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import table as cols
+from tests.test_comparison import notes_shown
 
 REPO = Path(__file__).resolve().parent.parent
 BUSY = {
@@ -92,7 +93,7 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
     # was recorded before interference was)
     machine = list(table[cols.MACHINE])
     assert machine.count("busy") == 1 and set(machine) <= {"busy", "quiet", ""}
-    busy = [w.value for w in at.warning if "Busy machine" in w.value]
+    busy = [w for w in notes_shown(at) if "Busy machine" in w]
     assert len(busy) == 1 and "1.5 of the 2 cores" in busy[0]
     reps = at.dataframe[1].value.set_index("mode")
     assert reps.loc["single", "repeats"] == 2 and reps.loc["ddp", "repeats"] == 1

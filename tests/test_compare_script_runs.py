@@ -31,6 +31,7 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
 from tests.test_compare import load_runs
+from tests.test_comparison import notes_shown
 
 pytestmark = pytest.mark.slow
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
@@ -185,7 +186,7 @@ def test_the_compare_page_shows_the_script_beside_the_trainer(recorded, monkeypa
     assert table.loc["derived", "final train loss"] == pytest.approx(
         float(scalars[script]["train/loss"].value[-1])
     )
-    warnings = [w.value for w in at.warning]
+    warnings = notes_shown(at)
     assert any("figures are derived" in w for w in warnings) and any(
         "is of steps/s" in w for w in warnings
     )

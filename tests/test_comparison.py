@@ -32,6 +32,12 @@ from tests.test_noise import BUSY, spread_run
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 
 
+def notes_shown(at: AppTest) -> list[str]:
+    """The messages listed in the Compare page's expander of warning details."""
+    box = next(e for e in at.expander if e.label == "Details of the notes")
+    return [line[2:] for line in box.markdown[0].value.split("\n")]
+
+
 @pytest.fixture
 def warned(runs_dir):
     """Three runs with a warning of each kind: a seed apart, a DP run fallen back to one device,
@@ -70,7 +76,10 @@ def test_one_list_of_warnings_in_every_rendering(warned):
     assert [w.key for w in c.warnings] == ["seed", "effective_mode", "busy_machine"]
     at = AppTest.from_file(PAGE, default_timeout=30).run()
     assert not at.exception
-    assert [w.value for w in at.warning] == messages
+    # folded: one counting line, the messages in one expander
+    assert [w.value for w in at.warning] == [c.warning_summary]
+    assert c.warning_summary == "3 notes: 1 seeds differ, 1 not run as asked, 1 busy machine"
+    assert notes_shown(at) == messages
     assert document.to_json(c)["warnings"] == messages
     assert [x for x in document.text(c) if x.startswith("warning: ")] == [
         f"warning: {m}" for m in messages

@@ -214,7 +214,10 @@ def test_comparison_json(four):
     assert by["c-ddp"]["interference"] is None
     assert any("Busy machine" in w for w in doc["warnings"])
     lines = compare_json.text(c)
-    assert lines[0] == "baseline: a-single (a-single)" and "within noise" in lines[1]
+    cards = doc["headline"]  # the answer first: one line per mode, then the table
+    assert {"dp", "ddp"} <= {x["mode"] for x in cards}
+    assert all(x.startswith("headline: ") for x in lines[1 : 1 + len(cards)])
+    assert lines[0] == "baseline: a-single (a-single)" and "within noise" in lines[1 + len(cards)]
 
 
 def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:

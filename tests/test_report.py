@@ -125,7 +125,7 @@ def test_html_holds_runs_warnings_and_provenance(comparison):
         "succeeded</li>" in html
     )
     assert "<li><b>two</b> (two):" in html
-    assert '<div class="warn">The runs differ in seed (two=3, one=0)' in html
+    assert '<div class="warn">The runs differ in seed (3: two; 0: one)' in html
     assert "Generated 2026-11-29T08:00:00+00:00 · baseline: one" in html
     # the texts, as HTML
     assert "<b>Scaling efficiency</b>" in html and "<i>samples seen</i>" in html

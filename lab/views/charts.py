@@ -40,6 +40,7 @@ from plotly.subplots import make_subplots
 Trace = tuple[str, "np.ndarray | Sequence[float]", "np.ndarray | Sequence[float]"]
 
 DEFAULT_MAX_POINTS = 2000
+MAX_PANELS = 12  # small multiples draw at most this many panels
 _HEIGHT = 380
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
@@ -123,6 +124,13 @@ def spec_figure(spec: Any, *, title: bool = True) -> go.Figure:
     )
 
 
+def panels_note(count: int) -> str | None:
+    """What ``timeline_figure`` says when it draws only ``MAX_PANELS`` of ``count`` panels."""
+    if count <= MAX_PANELS:
+        return None
+    return f"showing {MAX_PANELS} of {count}: narrow the selection"
+
+
 def timeline_figure(
     panels: Sequence[tuple[str, Sequence[Trace]]],
     *,
@@ -138,6 +146,7 @@ def timeline_figure(
     Typical use: a panel per run, a trace per GPU (``gpu0``, ``gpu1``...), y
     the utilisation in percent with ``y_range=(0, 100)``.
     """
+    panels = list(panels)[:MAX_PANELS]  # a larger selection is capped; ``panels_note`` says so
     n = max(1, len(panels))
     ncols = max(1, min(cols, n))
     nrows = math.ceil(n / ncols)
@@ -147,7 +156,7 @@ def timeline_figure(
         shared_yaxes=True,
         subplot_titles=[p[0] for p in panels] or [""],
         horizontal_spacing=0.04,
-        vertical_spacing=0.18 if nrows > 1 else 0.1,
+        vertical_spacing=min(0.18, 0.9 / (nrows - 1)) if nrows > 1 else 0.1,
     )
     # One colour per trace name across panels, so gpu0 is the same colour in
     # every run and the legend lists it once.

@@ -16,6 +16,7 @@ from lab.engine.launch.config import SINGLE
 from lab.views.compare import anatomy, derived, noise, scaling
 from lab.views.compare.fairness import FairnessWarning, fairness_warnings
 from lab.views.compare.figures import RunFigures, run_figures
+from lab.views.compare.headline import Card, headline, warning_summary
 from lab.views.compare.repeats import by_mode
 from lab.views.compare.runs import CompareRun, labels, provenance
 from lab.views.compare.speed import Speed, speed
@@ -60,6 +61,12 @@ class Comparison:
     anatomy: tuple[str, ...]  # the anatomy bars read with these runs' numbers
     by_mode: tuple[dict[str, Any], ...]  # each repeated mode's median over its repeats
     provenance: tuple[str, ...]  # where and when the runs were recorded
+    headline: tuple[Card, ...] = ()  # the answer first: one card per mode against the baseline
+
+    @property
+    def warning_summary(self) -> str:
+        """The warnings counted by cause in one line ("" without any)."""
+        return warning_summary(self.warnings)
 
     @property
     def runs(self) -> list[CompareRun]:
@@ -185,4 +192,5 @@ def compare(
         anatomy=tuple(anatomy.explain([(names[k], m.profile) for k, m in figures.items()])),
         by_mode=tuple(by_mode(runs, sc, baseline_key)),
         provenance=tuple(provenance(runs)),
+        headline=headline(rows),
     )

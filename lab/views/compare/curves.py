@@ -191,7 +191,8 @@ def system_figure(
     fig = charts.timeline_figure(
         sp.panels, y_title=sp.y_title, y_range=sp.y_range, max_points=max_points
     )
-    return fig, sp.note
+    capped = charts.panels_note(len(sp.panels))
+    return fig, " ".join(x for x in (capped, sp.note) if x) or None
 
 
 def comparison_figures(

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from lab.views.compare.comparison import Comparison, Row
+from lab.views.compare.headline import Card
 from lab.views.compare.spread import Ratio, Spread
 
 
@@ -66,6 +67,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
     "ci_high", "within_noise"}``, the verdict and the supervisor's ``interference``; the baseline,
     the throughput tag, the warnings and each repeated mode's median (``by_mode``)."""
     return {
+        "headline": [card.to_json() for card in c.headline],
         "baseline": c.baseline.run.run_id,
         "throughput_tag": c.throughput_tag,
         "runs": [_run_json(row) for row in c.rows],
@@ -112,12 +114,22 @@ def _row_text(name: str, r: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _card_text(card: Card) -> str:
+    why = f"; {card.reason}" if card.reason else ""
+    eff = "" if card.efficiency is None else f", efficiency {card.efficiency:.2f}"
+    return (
+        f"headline: {card.mode} on {card.devices}: {card.speedup_text()} {card.verdict or ''}"
+        f"{eff}{why}"
+    )
+
+
 def text(c: Comparison) -> list[str]:
     """The comparison as lines for a terminal: the table, the warnings, the repeats."""
     doc = to_json(c)
     rows = [_row_text(row.name, r) for row, r in zip(c.rows, doc["runs"])]
     lines = [
         f"baseline: {c.baseline.name} ({doc['baseline']})",
+        *(_card_text(card) for card in c.headline),
         pd.DataFrame(rows).to_string(index=False),
     ]
     lines += [f"warning: {w}" for w in doc["warnings"]]

@@ -20,6 +20,7 @@ from lab.runfolder import SCRIPT
 from lab.views.compare import scaling, utilisation
 from lab.views.compare.derived import DERIVED, PEAKS_NVML, sees_config
 from lab.views.compare.figures import RunFigures
+from lab.views.compare.naming import few
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.speed import STEPS, Speed
 
@@ -47,7 +48,10 @@ def _differ(
     """The warning that the runs differ in ``what`` (their ``values`` by key), if they do."""
     if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) <= 1:
         return []
-    listed = ", ".join(f"{names[k]}={v}" for k, v in values.items())
+    by_value: dict[str, list[str]] = {}
+    for k, v in values.items():
+        by_value.setdefault(str(v), []).append(names[k])
+    listed = "; ".join(f"{v}: {few(ns)}" for v, ns in by_value.items())
     return [FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}")]
 
 
@@ -117,7 +121,7 @@ def _differences(
 
 
 def _listed(names: Mapping[str, str], keys: Sequence[str]) -> str:
-    return ", ".join(names[k] for k in keys)
+    return few([names[k] for k in keys])
 
 
 def _what(r: CompareRun) -> str:

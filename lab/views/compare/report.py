@@ -25,6 +25,8 @@ th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 .warn{background:#fff4e5;border-left:4px solid #f0a020;padding:.5rem 1rem;margin:.5rem 0}
 .meta{color:#555;font-size:.85rem}
+.headline{display:flex;gap:1rem;flex-wrap:wrap}
+.card{border:1px solid #ccc;border-radius:6px;padding:.5rem 1rem}
 """
 
 
@@ -35,6 +37,23 @@ def _md(text: str) -> str:
     out = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
     parts = out.split("*")
     return "".join(f"<i>{p}</i>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _headline(c: Comparison) -> list[str]:
+    """The answer first: one card per mode against the baseline."""
+    if not c.headline:
+        return []
+    out = ['<h2>Headline</h2><div class="headline">']
+    for card in c.headline:
+        eff = "–" if card.efficiency is None else f"{card.efficiency:.2f}"
+        out.append(
+            f'<div class="card"><b>{html.escape(card.mode)} · {card.devices} devices</b><br>'
+            f"speedup {html.escape(card.speedup_text())} {html.escape(card.verdict)}<br>"
+            f"efficiency {eff}"
+            + (f"<br>{html.escape(card.reason)}" if card.reason else "")
+            + "</div>"
+        )
+    return [*out, "</div>"]
 
 
 def build_html(
@@ -57,6 +76,7 @@ def build_html(
         f'<p class="meta">Generated {html.escape(generated_at.isoformat(timespec="seconds"))}'
         + (f" · baseline: {html.escape(baseline_label)}" if baseline_label else "")
         + "</p>",
+        *_headline(c),
         "<h2>Runs</h2><ul>",
     ]
     for r in c.runs:
@@ -69,7 +89,7 @@ def build_html(
         )
     parts.append("</ul>")
     if c.warnings:
-        parts.append("<h2>Warnings</h2>")
+        parts.append(f"<h2>Warnings</h2><p>{html.escape(c.warning_summary)}</p>")
         parts += [f'<div class="warn">{html.escape(w.message)}</div>' for w in c.warnings]
     parts.append("<h2>Table</h2>")
     table = frame(c)

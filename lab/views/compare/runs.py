@@ -217,23 +217,29 @@ def read_scalars(runs: Sequence[CompareRun], reader: Callable[[str], Any]) -> di
     return {r.key: folder_scalars(r.event_folders, reader) for r in runs}
 
 
+DEFAULT_MAX = 10  # the default selection's cap: a sweep of more runs shows its newest
+
+
 def default_selection(runs: Sequence[CompareRun]) -> list[str]:
     """Keys to compare by default.
 
     The newest sweep among the user's own runs; without a sweep, the user's
     newest (up to 4) runs that have a summary; with no runs of the user's own,
-    the sample runs. A user's script has no summary: one that succeeded counts as finished.
+    the sample runs. Never more than ``DEFAULT_MAX`` (the newest). A user's script has no
+    summary: one that succeeded counts as finished.
     """
     own = [r for r in runs if not r.sample]
     swept = [r for r in own if r.sweep_id]
     if swept:
         newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
-        return [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+        keys = [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+        return keys[-DEFAULT_MAX:]
     ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
     finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:4]
     if finished:
         return [r.key for r in reversed(finished)]
-    return [r.key for r in sorted((r for r in runs if r.sample), key=lambda r: r.created_at)]
+    samples = sorted((r for r in runs if r.sample), key=lambda r: r.created_at)
+    return [r.key for r in samples][-DEFAULT_MAX:]
 
 
 def labels(runs: Sequence[CompareRun]) -> dict[str, str]:

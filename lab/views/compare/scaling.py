@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from lab.engine.sweep.plan import SCALINGS, STRONG, WEAK
 from lab.views.compare.figures import RunFigures
+from lab.views.compare.naming import few
 
 CHOICES = {
     STRONG: "strong — same global batch in every mode",
@@ -94,7 +95,7 @@ def efficiency(
 
 
 def _listed(names: Mapping[str, str], keys: list[str]) -> str:
-    return ", ".join(names[k] for k in keys)
+    return few([names[k] for k in keys])
 
 
 def _same_work(figures: RunFigures, baseline: RunFigures) -> bool:

@@ -1,0 +1,71 @@
+"""The answer first (lab.views.compare.headline): one card per mode against the baseline, repeats
+folded, on the real sample runs; the same cards on the page (st.metric, above the one folded warning
+line), in ``lab compare --json`` and first in the HTML report; and small multiples capped so no
+chart call raises on a large selection."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from lab.events import LogdirReader
+from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
+from lab.views import charts
+from lab.views.compare import document, report
+from lab.views.compare import runs as compare_runs
+from lab.views.compare.comparison import compare
+from lab.views.compare.naming import few
+from tests.test_compare import available_runs
+
+PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
+KEYS = {"mode", "devices", "speedup", "efficiency", "verdict", "reason"}
+
+
+def _samples(runs_dir):
+    runs = available_runs(runs_dir, SAMPLE_RUNS)
+    chosen = [r for k in compare_runs.default_selection(runs) for r in runs if r.key == k]
+    return compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
+
+
+def test_one_card_per_mode_with_repeats_folded(runs_dir):
+    c = _samples(runs_dir)
+    cards = {card.mode: card for card in c.headline}
+    # the three strong DDP repeats fold into one card; the weak one is a mode of its own
+    assert cards["ddp"].runs == 3 and cards["ddp (weak)"].runs == 1
+    ddp_rows = [r for r in c.rows if r.figures.mode == "ddp" and r.run.scaling != "weak"]
+    speeds = sorted(r.speed.speedup for r in ddp_rows)
+    assert cards["ddp"].speedup == speeds[1]  # the median over repeats
+    assert (cards["ddp"].ci_low, cards["ddp"].ci_high) == (speeds[0], speeds[-1])  # their range
+    assert cards["ddp"].reason.startswith("DDP waits ") and "all-reduce" in cards["ddp"].reason
+    assert cards["dp"].reason == "DP ran as single on 1 device"  # a CPU machine: no second GPU
+    assert sum(card.runs for card in c.headline) == len(c.rows) - 1  # all but the baseline
+    doc = document.to_json(c)
+    assert [set(x) for x in doc["headline"]] == [KEYS] * len(c.headline)
+    assert doc["headline"][0]["speedup"]["ci_low"] <= doc["headline"][0]["speedup"]["value"]
+    html = report.build_html(c)
+    assert html.index("<h2>Headline</h2>") < html.index("<h2>Runs</h2>")
+    assert cards["ddp"].speedup_text() in html
+
+
+def test_page_shows_the_cards_above_one_folded_warning_line(runs_dir):
+    c = _samples(runs_dir)
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    assert not at.exception
+    assert [m.value for m in at.metric] == [card.speedup_text() for card in c.headline]
+    assert [w.value for w in at.warning] == [c.warning_summary]
+    assert c.warning_summary.startswith(f"{len(c.warnings)} notes: ")
+
+
+def test_a_warning_names_a_few_runs_and_counts_the_rest():
+    assert few([f"r{i}" for i in range(1000)]) == "r0, r1, r2, r3 and 996 more"
+    assert few(["a", "b"]) == "a, b"
+
+
+def test_small_multiples_are_capped_and_never_raise():
+    panels = [(f"run {i}", [("gpu0", [0, 1], [1, 2])]) for i in range(334)]
+    fig = charts.timeline_figure(panels, y_title="util %")
+    titles = [a.text for a in fig.layout.annotations]
+    assert len(titles) == charts.MAX_PANELS and titles[-1] == "run 11"
+    assert charts.panels_note(334) == "showing 12 of 334: narrow the selection"
+    assert charts.panels_note(12) is None
+    # 21 panels (7 rows) used to raise "Vertical spacing cannot be greater than (1 / (rows - 1))"
+    charts.timeline_figure(panels[:21], y_title="util %", cols=3)
