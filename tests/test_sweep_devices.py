@@ -88,3 +88,31 @@ def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
         ("single", 1),
         ("ddp", 2),
     ]
+
+
+@pytest.mark.timeout(900)  # six real runs one after another on a shared machine
+def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tmp_path):
+    res = _lab(
+        "sweep", "--modes", "single,ddp", "--devices", "1,2", "--repeats", "2", "--json", *TINY,
+        root=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    runs = _finished(tmp_path, doc["run_ids"])
+    asked = [(r["config"]["mode"], r["config"]["nproc"]) for r in runs]
+    assert asked == [("single", 1), ("ddp", 1), ("ddp", 2)] * 2  # interleaved, single once
+    res = _lab("compare", doc["sweep_id"], "--json", root=tmp_path)
+    assert res.returncode == 0, res.stderr
+    curve = json.loads(res.stdout)["scaling_curve"]
+    assert [(c["mode"], c["devices"], len(c["runs"])) for c in curve] == [
+        ("ddp", 1, 2),
+        ("ddp", 2, 2),
+        ("single", 1, 2),
+    ]
+    for c in curve:
+        t = c["throughput"]
+        assert 0 < t["ci_low"] <= t["median"] <= t["ci_high"]
+        assert c["efficiency"]["value"] == pytest.approx(c["speedup"]["value"] / c["devices"])
+    assert curve[2]["speedup"]["value"] == pytest.approx(1.0)
+    groups = {g["mode"] for g in json.loads(res.stdout)["by_mode"]}
+    assert groups == {"single", "ddp x1", "ddp x2"}  # each count its own group of repeats

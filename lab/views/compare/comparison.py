@@ -18,6 +18,7 @@ from lab.views.compare.fairness import FairnessWarning, fairness_warnings
 from lab.views.compare.figures import RunFigures, run_figures
 from lab.views.compare.repeats import by_mode
 from lab.views.compare.runs import CompareRun, labels, provenance
+from lab.views.compare.scaling_curve import scaling_curve
 from lab.views.compare.speed import Speed, speed
 
 AGREEMENT_RTOL = 1e-3
@@ -60,6 +61,8 @@ class Comparison:
     anatomy: tuple[str, ...]  # the anatomy bars read with these runs' numbers
     by_mode: tuple[dict[str, Any], ...]  # each repeated mode's median over its repeats
     provenance: tuple[str, ...]  # where and when the runs were recorded
+    # per mode and device count of a device-count sweep (scaling_curve.scaling_curve)
+    scaling_curve: tuple[dict[str, Any], ...] = ()
 
     @property
     def runs(self) -> list[CompareRun]:
@@ -185,4 +188,5 @@ def compare(
         anatomy=tuple(anatomy.explain([(names[k], m.profile) for k, m in figures.items()])),
         by_mode=tuple(by_mode(runs, sc, baseline_key)),
         provenance=tuple(provenance(runs)),
+        scaling_curve=tuple(scaling_curve(runs, figures)),
     )
