@@ -4,11 +4,19 @@ turns, so each has the machine to itself."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from lab.cli import run_options
 from lab.cli.common import UserError, print_json, root
 from lab.engine.launch.config import MODES
-from lab.engine.sweep.plan import STRONG, compare_modes_configs, interleaved, scaled
+from lab.engine.sweep.plan import (
+    STRONG,
+    compare_modes_configs,
+    device_count_configs,
+    interleaved,
+    scaled,
+)
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -20,17 +28,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
-    by_mode = {
-        c.mode: c
-        for c in compare_modes_configs(run_options.run_config(a, "single", n), n, a.scaling)
-    }
-    configs = []
-    for m in modes:
-        c = by_mode[m]
-        # the user chose devices: keep them for every mode
-        if a.gpus is not None or a.nproc is not None:
-            c = scaled(run_options.run_config(a, m, n), a.scaling)
-        configs.append(c)
+    if a.devices is not None or a.nproc is not None:
+        configs = _count_configs(a, modes, n)
+    else:
+        configs = _mode_configs(a, modes, n)
+    if "dp" in modes and not any(c.gpus for c in configs):
+        print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)
     sweep_id, run_ids = launcher.launch_sweep(
         interleaved(configs, a.repeats), root(), scaling=a.scaling
     )
@@ -41,6 +44,42 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         for r in run_ids:
             print(f"  {r}")
     return 0
+
+
+def _mode_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:
+    by_mode = {
+        c.mode: c
+        for c in compare_modes_configs(run_options.run_config(a, "single", n), n, a.scaling)
+    }
+    configs = []
+    for m in modes:
+        c = by_mode[m]
+        if a.gpus is not None:  # the user chose devices: keep them for every mode
+            c = scaled(run_options.run_config(a, m, n), a.scaling)
+        configs.append(c)
+    return configs
+
+
+def _count_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:
+    """modes x device counts; in a sweep ``--nproc N`` is DDP's processes per node (count N)."""
+    counts = _counts(a.devices) if a.devices is not None else [a.nproc]
+    pool = n
+    if a.gpus is not None:  # the GPUs the counts take their first N from
+        pool = run_options.run_config(argparse.Namespace(**{**vars(a), "nproc": None}), "dp", n)
+        pool = pool.gpus
+    base = run_options.run_config(
+        argparse.Namespace(**{**vars(a), "nproc": None, "gpus": None}), "single", n
+    )
+    return device_count_configs(base, pool, modes, counts, a.scaling, os.cpu_count() or 1)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(
+            f"--devices {text!r}: use a comma list of device counts, e.g. 1,2,4"
+        ) from None
 
 
 def add_parser(sub) -> None:
@@ -59,6 +98,12 @@ def add_parser(sub) -> None:
         type=int,
         default=1,
         help="run the modes N times, interleaved (3 shows the spread)",
+    )
+    p.add_argument(
+        "--devices",
+        metavar="N,N,...",
+        help="device counts to cross with the modes, e.g. 1,2,4,8: the first N usable GPUs of "
+        "--gpus, or N DDP processes (gloo) on the CPU (default: all visible GPUs only)",
     )
     run_options.add_run_options(p, with_mode=False)
     p.set_defaults(func=cmd_sweep)

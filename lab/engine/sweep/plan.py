@@ -82,3 +82,50 @@ def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
         for i in range(repeats)
         for c in configs
     ]
+
+
+def device_count_configs(
+    base: RunConfig,
+    gpus: Gpus,
+    modes: list[str],
+    counts: list[int],
+    scaling: str = STRONG,
+    cpu_limit: int = 0,
+) -> list[RunConfig]:
+    """Every mode at every device count: ``single`` once (one device), DP over the first N usable
+    GPUs (on the CPU once, as it runs on one device there), DDP over the first N GPUs, or as N gloo
+    processes on the CPU (at most ``cpu_limit`` when given). A count beyond the machine is a
+    ``ConfigError`` naming what exists."""
+    gpus = usable(gpus)
+    bad = [n for n in counts if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    if bad or not counts:
+        raise ConfigError("devices", f"{counts!r}: use a comma list of device counts, e.g. 1,2,4")
+    if gpus and max(counts) > len(gpus):
+        raise ConfigError(
+            "devices",
+            f"count {max(counts)} is more than this machine's {len(gpus)} usable GPUs "
+            f"({','.join(map(str, gpus))}): use counts up to {len(gpus)}",
+        )
+    if not gpus and cpu_limit and max(counts) > cpu_limit:
+        raise ConfigError(
+            "devices",
+            f"count {max(counts)} is more than this machine's {cpu_limit} CPU cores (no GPU): "
+            f"use DDP process counts up to {cpu_limit}",
+        )
+    stem = base.name or f"cmp-{base.model}"
+    common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
+    out = []
+    for mode in modes:
+        per_mode = [1] if mode == "single" or (mode == "dp" and not gpus) else sorted(set(counts))
+        for n in per_mode:
+            nproc = n if mode == "ddp" else 1
+            c = dataclasses.replace(
+                base,
+                mode=mode,
+                gpus=gpus[:n] if mode != "single" else gpus[:1],
+                nproc=nproc,
+                name=f"{stem}-{mode}x{n}"[:40],
+                **common,
+            )
+            out.append(scaled(c, scaling))
+    return out

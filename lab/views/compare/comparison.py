@@ -19,6 +19,7 @@ from lab.views.compare.figures import RunFigures, run_figures
 from lab.views.compare.headline import Card, headline, warning_summary
 from lab.views.compare.repeats import by_mode
 from lab.views.compare.runs import CompareRun, labels, provenance
+from lab.views.compare.scaling_curve import scaling_curve
 from lab.views.compare.speed import Speed, speed
 
 AGREEMENT_RTOL = 1e-3
@@ -62,6 +63,8 @@ class Comparison:
     by_mode: tuple[dict[str, Any], ...]  # each repeated mode's median over its repeats
     provenance: tuple[str, ...]  # where and when the runs were recorded
     headline: tuple[Card, ...] = ()  # the answer first: one card per mode against the baseline
+    # per mode and device count of a device-count sweep (scaling_curve.scaling_curve)
+    scaling_curve: tuple[dict[str, Any], ...] = ()
 
     @property
     def warning_summary(self) -> str:
@@ -193,4 +196,5 @@ def compare(
         by_mode=tuple(by_mode(runs, sc, baseline_key)),
         provenance=tuple(provenance(runs)),
         headline=headline(rows),
+        scaling_curve=tuple(scaling_curve(runs, figures)),
     )

@@ -73,6 +73,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "runs": [_run_json(row) for row in c.rows],
         "warnings": [w.message for w in c.warnings],
         "by_mode": list(c.by_mode),
+        "scaling_curve": list(c.scaling_curve),
     }
 
 

@@ -21,12 +21,28 @@ def _mode(run: CompareRun) -> str:
     return f"{mode} (weak)" if run.scaling == WEAK else mode
 
 
+def devices(run: CompareRun) -> int:
+    """The devices a run split its work over: DDP's processes x nodes, DP's GPUs (2+), else 1."""
+    mode = str(run.option("mode") or "")
+    if mode == "ddp":
+        return int(run.option("nproc") or 1) * int(run.option("nnodes") or 1)
+    gpus = run.option("gpus")
+    n = len(gpus) if isinstance(gpus, (list, tuple)) else 0
+    return n if mode == "dp" and n >= 2 else 1
+
+
 def groups(runs: Sequence[CompareRun]) -> dict[tuple[str, str], list[CompareRun]]:
     """(sweep id, asked mode) -> its runs, in the given order; runs outside a sweep are left out."""
+    counts: dict[tuple[str, str], set[int]] = {}
+    for r in runs:
+        counts.setdefault((r.sweep_id or "", _mode(r)), set()).add(devices(r))
     out: dict[tuple[str, str], list[CompareRun]] = {}
     for r in runs:
         if r.sweep_id:
-            out.setdefault((r.sweep_id, _mode(r)), []).append(r)
+            mode = _mode(r)
+            # a device-count sweep: each count of a mode is a group of its own
+            label = f"{mode} x{devices(r)}" if len(counts[(r.sweep_id, mode)]) > 1 else mode
+            out.setdefault((r.sweep_id, label), []).append(r)
     return out
 
 

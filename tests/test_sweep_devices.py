@@ -1,0 +1,118 @@
+"""Device counts as a sweep axis: ``sweep --devices`` crosses modes x counts x repeats (single once
+per repeat, DP honest about one device on the CPU), refuses counts beyond the machine in one line,
+and reads ``--nproc N`` as DDP's processes. Real ``python -m lab`` subprocesses, real torchrun/gloo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.engine.launch import launcher
+from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.sweep.plan import device_count_configs, interleaved
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--batch-size", "64", "--image-size", "16", "--epochs", "1", "--max-steps", "3"]
+TINY += ["--log-every", "1", "--checkpoint", "none"]
+
+
+def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LAB_RUNS_DIR": str(root)},
+    )
+
+
+def _shape(configs: list[RunConfig]) -> list[tuple[str, tuple[int, ...], int]]:
+    return [(c.mode, c.gpus, c.nproc) for c in configs]
+
+
+def test_counts_take_the_first_n_gpus_and_single_runs_once():
+    got = device_count_configs(RunConfig(), (0, 1, 2, 3), ["single", "dp", "ddp"], [1, 2, 4])
+    assert _shape(got) == [
+        ("single", (0,), 1),
+        ("dp", (0,), 1),
+        ("dp", (0, 1), 1),
+        ("dp", (0, 1, 2, 3), 1),
+        ("ddp", (0,), 1),
+        ("ddp", (0, 1), 2),
+        ("ddp", (0, 1, 2, 3), 4),
+    ]
+    assert [c.world_size for c in got] == [1, 1, 2, 4, 1, 2, 4]
+
+
+def test_on_the_cpu_a_count_is_ddp_processes_and_dp_runs_once():
+    got = device_count_configs(RunConfig(), (), ["single", "dp", "ddp"], [1, 2], cpu_limit=2)
+    assert _shape(got) == [("single", (), 1), ("dp", (), 1), ("ddp", (), 1), ("ddp", (), 2)]
+    assert len(interleaved(got, 2)) == 8
+
+
+@pytest.mark.parametrize(
+    "gpus, counts, words",
+    [((0, 1), [1, 8], "2 usable GPUs (0,1)"), ((), [4], "2 CPU cores"), ((0,), [0], "comma")],
+)
+def test_counts_beyond_the_machine_are_refused_naming_what_exists(gpus, counts, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        device_count_configs(RunConfig(), gpus, ["ddp"], counts, cpu_limit=2)
+
+
+def test_cli_refuses_a_count_beyond_the_machine_in_one_line(tmp_path):
+    res = _lab("sweep", "--modes", "ddp", "--devices", "1,512", root=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "512" in res.stderr and "CPU cores" in res.stderr and "Traceback" not in res.stderr
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def _finished(root: Path, run_ids: list[str]) -> list[dict]:
+    for rid in run_ids:
+        assert launcher.wait(rid, root, 240) == "succeeded", (root / rid / "stdout.log").read_text()
+    return [json.loads((root / rid / "run.json").read_text()) for rid in run_ids]
+
+
+def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
+    res = _lab("sweep", "--modes", "single,ddp", "--nproc", "2", "--json", *TINY, root=tmp_path)
+    assert res.returncode == 0, res.stderr
+    run_ids = json.loads(res.stdout)["run_ids"]
+    runs = _finished(tmp_path, run_ids)
+    assert [(r["config"]["mode"], r["config"]["nproc"]) for r in runs] == [
+        ("single", 1),
+        ("ddp", 2),
+    ]
+
+
+@pytest.mark.timeout(900)  # six real runs one after another on a shared machine
+def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tmp_path):
+    res = _lab(
+        "sweep", "--modes", "single,ddp", "--devices", "1,2", "--repeats", "2", "--json", *TINY,
+        root=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    runs = _finished(tmp_path, doc["run_ids"])
+    asked = [(r["config"]["mode"], r["config"]["nproc"]) for r in runs]
+    assert asked == [("single", 1), ("ddp", 1), ("ddp", 2)] * 2  # interleaved, single once
+    res = _lab("compare", doc["sweep_id"], "--json", root=tmp_path)
+    assert res.returncode == 0, res.stderr
+    curve = json.loads(res.stdout)["scaling_curve"]
+    assert [(c["mode"], c["devices"], len(c["runs"])) for c in curve] == [
+        ("ddp", 1, 2),
+        ("ddp", 2, 2),
+        ("single", 1, 2),
+    ]
+    for c in curve:
+        t = c["throughput"]
+        assert 0 < t["ci_low"] <= t["median"] <= t["ci_high"]
+        assert c["efficiency"]["value"] == pytest.approx(c["speedup"]["value"] / c["devices"])
+    assert curve[2]["speedup"]["value"] == pytest.approx(1.0)
+    groups = {g["mode"] for g in json.loads(res.stdout)["by_mode"]}
+    assert groups == {"single", "ddp x1", "ddp x2"}  # each count its own group of repeats
