@@ -25,7 +25,10 @@ from lab.views.compare.table import frame
 
 def load_runs(root: Path, sample: bool = False) -> list[compare_runs.CompareRun]:
     """The runs under ``root`` as the page and the CLI pass them: the registry's records."""
-    return [compare_runs.from_record(r, sample=sample) for r in registry.list_runs(root)]
+    return [
+        compare_runs.from_record(r, sample=sample)
+        for r in compare_runs.comparable(registry.list_runs(root))
+    ]
 
 
 def load_run(run_dir: Path, sample: bool = False) -> compare_runs.CompareRun | None:

@@ -22,7 +22,7 @@ def _sweep_run_ids(sweep_id: str, where: Path) -> list[str]:
     if not ids:  # the sweep file is gone: its runs still say which sweep they were
         ids = [
             r.run_id
-            for r in sorted(list_runs(where), key=lambda r: r.created_at or "")
+            for r in sorted(runs.comparable(list_runs(where)), key=lambda r: r.created_at or "")
             if r.sweep_id == sweep_id
         ]
     if not ids:

@@ -199,15 +199,21 @@ def foreign_runs(root: Path) -> list[CompareRun]:
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 
+def comparable(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The records Compare can read: a run whose run.json is damaged has no config to compare
+    (Home and ``lab status`` list it ``unreadable``, naming the file)."""
+    return [r for r in records if RUN_JSON not in r.unreadable]
+
+
 def available_runs(
     user: Sequence[RunRecord], samples: Sequence[RunRecord], user_root: Path
 ) -> list[CompareRun]:
     """The user's runs (``user``, newest first), foreign logs with device samples in
     ``user_root``, then the sample runs."""
     return (
-        [from_record(r) for r in user]
+        [from_record(r) for r in comparable(user)]
         + foreign_runs(user_root)
-        + [from_record(r, sample=True) for r in samples]
+        + [from_record(r, sample=True) for r in comparable(samples)]
     )
 
 
