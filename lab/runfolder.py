@@ -8,8 +8,7 @@ folder names inside a run folder, the run states and their groups, the run
 kinds (the lab's trainer or a user's script), the ISO
 time format of run.json/status.json, and how those files are read (a torn
 or missing file is "not there yet") and written (temp file, then rename).
-It also knows the repository's own folders (sample data). Tested by
-tests/test_runfolder.py.
+It also knows the repository's own folders (sample data).
 """
 
 from __future__ import annotations

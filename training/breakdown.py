@@ -14,8 +14,6 @@ the main thread runs no op of its own (it waits, e.g. for DDP's all-reduce at
 the end of backward). DataParallel's phases are its ``Scatter``,
 ``Broadcast`` (replicate) and ``Gather`` ops on the main thread. Everything is
 clipped to the steps and divided by their number: milliseconds per step.
-Tested by tests/test_train_breakdown.py (hand-made traces) and
-tests/test_train_profile.py (real runs).
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ message is a single line naming the fix; ``training.train.main`` prints it as
 ``--log-dir``) are caught the same way so that no usage block or traceback
 reaches the user. Checks that need torch or the data (devices, free memory,
 dataset folders) live beside the code that owns them and raise ``BadInput``
-too. Tested by tests/test_train_cli.py (every refusal, as a real process) and
-tests/test_train_units.py (batch splitting, the torchrun hint).
+too.
 """
 
 from __future__ import annotations

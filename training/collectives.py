@@ -8,7 +8,6 @@ all_reduce, ``(n−1)/n`` for all_gather, reduce_scatter and all_to_all, 1 other
 whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes; on CUDA the
 bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``) and the
 time from the NCCL kernels of that kind. Only calls that start inside a profiled step count.
-Tested by tests/test_collectives.py (hand-made traces) and tests/test_train_profile.py (real runs).
 """
 
 from __future__ import annotations

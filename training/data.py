@@ -11,8 +11,7 @@ data loader costs next to nothing per step; large ones are decoded lazily.
 ``synthetic`` is deterministic random tensors with a learnable class signal
 (made per index when too big to hold in memory, e.g. at 224x224).
 Every failure is a ``BadInput`` naming the folder. Also owns the sampler that
-skips what a resumed run already trained on (``ResumableSampler``). Tested by
-tests/test_train_units.py (image folders, batching) and the run tests.
+skips what a resumed run already trained on (``ResumableSampler``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ workers overlap the wait as they would a slow decode); and ``hang_if_asked``
 is a test seam: with ``LAB_TEST_HANG_RANK=<rank>`` in its environment that
 rank blocks forever before its first training step (so before its first
 all-reduce), as a rank stuck in a collective or a deadlock would. Nothing
-else reads that variable. Tested by tests/test_health_runs.py (real runs).
+else reads that variable.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ several nodes each have their own ``cuda0``. The
 order of DDP set-up matters: ``torch.cuda.set_device(local_rank)`` comes
 before ``init_process_group`` so NCCL binds each rank to its own GPU; gloo is
 used on CPU. A restarted torchrun attempt joins through a store prefix of its
-own (``restart_store``). Tested by tests/test_train_units.py,
-tests/test_train_ddp.py and tests/test_health_runs.py (a restart).
+own (``restart_store``).
 """
 
 from __future__ import annotations

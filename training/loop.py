@@ -12,7 +12,6 @@ so SIGTERM ends the run within one step; DDP ranks agree on it every
 every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``).
 A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
 ``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape).
-Tested by tests/test_train_run.py, tests/test_train_ddp.py and tests/test_train_units.py.
 """
 
 from __future__ import annotations

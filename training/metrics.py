@@ -14,8 +14,7 @@ Also owns a logging window's running sums (``Window``, torchvision's
 out validation and checkpoints (``Span``). The recorder keeps every logging
 window's ``perf/samples_per_sec`` (``rate_windows``) for summary.json's
 ``throughput`` (``training.throughput``). Nothing here creates a file until
-the first write, so a refused run leaves the run folder untouched. Tested by
-tests/test_train_run.py and tests/test_train_ddp.py (real runs).
+the first write, so a refused run leaves the run folder untouched.
 """
 
 from __future__ import annotations

@@ -14,9 +14,7 @@ their auxiliary heads (training would return a tuple, not logits). The
 smallest image each takes is torchvision's own ``min_size`` from the model's
 weight metadata; ViT and MaxViT take exactly that size and no other
 (``check`` refuses any other with a ``BadInput`` naming the size, instead of
-a shape error on the first step). Tested by tests/test_train_models.py,
-tests/test_train_ddp.py (DDP reproduces the single-device losses) and
-tests/test_train_run.py (a run learns).
+a shape error on the first step).
 """
 
 from __future__ import annotations

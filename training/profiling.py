@@ -15,8 +15,6 @@ synchronize so its range covers its kernels. After step B-1 every rank writes
 not as step time. ``--memory-snapshot N`` records the CUDA caching allocator's
 history over this run's first N steps into ``memory_snapshot_rank<i>.pickle``
 (pytorch.org/memory_viz reads it); on the CPU it is refused before the run.
-Tested by tests/test_train_profile.py (real runs) and tests/test_train_cli.py
-(refusals).
 """
 
 from __future__ import annotations

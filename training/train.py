@@ -11,8 +11,7 @@ scaler skipped in ``amp_skipped_steps``. SIGTERM during the loop stops it after 
 (DDP: after the step all ranks agree on; exit 143, no checkpoint, ``"completed": false``); during
 set-up, or a second SIGTERM over ``REPEAT_GRACE_S`` after the first, exits at once with 143. SIGUSR1
 prints every thread's stack to stderr (``training.debug``, installed before torch loads);
-``--stop-on-nan`` ends a diverged run with exit 3. Tested by tests/test_train_run.py,
-tests/test_train_cli.py and tests/test_train_ddp.py (real processes)."""
+``--stop-on-nan`` ends a diverged run with exit 3."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the right password sees only a password field and the page stops there
 answered after a delay that doubles with each failure in a row
 (``lab.engine.launch.password.failure_delay_s``). A hash that is not one
 ``python -m lab password`` printed shows one error naming the fix and nothing
-else. Tested by tests/test_password.py.
+else.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ One ``lab.events.LogdirReader`` per folder, kept by ``st.cache_resource`` for ev
 and rerun (the Live and Compare pages read a run folder and a script's linked folders, each with its
 own reader, as ``lab.views.runscalars.folder_scalars`` does; the Logs page any folder of event
 files): a refresh then reads only what was written since the last one. ``chart_grid`` draws
-``lab.views`` chart specs two to a row, as the Live and Logs pages show them. Tested by
-tests/test_ui.py and, on the pages, tests/test_app_pages.py and tests/test_app_compare.py."""
+``lab.views`` chart specs two to a row, as the Live and Logs pages show them."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Flags, defaults and choices come from ``RunConfig`` itself
 (``lab.engine.launch.config``), so the command line cannot drift from the config;
 parsed values become a config through ``lab.engine.launch.request.run_config``, as
-the Launch page's form does. Tested by tests/test_engine_cli.py.
+the Launch page's form does.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ the trainer's own options given with ``--script`` is refused with one line
 saying the script's options go after ``--``. ``launch --script --dry-run``
 prints what the Launch page shows (a Slurm run's job script too). Reading the values is
 ``lab.engine.launch.script_form.script_config``, launching ``lab.engine.launch.script.launch``.
-Tested by tests/test_script_runs.py and tests/test_script_config.py.
 """
 
 from __future__ import annotations

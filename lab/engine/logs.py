@@ -5,7 +5,7 @@ RUN_DIR/stdout.log; under torchrun (``--tee 3``) each line there carries a
 ``[default<local rank>]:`` prefix and each rank also has its own files under
 RUN_DIR/logs/<job>/attempt_<n>/<local rank>/ (``rank_dirs`` finds them, for
 ``diagnose`` too). ``tail`` and ``follow`` read these without ever loading a
-whole large file. Tested by tests/test_engine_registry.py.
+whole large file.
 """
 
 from __future__ import annotations

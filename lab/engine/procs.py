@@ -8,8 +8,6 @@ belong to a run's tree, a process's ancestry, how much CPU and memory a tree
 uses (``TreeMeter``), the machine's CPU record, how to end a tree for sure
 (SIGTERM, then SIGKILL after a grace period) and which are torchrun's ranks
 (``rank_pids``). It never starts a process and knows nothing of run folders.
-Tested by tests/test_engine_procs.py (and the real runs of tests/test_engine_runs.py
-and tests/test_health_runs.py; ``visible`` by tests/test_devices_limits.py).
 """
 
 from __future__ import annotations

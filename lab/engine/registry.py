@@ -12,8 +12,7 @@ live run and checks the id first. ``process_owner`` tells which run a process be
 says its ``kind`` (the trainer's or a user's script) and ``events_dirs`` (the folders of its curves,
 as the supervisor linked them), its ``health`` findings and torchrun ``restarts`` (status.json), and
 the resume links: ``resumed_from`` (the supervisor's, from run.json) and ``resumed_by`` (computed on
-read from the other runs' run.json). Tested by tests/test_engine_registry.py (``gpu_users`` by
-tests/test_devices_limits.py)."""
+read from the other runs' run.json)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ log directory, ``hparams`` reads what TensorBoard's hparams plugin stores
 (``add_hparams``, Keras ``hp.hparams``), and ``export`` is the ``python -m
 lab scalars`` command. The
 reader's API is re-exported here, so callers write
-``from lab.events import LogdirReader``. Tested by tests/test_events_*.py.
+``from lab.events import LogdirReader``.
 """
 
 from __future__ import annotations

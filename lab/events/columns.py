@@ -5,7 +5,6 @@ Owns ``Series`` (what callers get: ``step`` int64, ``wall_time`` float64,
 reader keeps: arrays with spare capacity, grown geometrically so a live
 refresh appends in amortised O(new points)). Buffers are never rewritten
 where a handed-out snapshot can see them, so a Series never changes.
-Tested by tests/test_events_incremental.py (growth, snapshots, merging ranks).
 """
 
 from __future__ import annotations

@@ -9,9 +9,7 @@ Tensor values (TF2 ``tf.summary.scalar``, torch ``new_style``) peek at the
 plugin name and decode only a ``scalars`` tensor; those tensors, and anything
 the walker does not understand, are handed to ``lab.events.protobuf`` (imported
 only then) for that record. Images, histograms, graphs and text are never
-decoded: their fields are skipped by length. Tested by
-tests/test_events_decoder.py (against the protobuf path on random events) and
-tests/test_events_writers.py (against EventAccumulator).
+decoded: their fields are skipped by length.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Owns the ``scalars`` subcommand: ``add_parser(subparsers)`` registers it
 series as ``lab.events`` orders it. Floats are written with Python's repr,
 so they read back exactly; in JSON a non-finite value is ``null``. Reader
 warnings go to stderr as ``warning:`` lines; bad input is one ``error:``
-line and exit code 2. Tested by tests/test_events_cli.py.
+line and exit code 2.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ length (its CRC fails) skips the bytes up to the next record that verifies
 (the warning says how many), other I/O errors are retried on the next load,
 and a bad payload CRC or a record that is not an Event skips that record only. Framing lives in
 ``lab.events.tfrecord``, decoding in ``lab.events.decode`` (with
-``lab.events.protobuf`` as its fallback). Tested by
-tests/test_events_incremental.py and tests/test_events_corrupt.py.
+``lab.events.protobuf`` as its fallback).
 """
 
 from __future__ import annotations

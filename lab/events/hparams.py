@@ -11,7 +11,7 @@ event file holds it. Those records are rare and small, so a file is searched
 as raw bytes for the plugin's name first and only records that contain it
 are framed, checked and decoded with TensorBoard's protos; each refresh reads
 only the bytes appended since the last one. Nothing here raises on a bad
-file: problems are lines in ``.warnings``. Tested by tests/test_events_hparams.py.
+file: problems are lines in ``.warnings``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ if the fast decoder ever fails, and the reference it is tested against); and
 a scalar ``TensorProto`` (TF2 ``tf.summary.scalar``: float_val, double_val,
 half_val or tensor_content; float, double, half, bfloat16 or an integer type)
 becomes one float. Imported lazily: files written by SummaryWriter never need
-it. Tested by tests/test_events_decoder.py and tests/test_events_writers.py.
+it.
 """
 
 from __future__ import annotations

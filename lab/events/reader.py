@@ -8,8 +8,6 @@ log-directory reader (``LogdirReader``: new run folders appear, deleted ones
 are dropped) and ``to_frame``. Nothing here raises on bad files: each
 problem is a line in ``.warnings`` and what can be trusted is kept. One
 file's offsets, truncation and errors live in ``lab.events.file_loader``.
-Tested by tests/test_events_incremental.py, tests/test_events_corrupt.py and
-tests/test_events_writers.py.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ range into verified payload spans and says where to resume, and ``frame``
 writes one record (used by tests and the benchmark to write real files fast).
 The CRC is the C ``crc32c`` package; the 8-byte length CRCs of a whole batch
 are checked at once with a numpy table walk, since calling C per record costs
-more than the CRC itself. Tested by tests/test_events_corrupt.py (CRCs,
-corruption) and tests/test_events_incremental.py (records cut short).
+more than the CRC itself.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ Each row has a label, utilisation and memory as 0..1 fractions for the
 progress bars, their text, and a line of extras (temperature, power, the
 runs holding the GPU, or what cannot be seen: a process list NVML would not
 give, MIG mode). Reads a ``lab.engine.devices.nvml.DeviceSnapshot`` (or
-anything shaped like it); never calls NVML itself. Tested by
-tests/test_live.py.
+anything shaped like it); never calls NVML itself.
 """
 
 from __future__ import annotations

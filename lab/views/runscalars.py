@@ -9,7 +9,7 @@ folder by the run folder they belong to (``group_parts``). Their tags never clas
 the supervisor's alone), so merging loses nothing; ``split_sys`` takes the device samples back out
 for the charts that draw them apart. A user's script writes its curves wherever it likes:
 ``folder_scalars`` reads the run folder and each linked folder with a reader of its own (one per
-folder, as the pages' cached readers are) and merges them. Tested by tests/test_runscalars.py."""
+folder, as the pages' cached readers are) and merges them."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ for people (bytes, MiB, durations, rates, "3 min ago"), parsing what a user
 types into a form (tags, ``KEY=VALUE`` lines), and ``ChartSpec``,
 the plain description of one chart that ``lab.views.live.run_charts`` and
 ``lab.views.logs.browse`` return and the pages hand to ``lab.views.charts``. No
-streamlit here. Tested by tests/test_live.py (``test_ui_text_formatting``).
+streamlit here.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 shown, the machine.
 
 Pure formatting of ``lab.engine.devices.nvml`` records (no NVML call here): used
-by pre-flight, the CLI, the pages and run.json's ``recorded_on``. Tested by
-tests/test_devices.py and tests/test_devices_limits.py.
+by pre-flight, the CLI, the pages and run.json's ``recorded_on``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ chose that GPU (``gpu_users``), and says so. No run folders here.
 supervisor's interference record; "cannot attribute" is None, not an error.
 The sentences said about a snapshot are in ``lab.engine.devices.notes``. Test
 seam: ``LAB_NVML_MODULE`` names a module to import instead of ``pynvml``
-(tests/fake_nvml.py). Tested by tests/test_devices.py and tests/test_devices_limits.py.
+(tests/fake_nvml.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ first sighting. The findings (docs/contracts.md section 2):
 - ``grad_spike``: the trainer's grad-norm warnings (``train/grad_norm_warning``).
 
 The supervisor's glue (``lab.engine.health.watch``) adds the stalled run's
-stacks and device strip to its evidence. Tested by tests/test_health.py.
+stacks and device strip to its evidence.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ user's script, a rank not yet that far, torchrun's agent) is read with
 Python or on PATH); where that is not allowed, the note says exactly why
 (``kernel.yama.ptrace_scope``, a missing capability). This module starts
 processes (py-spy) and signals ranks: a documented allowance of
-tests/test_boundaries.py, beside the launcher and supervisor. Tested by
-tests/test_health_runs.py (real runs) and tests/test_health.py (cutting).
+tests/test_boundaries.py, beside the launcher and supervisor.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ start-up that was slow and then hung is caught in the act. A
 ``stacks.request`` file asks for the stacks now. The torchrun restarts seen
 in the log (``lab.engine.supervise.restarts``) are kept as status.json's ``restarts``.
 It never raises into the supervisor: a failing check is logged and skipped.
-Tested by tests/test_health_runs.py (real runs).
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ is set in the server's environment, or the pages ask for a password
 password may launch. ``launch_access(server_address)`` decides;
 the pages read the address from Streamlit's config and pass it in, so the
 rule is tested without a browser. The command line is not concerned: whoever
-types ``python -m lab launch`` is on the machine already. Tested by
-tests/test_access.py.
+types ``python -m lab launch`` is on the machine already.
 """
 
 from __future__ import annotations

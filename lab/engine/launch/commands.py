@@ -10,8 +10,7 @@ RUN/job.sbatch``; the script itself is ``lab.engine.slurm.job``'s) and Slurm
 starts every node, so there are no other nodes' commands. ``torchrun`` is
 shared with a user's script (``lab.engine.launch.script``), ``trainer_args`` with the
 Slurm job script. ``lab.engine.launch.launcher`` re-exports ``build_command``,
-``other_node_commands``, ``trainer_args`` and ``PORT_FLAG``. Tested by
-tests/test_engine_config.py and tests/test_slurm.py.
+``other_node_commands``, ``trainer_args`` and ``PORT_FLAG``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ set (no ``CUDA_VISIBLE_DEVICES``), its threads its CPUs per task shared out.
 Pure but for reading GPU UUIDs from
 ``lab.engine.devices.nvml`` when none are given. Used by ``lab.engine.launch.launcher``
 (trainer runs), ``lab.engine.launch.script`` (a user's script) and pre-flight.
-Tested by tests/test_engine_runs.py and tests/test_devices_limits.py.
 """
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ supervisor to stop (a ``stop.request`` file it polls) and falls back to
 ending the recorded process tree itself when it is gone (and a Slurm run's
 job through ``scancel``). status.json is the supervisor's; the launcher
 writes it only where no supervisor exists to (``_record_without_supervisor``).
-Tested by tests/test_engine_runs.py (real runs), tests/test_engine_config.py
-(commands) and tests/test_slurm_cluster.py (Slurm runs).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ model's weight metadata, and exactly that size for ViT and MaxViT, as the
 trainer's ``training/models.py`` reads them (the lab never imports the
 trainer). torchvision, and so torch, is imported on the first question about
 a model other than ``tinycnn`` and the answers are kept for the process.
-Tested by tests/test_engine_config.py.
 """
 
 from __future__ import annotations

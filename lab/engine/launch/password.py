@@ -7,7 +7,7 @@ prints it), every page asks for the password before showing anything
 (``ui.gate``), and launching from a non-loopback address is then allowed
 without ``LAB_ALLOW_REMOTE_LAUNCH`` (``lab.engine.launch.access``). The check
 is constant-time (``hmac.compare_digest``); the pages wait ``failure_delay_s``
-after each wrong try. Tested by tests/test_password.py.
+after each wrong try.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Free TCP ports on this machine, for a DDP job's rendezvous (each job its own, never a fixed
 29500).
-
-Tested by tests/test_engine_runs.py (four DDP jobs at once on four ports).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ computed on read by the registry, so each status.json keeps its one writer.
 Refusals are ``ResumeError`` with one line naming the fix: a live run (stop
 it first), a finished one, a user's script, a run that saved no checkpoint.
 ``python -m lab resume RUN`` and the Live page's Resume button call it.
-Tested by tests/test_health_runs.py (a real resume) and tests/test_resume.py.
 """
 
 from __future__ import annotations

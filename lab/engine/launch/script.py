@@ -20,9 +20,7 @@ Slurm job instead (``job_script``: ``lab.engine.slurm.job.script_sbatch`` in the
 working directory, with this environment less the GPUs, which are Slurm's),
 written to the run folder as job.sbatch and submitted and followed by
 ``lab.engine.slurm.watch``, which links the event folders as the local
-supervisor does. Tested by tests/test_script_runs.py (real runs),
-tests/test_script_config.py, tests/test_slurm.py and
-tests/test_slurm_cluster.py (on a one-node cluster).
+supervisor does.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ defaults: GPUs by mode, one DDP process per GPU or two on the CPU), a value that
 coming back as a ``ConfigError`` beside it. ``preview`` is what is shown before a launch:
 plain-words lines about what will run and where its curves will be found, the command (port and run
 id as placeholders) and the environment it changes; with "Where to run: slurm" (the form's first
-fields, as the trainer's) Slurm's lines, the job script and the sbatch command. Tested by
-tests/test_script_config.py and tests/test_slurm.py."""
+fields, as the trainer's) Slurm's lines, the job script and the sbatch command."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ wrong (the stall threshold, the simulated input delay, restarts, a resume). Each
 ``(field, message)`` pairs, the message naming the fix; ``lab.engine.launch.config.problems`` turns
 them into ``ConfigError`` beside its checks of devices, nodes and backend (this module imports
 nothing of it, so both can be imported first). The names of the data sets and checkpoint choices
-live here; callers import them from here. Tested by tests/test_engine_config.py."""
+live here; callers import them from here."""
 
 from __future__ import annotations
 

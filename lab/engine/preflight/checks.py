@@ -20,8 +20,7 @@ It also holds the seeds' checks, each one line that says whether it refuses or w
 
 ``machine_facts`` reads what those need (NVML through ``devices``, the
 estimate, PyTorch's CUDA version), only when GPUs are chosen, so a CPU run
-imports no torch. Tested by tests/test_engine_config.py and
-tests/test_preflight_seeds.py (against tests/fake_nvml.py).
+imports no torch.
 """
 
 from __future__ import annotations

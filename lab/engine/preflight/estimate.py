@@ -16,7 +16,6 @@ are cached per (model, batch, image size, amp). ``per_gpu(config)`` spreads
 it over a run's GPUs the way each mode does; ``torch_cuda_version`` is the
 CUDA PyTorch was built for. torch is imported only inside these functions, so
 the supervisor and the command line pay nothing for importing this module.
-Tested by tests/test_estimate.py.
 """
 
 from __future__ import annotations

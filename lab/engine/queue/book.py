@@ -6,8 +6,7 @@ An entry is one run, or one whole sweep (its runs one after another): its ``id``
 when no running entry and no entry ahead of it conflicts with it (first come, first served among
 conflicts, so an exclusive run is never starved); two entries conflict when either is exclusive or
 they share a GPU. Entries whose supervisor is gone are dropped on every read, so a dead watcher
-never blocks the queue. The file is written atomically, under ``lock.locked``. Tested by
-tests/test_queue.py."""
+never blocks the queue. The file is written atomically, under ``lock.locked``."""
 
 from __future__ import annotations
 

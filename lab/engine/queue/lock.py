@@ -2,7 +2,7 @@
 
 The kernel drops a flock when its holder dies, so a crashed holder cannot keep it; the file names
 the holder (pid and create time) so a stuck lock can be traced (``holder``) and a lock whose
-recorded holder is gone is known stale. Tested by tests/test_queue.py."""
+recorded holder is gone is known stale."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 until the entry may start, calling ``on_wait({"position", "waiting_for"})`` whenever that changes
 (the supervisor writes it into status.json's ``queue``), and returns False when ``cancelled()``
 says to give up; ``leave`` (or the ``with`` block's end) removes the entry. A supervisor that dies
-leaves nothing behind: the book drops entries of dead supervisors. Tested by tests/test_queue.py."""
+leaves nothing behind: the book drops entries of dead supervisors."""
 
 from __future__ import annotations
 

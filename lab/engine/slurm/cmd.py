@@ -6,8 +6,7 @@ Each call runs one command with a time limit, in this process's environment
 controller that does not answer, a job sbatch refuses (its own words). Reading
 their answers is ``lab.engine.slurm.states``'s.
 ``job`` asks squeue first and sacct where squeue has forgotten the job (sacct
-answers only on clusters that keep accounting). Tested by
-tests/test_slurm_cluster.py (a real one-node cluster) and tests/test_slurm.py.
+answers only on clusters that keep accounting).
 """
 
 from __future__ import annotations

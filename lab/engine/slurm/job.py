@@ -18,7 +18,6 @@ the repository (``srun --chdir``), whatever the script's folder and
 ``preflight_lines`` and ``node_local`` are what the
 Launch page and ``launch --dry-run`` say first. What the job's states mean is
 ``lab.engine.slurm.states``; the Slurm commands run in ``lab.engine.slurm.cmd``.
-Tested by tests/test_slurm.py.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ for the job's GPUs on that node (physical indices from ``SLURM_STEP_GPUS``,
 ``sys/node<k>/host_cpu_pct`` (0-100 % of all its cores) and
 ``sys/node<k>/host_mem_used_mib`` (through ``lab.engine.procs``: the job's
 own processes are another step's, out of this one's sight). It ends on
-SIGUSR1, which the job script sends through srun when the training ends, or SIGTERM. Tested by
-tests/test_slurm.py (a sample written and read back) and tests/test_slurm_cluster.py.
+SIGUSR1, which the job script sends through srun when the training ends, or SIGTERM.
 """
 
 from __future__ import annotations

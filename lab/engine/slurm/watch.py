@@ -17,7 +17,7 @@ failed with theirs (``lab.engine.slurm.states``). A job Slurm forgot is read fro
 status.json's only writer for its run; it records ``kind`` and ``events_dirs`` as the local
 supervisor does (``lab.engine.supervise.linked``: a user's script's event folders below its working
 directory, scanned every poll and once at the end; the job's processes run on the nodes, so any
-event file created there after the submission counts). Tested by tests/test_slurm_cluster.py."""
+event file created there after the submission counts)."""
 
 from __future__ import annotations
 

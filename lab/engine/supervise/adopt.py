@@ -13,7 +13,7 @@ checks again, writes itself as the supervisor with ``watcher: {"pid",
 process that is not its child cannot be waited for, so the end is read from the
 trainer's records: ``succeeded`` when summary.json says ``completed``, else
 ``failed`` with the usual diagnosis (error.json, the logs); ``exit_code`` stays
-null. Runs whose processes are gone stay ``lost``. Tested by tests/test_adopt.py.
+null. Runs whose processes are gone stay ``lost``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ to them (``sys/gpu<i>/other_util_pct``, where NVML can attribute; a note
 where it cannot, or where it lists pids this machine's process table does
 not show, as from another container). ``record()`` is status.json's
 ``interference``; whether the run shared the machine is one rule,
-``is_busy``. Tested by tests/test_interference.py.
+``is_busy``.
 """
 
 from __future__ import annotations

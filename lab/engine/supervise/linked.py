@@ -18,9 +18,7 @@ costs little: hidden folders, ``node_modules``, ``__pycache__``,
 skipped, it goes breadth first, ``MAX_DEPTH`` folders deep at most, and reads
 ``MAX_ENTRIES`` entries at most (a folder too big for what is left is
 skipped, the smaller ones still read); the supervisor scans every ``SCAN_EVERY_S`` seconds
-and once more at the end. Folders once linked stay linked. Tested by
-tests/test_script_config.py (the walk) and tests/test_script_runs.py (real
-scripts).
+and once more at the end. Folders once linked stay linked.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ attempt n+1. ``restarts(run_dir)`` pairs the two: one entry per attempt after
 the first, ``{"attempt", "rank", "exit_code", "cause"}``, the cause in words
 (a signal's name, or the last error line of that rank's log in the failed
 attempt). The supervisor keeps the list as status.json's ``restarts``.
-Tested by tests/test_health_runs.py (a real restart) and tests/test_health.py.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ summed), what else used the machine through ``lab.engine.supervise.interference`
 status.json's record), and each value is written as a scalar event under ``RUN_DIR/sys``.
 The events are written with tensorboard's own ``EventFileWriter`` and protos,
 never torch (importing torch costs the supervisor seconds and hundreds of MB).
-Step = sample number, wall time = sample time. Tested by tests/test_devices.py and
-tests/test_interference.py.
+Step = sample number, wall time = sample time.
 """
 
 from __future__ import annotations

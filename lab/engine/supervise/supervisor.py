@@ -11,7 +11,7 @@ records what else used the machine (``interference``), watches its health
 file or on SIGTERM (SIGTERM to the groups, SIGKILL after the grace period, stragglers found through
 the recorded process tree), and on a non-zero exit stores a diagnosis. It is status.json's writer
 (the launcher writes it only where no supervisor exists, see docs/contracts.md). It never imports
-torch. Tested by tests/test_engine_runs.py and tests/test_health_runs.py."""
+torch."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ and seed on the usable GPUs (or the CPU), under strong scaling (every mode
 keeps the global batch, so they compute the same training) or weak scaling
 (every device keeps its batch, ``scaled``); ``interleaved`` repeats them in
 turn (single, dp, ddp, single, …) so drift on the machine hits every mode
-alike. Launching a sweep is ``lab.engine.launch.launcher.launch_sweep``. Tested by
-tests/test_engine_config.py and tests/test_noise.py.
+alike. Launching a sweep is ``lab.engine.launch.launcher.launch_sweep``.
 """
 
 from __future__ import annotations

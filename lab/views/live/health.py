@@ -9,7 +9,7 @@ stalled run, the stacks saved); ``badge`` the short text of the Home runs
 list; ``stack_files`` the newest dump of ``stacks/`` (one text per rank);
 ``restart_lines`` each torchrun restart with its cause; ``link_lines`` the
 resume links both ways. A record is anything with
-``lab.engine.registry.RunRecord``'s attributes. Tested by tests/test_health_view.py.
+``lab.engine.registry.RunRecord``'s attributes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ into one set of charts per node: the node's GPUs as ``run_charts.sys_charts``
 draws a local run's, then the whole node's CPU use and memory, each against
 seconds since the node's first sample (one event holds all of a sample's
 values, so the node's charts line up). A record is anything with
-``lab.engine.registry.RunRecord``'s attributes. Tested by tests/test_slurm_views.py.
+``lab.engine.registry.RunRecord``'s attributes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ progress is read from the scalars of its linked event files when the page
 has them (``scalars=``): the last step seen, steps/s over the last points,
 the time its events span, and an ETA only when the user gave a total
 (``total_steps``). A record is anything with
-``lab.engine.registry.RunRecord``'s attributes. Tested by tests/test_live.py
-and tests/test_script_view.py.
+``lab.engine.registry.RunRecord``'s attributes.
 """
 
 from __future__ import annotations

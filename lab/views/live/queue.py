@@ -1,6 +1,5 @@
 """The queue as Home shows it: one row per waiting run (or sweep), in the order they will start,
-with the devices it needs and what it waits for (``lab.engine.queue.book.listing``). Tested by
-tests/test_queue.py."""
+with the devices it needs and what it waits for (``lab.engine.queue.book.listing``)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ samples, the CPU use and resident memory of the run's whole process tree.
 The Live page draws one run's device charts (``sys_charts``); the Compare
 page and its export draw the same traces run by run
 (``lab.views.compare.curves.system_panels``). Series are anything with numpy
-``step``, ``wall_time``, ``value`` (``lab.events.Series``). Tested by
-tests/test_live.py and tests/test_compare_curves.py.
+``step``, ``wall_time``, ``value`` (``lab.events.Series``).
 """
 
 from __future__ import annotations

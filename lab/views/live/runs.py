@@ -8,7 +8,7 @@ or lost run (cause and fix), the note when a run ran in another mode than
 asked, and the lines of what it was asked to do. A run's progress is
 ``lab.views.live.progress``, its charts ``lab.views.live.run_charts``, the device strip
 ``lab.views.device_strip``. A record is anything with
-``lab.engine.registry.RunRecord``'s attributes. Tested by tests/test_live.py.
+``lab.engine.registry.RunRecord``'s attributes.
 """
 
 from __future__ import annotations

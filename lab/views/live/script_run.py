@@ -10,8 +10,7 @@ accuracy, throughput) and one chart for each other tag, since a script names
 its tags as it likes. ``waiting_note`` is what the page says while there is
 nothing to draw ("no event files yet below <dir>"), and ``config_lines``
 what the script was asked to do. A record is anything with
-``lab.engine.registry.RunRecord``'s attributes. Tested by
-tests/test_script_view.py.
+``lab.engine.registry.RunRecord``'s attributes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ lists: a lab run folder's ``tb/`` and ``sys/`` as one run
 (``lab.views.runscalars.group_parts``), and the child folder ``add_hparams``
 writes folded into the run that wrote it (``lab.views.logs.hparams_table``).
 Both readers are handed in (the page shares cached ones), so this stays a
-plain object a test builds on real files. Tested by
-tests/test_hparams_table.py.
+plain object a test builds on real files.
 """
 
 from __future__ import annotations

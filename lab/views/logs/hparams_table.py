@@ -11,7 +11,7 @@ writer's run, which ``fold_sessions`` folds into that run as ``tb/`` and
 Metrics are the last value of each tag the experiments declare plus the
 lab's loss and accuracy tags. ``hp_table`` lays the rows out (optionally
 only the hyperparameters that differ), ``filter_table`` applies a typed
-condition such as ``lr<0.01, opt=adam``. Tested by tests/test_hparams_table.py.
+condition such as ``lr<0.01, opt=adam``.
 """
 
 from __future__ import annotations

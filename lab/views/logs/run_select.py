@@ -7,7 +7,7 @@ the run filter (a regular expression, ``re.search``, as TensorBoard's
 folder (an experiment) with a per-group toggle, and the selection itself:
 what is kept across reruns (names; a run that vanished is skipped, new runs
 are not added), the default when a folder opens, and how rows chosen in the
-hyperparameters table change it. Tested by tests/test_run_select.py.
+hyperparameters table change it.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ unified hover naming every run at that x with its smoothed and raw value,
 the charts grouped by tag prefix (``train/``, ``val/``…) as TensorBoard's
 sections, and each chart's data as CSV and as JSON. Lines are reduced with
 ``lab.views.downsample.minmax`` on the raw values (spikes survive) before
-they are drawn; the downloads hold every point. Tested by
-tests/test_scalar_chart.py.
+they are drawn; the downloads hold every point.
 """
 
 from __future__ import annotations
