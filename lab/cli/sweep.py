@@ -32,11 +32,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         configs = _count_configs(a, modes, n)
     else:
         configs = _mode_configs(a, modes, n)
-    if "dp" in modes and not any(c.gpus for c in configs):
-        print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)
     sweep_id, run_ids = launcher.launch_sweep(
         interleaved(configs, a.repeats), root(), scaling=a.scaling
     )
+    # after the launch, so that a refused sweep prints its one error line and nothing else
+    if "dp" in modes and not any(c.gpus for c in configs):
+        print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)
     if a.json:
         print_json({"sweep_id": sweep_id, "run_ids": run_ids, "runs_dir": str(root())})
     else:

@@ -297,15 +297,21 @@ def _gpus(run_dirs: list[Path]) -> list[int]:
 def supervise_queued(run_dir: Path, interval_s: float) -> str:
     """Wait for the run's turn in the runs folder's queue (``lab.engine.queue``), then run it."""
     me = [os.getpid(), procs.create_time(os.getpid())]
-    _mark(run_dir, supervisor_pid=me[0], supervisor_ct=me[1])  # up, and not lost while it waits
     exclusive = bool((read_json(run_dir / RUN_JSON) or {}).get("exclusive"))
+
+    def mark(queue: dict | None) -> None:
+        # The supervisor's pid goes in with the wait's place in line, or with the start: the
+        # launcher returns on the first, so a run it hands back is either started or waiting.
+        up = {"supervisor_pid": me[0], "supervisor_ct": me[1]} if queue else {}
+        _mark(run_dir, queue=queue, **up)
+
     with turn(
         run_dir.parent,
         run_dir.name,
         [run_dir.name],
         _gpus([run_dir]),
         exclusive,
-        lambda **kw: _mark(run_dir, **kw),
+        mark,
         lambda: _stop_request(run_dir) is not None,
     ):
         return supervise(run_dir, interval_s)  # a cancelled wait: it records the run stopped
