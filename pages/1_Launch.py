@@ -32,58 +32,6 @@ st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀
 require_password()
 st.title("Launch a run")
 
-# Where each field sits: sections (an expander title, or None), rows of
-# columns, a column one field or several stacked.
-LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
-    (None, [["backend"]]),
-    (
-        "Slurm job (where to run: slurm)",
-        [["partition", "gpus_per_node", "cpus_per_task"], ["time", "account"], ["sbatch_args"]],
-    ),
-    (
-        None,
-        [
-            ["mode"],
-            ["gpus"],
-            ["nproc"],
-            ["model", ("dataset", form.FOLDER)],
-            ["batch_size", "epochs", "max_steps"],
-            ["lr", "seed", "amp"],
-            ["name", "tags", "profile_steps"],
-        ],
-    ),
-    (
-        "More options",
-        [
-            ["workers", "log_every", "val_every"],
-            ["image_size", "checkpoint", "grad_norm_warn"],
-            ["extra_env"],
-        ],
-    ),
-    (
-        "When it goes wrong",
-        [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]],
-    ),
-    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
-]
-SCRIPT_LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
-    *LAYOUT[:2],  # where to run, and the Slurm job's options
-    (
-        None,
-        [
-            ["script"],
-            ["args"],
-            ["cwd"],
-            ["mode"],
-            ["gpus"],
-            ["nproc"],
-            ["events_dir", "total_steps"],
-            ["name", "tags"],
-        ],
-    ),
-    ("More options", [["stall_after"], ["extra_env"]]),
-    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
-]
 KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}
 
 access = launch_access(st.get_option("server.address"))
@@ -105,10 +53,10 @@ def _snapshot():
 snap = _snapshot()
 usable = tuple(g.index for g in snap.gpus)  # NVML's indices that could be read: maybe not 0..n-1
 if kind == paths.SCRIPT:
-    fields, layout = script_form.SCRIPT_BY_NAME, SCRIPT_LAYOUT
+    fields, layout = script_form.SCRIPT_BY_NAME, script_form.LAYOUT
     start = script_form.form_values(script_form.script_config({}, usable)[0])
 else:
-    fields, layout = form.BY_NAME, LAYOUT
+    fields, layout = form.BY_NAME, form.LAYOUT
     # the engine's defaults, for the dashboard's quick run: tinycnn on digits, about a minute on a
     # laptop CPU
     start = request.form_values(request.run_config({"epochs": ui_text.QUICK_EPOCHS}, usable)[0])

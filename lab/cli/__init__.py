@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ConfigError as e:  # named as the flag the user typed
         print(
-            f"error: {run_options.FLAG.get(e.field, e.field).replace('_', '-')}: {e.message}",
+            f"error: {run_options.flag_name(e.field)}: {e.message}",
             file=sys.stderr,
         )
     except (

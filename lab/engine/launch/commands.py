@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import environment
+from lab.engine.launch.form import trainer_flags
 from lab.engine.launch.runconfig import SLURM, RunConfig
 from lab.engine.slurm.cmd import submit_argv
 from lab.runfolder import JOB_SBATCH, LOGS_DIR
@@ -65,14 +66,7 @@ def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
         "--device",
         "cuda" if c.gpus or c.gpus_per_node else "cpu",
     ]
-    if c.amp:
-        args.append("--amp")
-    if c.profile_steps:
-        args += ["--profile-steps", c.profile_steps]
-    if c.stop_on_nan:
-        args.append("--stop-on-nan")
-    if c.data_delay_ms:
-        args += ["--data-delay-ms", str(float(c.data_delay_ms))]
+    args += trainer_flags(c)  # the options given only when set, as the form declares them
     if c.resume or c.max_restarts:  # a restarted attempt continues from its own last checkpoint
         args += ["--resume", c.resume or "auto"]
     return args

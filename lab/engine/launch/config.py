@@ -15,7 +15,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from lab.engine.launch import models, trainer_options
+from lab.engine.launch import form, models, trainer_options
 from lab.engine.launch.runconfig import (
     BACKENDS,
     CPU_DDP_PROCESSES,
@@ -229,6 +229,7 @@ def problems(
     out += _device_problems(c, gpus)
     out += _node_problems(c)
     out += [ConfigError(f, msg) for f, msg in trainer_options.number_problems(c)]
+    out += [ConfigError(f, msg) for f, msg in form.limit_problems(c)]
     out += slurm.config_problems(c)
     if not out:
         bp = _batch_problem(c)

@@ -1,9 +1,12 @@
-"""The launch form as a table: one ``FormField`` per ``RunConfig`` field.
+"""Every run option, declared once: one ``FormField`` per ``RunConfig`` field.
 
-Each field has its label, widget kind, options, step, help and session key; the Launch page
-draws ``FIELDS`` in a loop (``BY_NAME`` by field name), and a test checks it covers every field.
-``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read from it become a
-``RunConfig`` in ``lab.engine.launch.request``.
+A field holds its label, widget kind, options, step, help and session key (the Launch page draws
+``FIELDS`` in ``LAYOUT``, a test checks it covers every field), its command-line flag and words
+(``lab.cli.run_options`` builds ``launch``'s and ``sweep``'s parser from them), the trainer's flag
+of an option passed only when set (``trainer_flags``, used by ``lab.engine.launch.commands``) and
+its allowed range (``limit_problems``, one of ``lab.engine.launch.config``'s checks); the default
+is ``RunConfig``'s. ``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read from the
+form become a ``RunConfig`` in ``lab.engine.launch.request``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ class FormField:
     only_if: tuple[str, str] | None = None
     # options asked for when drawn (costly to list)
     options_of: Callable[[], tuple[str, ...]] | None = None
+    flag: str = ""  # the command line's name where it is not the field's (repeatable ones)
+    cli_help: str = ""  # the command line's words where the form's do not fit a terminal
+    trainer_flag: str = ""  # the trainer's flag for an option it is given only when set
+    limits: tuple[float, float] | None = None  # the allowed range, in ``unit``
+    unit: str = ""
 
     def choices(self) -> tuple[str, ...]:
         """The options of a select or radio: ``options``, or what ``options_of`` lists now."""
@@ -48,6 +56,13 @@ class FormField:
     def enabled(self, values: Mapping[str, Any]) -> bool:
         """Whether the widget takes input, given the values above it (a disabled one gives None)."""
         return self.only_if is None or values.get(self.only_if[0]) == self.only_if[1]
+
+    def cli_flag(self) -> str:
+        return "--" + (self.flag or self.name).replace("_", "-")
+
+    def cli_words(self) -> str:
+        """``--help``'s text: the command line's own words, else the form's help, else its label."""
+        return self.cli_help or self.help or self.label
 
 
 # in the order a page reads them: a field's only_if names one above it
@@ -62,6 +77,8 @@ FIELDS: tuple[FormField, ...] = (
             "local — this machine",
             "slurm — a job on a Slurm cluster (nodes under 'Several machines')",
         ),
+        cli_help="where to run: local (this machine) or slurm (a job on a Slurm cluster, with "
+        "the options below)",
     ),
     FormField(
         "partition",
@@ -69,6 +86,7 @@ FIELDS: tuple[FormField, ...] = (
         "text",
         "launch_partition",
         only_if=("backend", SLURM),
+        cli_help="slurm: the partition (default: the cluster's)",
     ),
     FormField(
         "gpus_per_node",
@@ -77,6 +95,7 @@ FIELDS: tuple[FormField, ...] = (
         "launch_gpus_per_node",
         only_if=("backend", SLURM),
         help="DDP runs one process per GPU; 0: the nodes' CPUs with gloo.",
+        cli_help="slurm: GPUs per node (ddp: one process each)",
     ),
     FormField(
         "cpus_per_task",
@@ -84,6 +103,7 @@ FIELDS: tuple[FormField, ...] = (
         "int",
         "launch_cpus_per_task",
         only_if=("backend", SLURM),
+        cli_help="slurm: CPUs per node for the task (default: Slurm's)",
     ),
     FormField(
         "time",
@@ -91,9 +111,15 @@ FIELDS: tuple[FormField, ...] = (
         "text",
         "launch_time",
         only_if=("backend", SLURM),
+        cli_help="slurm: the time limit, e.g. 30 or 2:00:00 (default: the partition's)",
     ),
     FormField(
-        "account", "Account (optional)", "text", "launch_account", only_if=("backend", SLURM)
+        "account",
+        "Account (optional)",
+        "text",
+        "launch_account",
+        only_if=("backend", SLURM),
+        cli_help="slurm: the account to charge",
     ),
     FormField(
         "sbatch_args",
@@ -101,6 +127,8 @@ FIELDS: tuple[FormField, ...] = (
         "lines",
         "launch_sbatch_args",
         only_if=("backend", SLURM),
+        cli_help="slurm: one more #SBATCH option, written --sbatch-arg=--qos=high (repeatable)",
+        flag="sbatch_arg",
     ),
     FormField(
         "mode",
@@ -114,7 +142,15 @@ FIELDS: tuple[FormField, ...] = (
             "ddp — DistributedDataParallel under torchrun, one process per GPU (or CPU process)",
         ),
     ),
-    FormField("gpus", "GPUs", "gpus", "launch_gpu", only_if=("backend", LOCAL)),
+    FormField(
+        "gpus",
+        "GPUs",
+        "gpus",
+        "launch_gpu",
+        only_if=("backend", LOCAL),
+        cli_help="physical GPU numbers, e.g. 0,1; 'cpu' for none (default: all for dp/ddp, 0 for "
+        "single)",
+    ),
     FormField(
         "nproc",
         "Processes per node (ddp)",
@@ -122,6 +158,7 @@ FIELDS: tuple[FormField, ...] = (
         "launch_nproc",
         only_if=("mode", "ddp"),
         help="DDP runs one process per GPU; on the CPU each process is one gloo rank.",
+        cli_help="ddp: processes per node (default: one per GPU, 2 on the CPU)",
     ),
     FormField(
         "model",
@@ -131,6 +168,8 @@ FIELDS: tuple[FormField, ...] = (
         options_of=models.names,
         help=f"tinycnn (a small CNN), or any torchvision classification model ({models.SOURCE}), "
         "built with weights=None: type to search. ViT and MaxViT take 224×224 images only.",
+        cli_help="tinycnn, or any torchvision classification model: a name of "
+        "torchvision.models.list_models(module=torchvision.models), e.g. resnet50, vit_b_16",
     ),
     FormField(
         "dataset",
@@ -140,6 +179,7 @@ FIELDS: tuple[FormField, ...] = (
         options=DATASETS + (IMAGEFOLDER,),
         help="digits: the 8×8 sample set shipped in sample_data/; synthetic: random tensors; "
         "imagefolder: PATH/train/<class>/*, PATH/val/<class>/* or PATH/<class>/*",
+        cli_help="digits | synthetic | imagefolder:PATH",
     ),
     FormField(
         FOLDER, "Image folder path", "text", "launch_folder", only_if=("dataset", IMAGEFOLDER)
@@ -151,6 +191,7 @@ FIELDS: tuple[FormField, ...] = (
         "launch_batch",
         help="The same in every mode: DP splits it over GPUs, DDP runs batch / world size per "
         "rank.",
+        cli_help="the global batch",
     ),
     FormField("epochs", "Epochs", "int", "launch_epochs"),
     FormField("max_steps", "Max steps (0 = no limit)", "int", "launch_max_steps", step=10),
@@ -162,9 +203,17 @@ FIELDS: tuple[FormField, ...] = (
         "check",
         "launch_amp",
         help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast",
+        trainer_flag="--amp",
     ),
     FormField("name", "Name (optional)", "text", "launch_name"),
-    FormField("tags", "Tags (comma separated)", "text", "launch_tags"),
+    FormField(
+        "tags",
+        "Tags (comma separated)",
+        "text",
+        "launch_tags",
+        cli_help="a tag (repeatable)",
+        flag="tag",
+    ),
     FormField("workers", "DataLoader workers", "int", "launch_workers"),
     FormField("log_every", "Log every (steps)", "int", "launch_log_every"),
     FormField(
@@ -186,6 +235,9 @@ FIELDS: tuple[FormField, ...] = (
         "Perfetto. "
         "Keep it short and after the first steps: profiled steps are slower and count in "
         "throughput.",
+        cli_help="A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. "
+        "20:25); off by default",
+        trainer_flag="--profile-steps",
     ),
     FormField(
         "stop_on_nan",
@@ -193,6 +245,8 @@ FIELDS: tuple[FormField, ...] = (
         "check",
         "launch_stop_nan",
         help="End the run (failed, diagnosed nan_loss) as soon as train/loss is NaN or infinite.",
+        cli_help="end the run (failed, nan_loss) as soon as train/loss is NaN or infinite",
+        trainer_flag="--stop-on-nan",
     ),
     FormField(
         "stall_after",
@@ -204,6 +258,8 @@ FIELDS: tuple[FormField, ...] = (
         help="Flag the run stalled (and save every rank's stack) when its processes live but no "
         "new step "
         "comes for this long; auto: the larger of 60 s and 20 median steps. Start-up counts.",
+        cli_help="seconds without a new step before the run is flagged stalled and its "
+        "stacks saved (0: the larger of 60 s and 20 median steps)",
     ),
     FormField(
         "max_restarts",
@@ -214,6 +270,8 @@ FIELDS: tuple[FormField, ...] = (
         help="A failed rank restarts all workers up to this many times; the trainer resumes from "
         "its last "
         "checkpoint (--resume auto).",
+        cli_help="ddp: torchrun restarts the workers up to N times; the trainer resumes "
+        "from its last checkpoint",
     ),
     FormField(
         "data_delay_ms",
@@ -225,6 +283,9 @@ FIELDS: tuple[FormField, ...] = (
         help="Simulate a slow input pipeline: each training batch waits this long (DataLoader "
         "workers "
         "overlap it). 0 = off.",
+        trainer_flag="--data-delay-ms",
+        limits=(0, 60_000),
+        unit="ms per batch",
     ),
     FormField(
         "resume",
@@ -233,8 +294,17 @@ FIELDS: tuple[FormField, ...] = (
         "launch_resume",
         help="A checkpoints/last.pt of an earlier run; the Live page's Resume button fills this "
         "in for you.",
+        cli_help="a checkpoint file to start from (a run's checkpoints/last.pt); `python -m "
+        "lab resume RUN` fills it in",
     ),
-    FormField("extra_env", "Extra environment (KEY=VALUE per line)", "lines", "launch_env"),
+    FormField(
+        "extra_env",
+        "Extra environment (KEY=VALUE per line)",
+        "lines",
+        "launch_env",
+        cli_help="extra environment, KEY=VALUE (repeatable)",
+        flag="env",
+    ),
     FormField("nnodes", "Nodes", "int", "launch_nnodes"),
     FormField(
         "node_rank", "This node's rank", "int", "launch_node_rank", only_if=("backend", LOCAL)
@@ -245,6 +315,73 @@ FIELDS: tuple[FormField, ...] = (
         "text",
         "launch_endpoint",
         only_if=("backend", LOCAL),
+        cli_help="host:port of node 0 when --nnodes > 1",
     ),
 )
 BY_NAME = {f.name: f for f in FIELDS}
+
+
+def trainer_flags(c: Any) -> list[str]:
+    """The trainer's flags of the options it is given only when set, in the form's order: a flag
+    alone for a switch, else the flag and the value (a float field's as a float)."""
+    out: list[str] = []
+    for f in FIELDS:
+        value = getattr(c, f.name, None) if f.trainer_flag else None
+        if not value:
+            continue
+        out += (
+            [f.trainer_flag]
+            if value is True
+            else [f.trainer_flag, str(float(value)) if f.kind == "float" else str(value)]
+        )
+    return out
+
+
+def limit_problems(c: Any) -> list[tuple[str, str]]:
+    """(field, message) for each field with ``limits`` whose value is not a number within them."""
+    out = []
+    for f in FIELDS:
+        if f.limits is None:
+            continue
+        value, (lo, hi) = getattr(c, f.name), f.limits
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi
+        if not ok:
+            off = " (off)" if lo == 0 else ""
+            out.append((f.name, f"{f.name} {value} must be {lo:g}{off} to {hi:g} {f.unit}".strip()))
+    return out
+
+
+# Where each field sits: sections (an expander title, or None), rows of
+# columns, a column one field or several stacked.
+LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    (None, [["backend"]]),
+    (
+        "Slurm job (where to run: slurm)",
+        [["partition", "gpus_per_node", "cpus_per_task"], ["time", "account"], ["sbatch_args"]],
+    ),
+    (
+        None,
+        [
+            ["mode"],
+            ["gpus"],
+            ["nproc"],
+            ["model", ("dataset", FOLDER)],
+            ["batch_size", "epochs", "max_steps"],
+            ["lr", "seed", "amp"],
+            ["name", "tags", "profile_steps"],
+        ],
+    ),
+    (
+        "More options",
+        [
+            ["workers", "log_every", "val_every"],
+            ["image_size", "checkpoint", "grad_norm_warn"],
+            ["extra_env"],
+        ],
+    ),
+    (
+        "When it goes wrong",
+        [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]],
+    ),
+    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
+]

@@ -257,3 +257,24 @@ def preview(
     return Preview(
         _what_runs(c, snapshot) + _curves(c), argv, changed, other_node_commands(c, run_dir), c.cwd
     )
+
+
+# the Launch page's layout of a script run, as ``form.LAYOUT`` is a trainer run's
+LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
+    *form.LAYOUT[:2],  # where to run, and the Slurm job's options
+    (
+        None,
+        [
+            ["script"],
+            ["args"],
+            ["cwd"],
+            ["mode"],
+            ["gpus"],
+            ["nproc"],
+            ["events_dir", "total_steps"],
+            ["name", "tags"],
+        ],
+    ),
+    ("More options", [["stall_after"], ["extra_env"]]),
+    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
+]

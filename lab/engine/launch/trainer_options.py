@@ -3,7 +3,8 @@
 What ``training.train`` is asked to do beyond where it runs: batch size, epochs, steps, learning
 rate, workers, seed, logging, image size, gradient warning, checkpoint, ``--profile-steps``, the
 data set (``digits``, ``synthetic`` or ``imagefolder:PATH``) and the options of a run that goes
-wrong (the stall threshold, the simulated input delay, restarts, a resume). Each check returns
+wrong (the stall threshold, restarts, a resume; a range declared with its option, as the
+simulated input delay's, is checked by ``form.limit_problems``). Each check returns
 ``(field, message)`` pairs, the message naming the fix; ``lab.engine.launch.config.problems`` turns
 them into ``ConfigError`` beside its checks of devices, nodes and backend (this module imports
 nothing of it, so both can be imported first). The names of the data sets and checkpoint choices
@@ -112,7 +113,7 @@ def number_problems(c: Any) -> list[tuple[str, str]]:
 
 
 def health_problems(c: Any) -> list[tuple[str, str]]:
-    """The options of a run that goes wrong: stall threshold, data delay, restarts, resume."""
+    """The options of a run that goes wrong: stall threshold, restarts, resume."""
     out: list[tuple[str, str]] = []
     ok = (
         isinstance(c.stall_after, (int, float))
@@ -125,13 +126,6 @@ def health_problems(c: Any) -> list[tuple[str, str]]:
                 "stall_after",
                 f"stall_after {c.stall_after} must be 0 (automatic: the larger of 60 s and 20 "
                 "median steps) or a number of seconds, e.g. 300",
-            )
-        )
-    if not (isinstance(c.data_delay_ms, (int, float)) and 0 <= c.data_delay_ms <= 60_000):
-        out.append(
-            (
-                "data_delay_ms",
-                f"data_delay_ms {c.data_delay_ms} must be 0 (off) to 60000 ms per batch",
             )
         )
     if (
