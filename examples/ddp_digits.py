@@ -2,10 +2,9 @@
 
     torchrun --nproc-per-node 2 examples/ddp_digits.py --epochs 3
 
-torchrun starts the processes and gives each RANK, LOCAL_RANK, WORLD_SIZE and
-the rendezvous address. NCCL and one GPU per process when CUDA is available,
-gloo on CPU otherwise. Rank 0 writes TensorBoard events to SummaryWriter's
-default folder, ./runs/<date>_<host>, below the working directory.
+torchrun gives each process RANK, LOCAL_RANK, WORLD_SIZE and the rendezvous address; plain
+`python` runs a group of one. NCCL and one GPU per process when CUDA is available, gloo on CPU
+otherwise. Rank 0 writes TensorBoard events to SummaryWriter's default ./runs/<date>_<host>.
 """
 from __future__ import annotations
 
@@ -86,13 +85,14 @@ def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> list
 @record  # an exception in any rank is written where torchrun reports it, traceback and all
 def main() -> None:
     args = parse_args()
-    local_rank = int(os.environ["LOCAL_RANK"])
+    alone = {} if "LOCAL_RANK" in os.environ else dict(store=dist.HashStore(), rank=0, world_size=1)
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)  # before init_process_group: NCCL binds this GPU
         device, backend = torch.device("cuda", local_rank), "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend)  # rank, world size, address: from torchrun's environment
+    dist.init_process_group(backend, **alone)  # torchrun's rank and world, or plain python's one
     rank = dist.get_rank()
 
     train_set, val_set, num_classes = load_data(args)

@@ -133,6 +133,13 @@ def test_ddp_script_two_ranks_only_rank0_writes(ddp_run):
     check_losses_read_back(cwd, res.stdout)
 
 
+def test_ddp_script_under_plain_python_is_a_group_of_one(tmp_path):
+    res = run([sys.executable, str(DDP), *SHORT], tmp_path)  # what `sweep --script` runs as single
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 processes (gloo)" in res.stdout, res.stdout
+    check_losses_read_back(tmp_path, res.stdout)
+
+
 def test_fake_data_needs_no_files(tmp_path):
     res = run(
         [

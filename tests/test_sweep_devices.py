@@ -116,3 +116,52 @@ def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tm
     assert curve[2]["speedup"]["value"] == pytest.approx(1.0)
     groups = {g["mode"] for g in json.loads(res.stdout)["by_mode"]}
     assert groups == {"single", "ddp x1", "ddp x2"}  # each count its own group of repeats
+    assert {c["rate"] for c in curve} == {"samples/s"}  # the trainer measures samples/s
+
+
+@pytest.mark.timeout(600)  # three real script runs one after another
+def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_path):
+    root, work = tmp_path / "runs", tmp_path / "work"
+    work.mkdir()
+    script = str(REPO / "examples" / "ddp_digits.py")
+    res = _lab(
+        "sweep", "--script", script, "--cwd", str(work), "--modes", "single,ddp",
+        "--devices", "1,2", "--json", "--", "--epochs", "1", "--max-steps", "8",
+        "--log-every", "1",
+        root=root,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    runs = _finished(root, doc["run_ids"])
+    assert [(r["kind"], r["config"]["mode"], r["config"]["nproc"]) for r in runs] == [
+        ("script", "single", 1),
+        ("script", "ddp", 1),
+        ("script", "ddp", 2),
+    ]
+    assert {r["sweep_id"] for r in runs} == {doc["sweep_id"]}
+    assert runs[0]["argv"][1:] == [script, "--epochs", "1", "--max-steps", "8", "--log-every", "1"]
+    assert "torch.distributed.run" in runs[2]["argv"]  # ddp under torchrun, two processes
+    res = _lab("compare", doc["sweep_id"], "--json", root=root)
+    assert res.returncode == 0, res.stderr
+    curve = json.loads(res.stdout)["scaling_curve"]
+    assert [(c["mode"], c["devices"], c["rate"]) for c in curve] == [
+        ("ddp", 1, "steps/s"),
+        ("ddp", 2, "steps/s"),
+        ("single", 1, "steps/s"),
+    ]  # a script logs no samples/s: its curve is of the loss tag's step rate, and says so
+    assert all(c["throughput"]["median"] > 0 for c in curve)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--script", "x.py", "--scaling", "weak"], "strong scaling"),
+        (["--", "--epochs", "1"], "give --script PATH"),
+        (["--script", "x.py", "--lr", "0.5"], "put the script's own options after --"),
+    ],
+)
+def test_a_script_sweep_asked_wrongly_is_one_line_and_starts_nothing(tmp_path, args, words):
+    res = _lab("sweep", "--modes", "single,ddp", *args, root=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert words in res.stderr and "Traceback" not in res.stderr
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())

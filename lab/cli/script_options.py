@@ -50,6 +50,14 @@ EPILOG = """a script of your own (instead of the lab's trainer):
   --partition, --gpus-per-node, --time ...) runs it as a Slurm job in --cwd instead."""
 
 
+SWEEP_EPILOG = """a script of your own in every mode and device count:
+  python -m lab sweep --script train.py --modes single,ddp --devices 1,2 [--repeats 3]
+      [--cwd DIR] [--json] -- ARGS...
+  each run is what launch --script would start (single: one device visible; dp: the first N
+  GPUs visible to the script's own nn.DataParallel; ddp: torchrun with N processes); the
+  script's batch is its own arguments', so the sweep is strong scaling."""
+
+
 class ScriptUsageError(Exception):
     """A script launch asked wrongly: one line naming the fix."""
 
@@ -63,8 +71,8 @@ def split_script_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv[:i], argv[i + 1 :]
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    """``launch``'s options for a script run."""
+def add_options(p: argparse.ArgumentParser, launch: bool = True) -> None:
+    """``launch``'s (or ``sweep``'s, ``launch=False``) options for a script run."""
     g = p.add_argument_group("your own script (instead of the trainer; its arguments go after --)")
     g.add_argument("--script", metavar="PATH", help="your training script, a .py file")
     g.add_argument(
@@ -85,7 +93,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the script's last step, for the ETA (optional)",
     )
-    p.epilog = EPILOG
+    p.epilog = EPILOG if launch else SWEEP_EPILOG
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -106,7 +114,8 @@ def _trainer_options_given(a: argparse.Namespace) -> list[str]:
     return out
 
 
-def _values(a: argparse.Namespace) -> dict[str, Any]:
+def values(a: argparse.Namespace) -> dict[str, Any]:
+    """The script run's values of the parsed options (a trainer option given is refused)."""
     if a.script and a.module:
         raise ScriptUsageError("give --script PATH or --module NAME, not both")
     trainer = _trainer_options_given(a)
@@ -134,7 +143,7 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
     from lab.engine.launch import script, script_form
     from lab.views.text import shell_line
 
-    cfg, unreadable = script_form.script_config(_values(a), gpu_count)
+    cfg, unreadable = script_form.script_config(values(a), gpu_count)
     if unreadable:
         raise unreadable[0]
     if a.dry_run:

@@ -4,12 +4,13 @@ turns, so each has the machine to itself."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
-from lab.cli import run_options
+from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
-from lab.engine.launch.config import MODES
+from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES
 from lab.engine.sweep.plan import (
     STRONG,
     compare_modes_configs,
@@ -28,13 +29,23 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
-    if a.devices is not None or a.nproc is not None:
-        configs = _count_configs(a, modes, n)
+    if a.script_args and not script_options.wanted(a):
+        raise UserError(
+            "arguments after -- go to a script of your own: give --script PATH (or --module NAME)"
+        )
+    if script_options.wanted(a):
+        from lab.engine.launch import script
+
+        configs = _script_configs(a, modes, n)
+        sweep_id, run_ids = script.launch_sweep(interleaved(configs, a.repeats), root())
     else:
-        configs = _mode_configs(a, modes, n)
-    sweep_id, run_ids = launcher.launch_sweep(
-        interleaved(configs, a.repeats), root(), scaling=a.scaling
-    )
+        if a.devices is not None or a.nproc is not None:
+            configs = _count_configs(a, modes, n)
+        else:
+            configs = _mode_configs(a, modes, n)
+        sweep_id, run_ids = launcher.launch_sweep(
+            interleaved(configs, a.repeats), root(), scaling=a.scaling
+        )
     # after the launch, so that a refused sweep prints its one error line and nothing else
     if "dp" in modes and not any(c.gpus for c in configs):
         print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)
@@ -74,6 +85,34 @@ def _count_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) 
     return device_count_configs(base, pool, modes, counts, a.scaling, os.cpu_count() or 1)
 
 
+def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:
+    """The user's script at every mode and count, as ``launch --script`` would run it: the counts
+    of ``--devices``, else ``--nproc``, else every visible GPU (2 gloo processes on the CPU)."""
+    from lab.engine.launch import script, script_form
+
+    if a.scaling != STRONG:
+        raise UserError(
+            f"--scaling {a.scaling}: a script's batch is set by its own arguments, so its sweep "
+            "is strong scaling: leave --scaling out"
+        )
+    values = script_options.values(a)
+
+    def config(mode: str):
+        cfg, unreadable = script_form.script_config(dict(values, mode=mode), n)
+        if unreadable:
+            raise unreadable[0]
+        return cfg
+
+    if a.devices is not None:
+        counts = _counts(a.devices)
+    else:
+        counts = [a.nproc or len(n) or CPU_DDP_PROCESSES]
+    pool = config("dp").gpus if a.gpus is not None else n
+    base = config("single")
+    base = dataclasses.replace(base, name=base.name or f"cmp-{script.stem(base)}")
+    return device_count_configs(base, pool, modes, counts, STRONG, os.cpu_count() or 1)
+
+
 def _counts(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -107,4 +146,5 @@ def add_parser(sub) -> None:
         "--gpus, or N DDP processes (gloo) on the CPU (default: all visible GPUs only)",
     )
     run_options.add_run_options(p, with_mode=False)
+    script_options.add_options(p, launch=False)
     p.set_defaults(func=cmd_sweep)

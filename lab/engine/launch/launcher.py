@@ -263,10 +263,24 @@ def launch_sweep(
         if found:
             raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
-    sweep_id = check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
+    sweep_id = new_sweep_id()
     run_ids = [
         _new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)
     ]
+    start_sweep(root, sweep_id, run_ids, scaling)
+    return sweep_id, run_ids
+
+
+def new_sweep_id() -> str:
+    return check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
+
+
+def start_sweep(
+    root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
+) -> None:
+    """Write the sweep's record and start its one supervisor over run folders already made (a
+    trainer's, ``launch_sweep``, or a script's, ``lab.engine.launch.script.launch_sweep``); return
+    once it is up."""
     sweep_file = _sweep_file(root, sweep_id)
     sweep_file.parent.mkdir(exist_ok=True)
     write_json_atomic(
@@ -281,7 +295,6 @@ def launch_sweep(
     )
     log_path = _sweep_file(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
-    return sweep_id, run_ids
 
 
 # ---- stopping -------------------------------------------------------------

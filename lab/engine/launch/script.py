@@ -41,6 +41,7 @@ from lab.engine.launch.config import world_size as config_world_size
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import job as slurm
 from lab.engine.slurm.cmd import submit_argv
+from lab.engine.sweep.plan import STRONG
 from lab.runfolder import (
     JOB_SBATCH,
     SCRIPT,
@@ -301,12 +302,13 @@ def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
     ]
 
 
-def _stem(c: ScriptConfig) -> str:
+def stem(c: ScriptConfig) -> str:
+    """A run name's stem for the script: its name, else its file's or module's."""
     raw = c.name or (c.module.rpartition(".")[2] if c.module is not None else Path(c.script).stem)
     return re.sub(r"[^A-Za-z0-9._-]", "-", raw).strip(".-")[:40] or "script"
 
 
-def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
+def _new_run(c: ScriptConfig, root: Path, recorded_on: str, sweep_id: str | None = None) -> Path:
     """Create the script run's folder and its run.json (``newrun.create``)."""
 
     def program(run_dir: Path, port: int) -> newrun.Program:
@@ -318,9 +320,10 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str) -> Path:
     return newrun.create(
         root,
         c,
-        _stem(c),
+        stem(c),
         program,
         recorded_on=recorded_on,
+        sweep_id=sweep_id,
         kind={"kind": SCRIPT},
         where={"cwd": c.cwd},
     )
@@ -337,3 +340,27 @@ def launch(config: ScriptConfig, runs_dir: Path | None = None, *, exclusive: boo
         queue_book.ask_exclusive(run_dir)
     launcher.start_supervisor(run_dir)  # a Slurm run: lab.engine.slurm.watch submits job.sbatch
     return run_dir.name
+
+
+def launch_sweep(
+    configs: list[ScriptConfig], runs_dir: Path | None = None
+) -> tuple[str, list[str]]:
+    """Run the script under each config one after another, as ``launcher.launch_sweep`` runs the
+    trainer's: every config checked first (nothing starts when one is refused), one supervisor.
+    Strong scaling only: the script's batch is its own arguments'."""
+    if not configs:
+        raise ValueError("a sweep needs at least one config")
+    if any(c.backend != LOCAL for c in configs):
+        raise ConfigError(
+            "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"
+        )
+    usable, recorded_on = newrun.machine()
+    for i, c in enumerate(configs):
+        found = problems(c, usable)
+        if found:
+            raise ConfigError(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
+    root = root_or_default(runs_dir)
+    sweep_id = launcher.new_sweep_id()
+    run_ids = [_new_run(normalized(c), root, recorded_on, sweep_id).name for c in configs]
+    launcher.start_sweep(root, sweep_id, run_ids, STRONG)
+    return sweep_id, run_ids

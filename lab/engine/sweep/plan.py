@@ -11,6 +11,7 @@ alike. Launching a sweep is ``lab.engine.launch.launcher.launch_sweep``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from lab.engine.launch.config import CPU_DDP_PROCESSES, ConfigError, Gpus, RunConfig, usable
 
@@ -43,7 +44,7 @@ def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) ->
     gpus = usable(gpus)
     first = gpus[:1]
     nproc = len(gpus) or CPU_DDP_PROCESSES
-    stem = base.name or f"cmp-{base.model}"
+    stem = base.name or f"cmp-{getattr(base, 'model', 'script')}"  # a script has no model
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     return [
         scaled(c, scaling)
@@ -84,17 +85,18 @@ def interleaved(configs: list[RunConfig], repeats: int) -> list[RunConfig]:
 
 
 def device_count_configs(
-    base: RunConfig,
+    base: Any,
     gpus: Gpus,
     modes: list[str],
     counts: list[int],
     scaling: str = STRONG,
     cpu_limit: int = 0,
-) -> list[RunConfig]:
+) -> list[Any]:
     """Every mode at every device count: ``single`` once (one device), DP over the first N usable
     GPUs (on the CPU once, as it runs on one device there), DDP over the first N GPUs, or as N gloo
     processes on the CPU (at most ``cpu_limit`` when given). A count beyond the machine is a
-    ``ConfigError`` naming what exists."""
+    ``ConfigError`` naming what exists. ``base`` is a trainer's ``RunConfig`` or a script's
+    ``ScriptConfig`` (strong scaling only: a script's batch is its own)."""
     gpus = usable(gpus)
     bad = [n for n in counts if isinstance(n, bool) or not isinstance(n, int) or n < 1]
     if bad or not counts:
@@ -111,7 +113,7 @@ def device_count_configs(
             f"count {max(counts)} is more than this machine's {cpu_limit} CPU cores (no GPU): "
             f"use DDP process counts up to {cpu_limit}",
         )
-    stem = base.name or f"cmp-{base.model}"
+    stem = base.name or f"cmp-{getattr(base, 'model', 'script')}"  # a script has no model
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     out = []
     for mode in modes:

@@ -29,8 +29,9 @@ def _tp(s: Spread) -> dict[str, float]:
 def scaling_curve(
     runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]
 ) -> list[dict[str, Any]]:
-    """``[{"mode", "devices", "runs", "throughput", "speedup", "efficiency"}]`` sorted by mode and
-    count; speedup against the (single, 1) group (None when there is none)."""
+    """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
+    mode and count; speedup against the (single, 1) group (None when there is none); ``rate`` is
+    samples/s, or steps/s when some run has no samples/s (a script's)."""
     grouped: dict[tuple[str, int], list[CompareRun]] = {}
     for r in runs:
         grouped.setdefault((_mode(r), devices(r)), []).append(r)
@@ -39,10 +40,14 @@ def scaling_curve(
         counts.setdefault(mode, set()).add(n)
     if not any(len(c) > 1 for c in counts.values()):
         return []
-    spreads = {
-        k: _pooled([figures[r.key].spread for r in g if figures[r.key].spread is not None])
-        for k, g in grouped.items()
-    }
+    # samples/s where every run measured it; else every run's step rate (a script's own runs), as
+    # Compare's speedups do: one unit for the whole curve
+    samples = all(figures[r.key].spread is not None for r in runs)
+
+    def rate(r: CompareRun) -> Spread | None:
+        return figures[r.key].spread if samples else figures[r.key].steps_spread
+
+    spreads = {k: _pooled([s for s in map(rate, g) if s is not None]) for k, g in grouped.items()}
     base = spreads.get(("single", 1))
     out = []
     for (mode, n), g in sorted(grouped.items()):
@@ -54,6 +59,7 @@ def scaling_curve(
                 "devices": n,
                 "runs": [r.run_id for r in g],
                 "throughput": _tp(s) if s else None,
+                "rate": "samples/s" if samples else "steps/s",
                 "speedup": speed.to_json() if speed else None,
                 "efficiency": speed.scaled(1 / n).to_json() if speed else None,
             }
