@@ -11,11 +11,14 @@ fields are ``lab.engine.launch.form.FIELDS`` (a script's
 ``request.run_config`` (``script_form.script_config``), what is shown before a
 launch is ``request.preview`` (``script_form.preview``), the checks are
 ``lab.engine.launch.config`` (``lab.engine.launch.script``) and the launch is
-``lab.engine.launch.launcher`` (``script.launch``).
+``lab.engine.launch.launcher`` (``script.launch``). "Compare modes of this
+config" runs the form's config in every chosen mode and device count as one
+sweep (``lab.engine.sweep.plan``) and links to Compare, which opens on it.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import streamlit as st
@@ -24,8 +27,11 @@ from lab import runfolder as paths
 from lab.engine.launch import form, request, script, script_form
 from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import ConfigError, problems
+from lab.engine.launch.runconfig import MODES
 from lab.engine.preflight.checks import machine_facts
+from lab.engine.sweep import plan
 from lab.views import text as ui_text
+from lab.views.compare import scaling as scaling_view
 from ui.gate import require_password
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
@@ -221,3 +227,56 @@ with right:
             icon=":material/monitoring:",
             query_params={"run": last},
         )
+
+    with st.expander("Compare modes of this config"):
+        st.caption(
+            "Runs this config in each mode and device count, one after another so each has the "
+            "machine to itself (repeats take turns), then compares them on the Compare page."
+        )
+        counts = plan.count_choices(usable, os.cpu_count() or 1)
+        sweep_modes = st.multiselect("Modes", MODES, default=list(MODES), key="launch_cmp_modes")
+        sweep_counts = st.multiselect(
+            "Device counts",
+            counts,
+            default=counts[-1:],
+            key="launch_cmp_counts",
+            help="GPUs (the first N usable ones), or DDP processes (gloo) on a machine without "
+            "GPUs, where DP runs once, on one device. Single runs once per repeat.",
+        )
+        sweep_repeats = st.number_input(
+            "Repeats", min_value=1, max_value=plan.MAX_REPEATS, value=1, key="launch_cmp_repeats"
+        )
+        sweep_scaling = st.radio(
+            "Scaling",
+            list(scaling_view.CHOICES),
+            format_func=scaling_view.CHOICES.get,
+            horizontal=True,
+            key="launch_cmp_scaling",
+            help=scaling_view.CHOICE_HELP,
+            disabled=kind == paths.SCRIPT,  # a script's batch is its own arguments'
+        )
+        if st.button("Compare modes of this config", key="launch_cmp_go"):
+            if not access.allowed:
+                st.error(f"Not started: {access.message}")
+            elif found:
+                st.error("Not started: fix the fields marked in red first.")
+            else:
+                from lab.engine.launch import launcher
+
+                start = script.launch_sweep if kind == paths.SCRIPT else launcher.launch_sweep
+                try:
+                    configs = plan.device_count_configs(
+                        cfg, usable, sweep_modes, sweep_counts, sweep_scaling, os.cpu_count() or 1
+                    )
+                    sweep = start(
+                        plan.interleaved(configs, int(sweep_repeats)), scaling=sweep_scaling
+                    )
+                    st.session_state["launch_sweep"] = sweep
+                except Exception as e:  # the engine names the fix; never show a traceback
+                    st.error(f"Not started: {e}")
+        started = st.session_state.get("launch_sweep")
+        if started:
+            st.success(f"Sweep **{started[0]}** started: {len(started[1])} runs")
+            st.page_link(
+                "pages/3_Compare.py", label="Compare them", icon=":material/compare_arrows:"
+            )

@@ -334,3 +334,39 @@ def test_launch_two_nodes_shows_the_other_nodes_command(runs_dir):
     assert "--node-rank 0" in codes[0] and "--node-rank 1" in codes[1]
     assert all("--rdzv-endpoint 127.0.0.1:29400" in c for c in codes)
     assert not list(runs_dir.iterdir())
+
+
+@pytest.mark.timeout(600)  # three real runs of a torchvision model, one after another
+def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
+    import json
+
+    from lab.engine.launch import launcher
+    from lab.engine.registry import list_runs
+
+    at = _app("pages/1_Launch.py")
+    at.selectbox(key="launch_model").set_value("resnet18")  # not the default: the form's config
+    for key, value in (("launch_max_steps", 3), ("launch_log_every", 1), ("launch_batch", 32)):
+        at.number_input(key=key).set_value(value)
+    at.selectbox(key="launch_checkpoint").set_value("none")
+    at.multiselect(key="launch_cmp_modes").set_value(["single", "ddp"])
+    at.multiselect(key="launch_cmp_counts").set_value([1, 2])
+    at.run()
+    at.button(key="launch_cmp_go").click()
+    at.run(timeout=60)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Sweep" in s.value for s in at.success)
+    runs = sorted(list_runs(runs_dir), key=lambda r: r.run_id)
+    assert len({r.sweep_id for r in runs}) == 1 and len(runs) == 3
+    configs = [json.loads((runs_dir / r.run_id / "run.json").read_text())["config"] for r in runs]
+    assert sorted((c["mode"], c["nproc"]) for c in configs) == [
+        ("ddp", 1),
+        ("ddp", 2),
+        ("single", 1),
+    ]
+    assert {(c["model"], c["max_steps"], c["batch_size"]) for c in configs} == {("resnet18", 3, 32)}
+    for r in runs:
+        assert launcher.wait(r.run_id, runs_dir, 240) == "succeeded", r.run_id
+    at.switch_page("pages/3_Compare.py")
+    at.run(timeout=60)
+    assert not at.exception
+    assert {m.label for m in at.metric} >= {"ddp on 1 device", "ddp on 2 devices"}  # its sweep

@@ -4,7 +4,6 @@ turns, so each has the machine to itself."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
@@ -91,10 +90,7 @@ def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...])
     from lab.engine.launch import script, script_form
 
     if a.scaling != STRONG:
-        raise UserError(
-            f"--scaling {a.scaling}: a script's batch is set by its own arguments, so its sweep "
-            "is strong scaling: leave --scaling out"
-        )
+        raise UserError(f"--scaling {a.scaling}: {script.SCRIPT_SCALING}")
     values = script_options.values(a)
 
     def config(mode: str):
@@ -108,9 +104,7 @@ def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...])
     else:
         counts = [a.nproc or len(n) or CPU_DDP_PROCESSES]
     pool = config("dp").gpus if a.gpus is not None else n
-    base = config("single")
-    base = dataclasses.replace(base, name=base.name or f"cmp-{script.stem(base)}")
-    return device_count_configs(base, pool, modes, counts, STRONG, os.cpu_count() or 1)
+    return device_count_configs(config("single"), pool, modes, counts, STRONG, os.cpu_count() or 1)
 
 
 def _counts(text: str) -> list[int]:

@@ -120,6 +120,11 @@ class RunConfig:
         return cls(**kw)
 
     @property
+    def sweep_stem(self) -> str:
+        """The stem of a sweep's run names when the run has no name of its own."""
+        return f"cmp-{self.model}"
+
+    @property
     def processes(self) -> int:
         """Processes this node starts (ddp: nproc; otherwise one)."""
         return processes(self)

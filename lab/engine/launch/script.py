@@ -133,6 +133,11 @@ class ScriptConfig:
         )
 
     @property
+    def sweep_stem(self) -> str:
+        """As ``RunConfig.sweep_stem``: from the script's file or module."""
+        return f"cmp-{stem(self)}"
+
+    @property
     def processes(self) -> int:
         return config_processes(self)
 
@@ -302,6 +307,12 @@ def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
     ]
 
 
+SCRIPT_SCALING = (
+    "a script's batch is set by its own arguments, so its sweep is strong scaling: leave the "
+    "scaling at strong"
+)
+
+
 def stem(c: ScriptConfig) -> str:
     """A run name's stem for the script: its name, else its file's or module's."""
     raw = c.name or (c.module.rpartition(".")[2] if c.module is not None else Path(c.script).stem)
@@ -343,13 +354,15 @@ def launch(config: ScriptConfig, runs_dir: Path | None = None, *, exclusive: boo
 
 
 def launch_sweep(
-    configs: list[ScriptConfig], runs_dir: Path | None = None
+    configs: list[ScriptConfig], runs_dir: Path | None = None, *, scaling: str = STRONG
 ) -> tuple[str, list[str]]:
     """Run the script under each config one after another, as ``launcher.launch_sweep`` runs the
     trainer's: every config checked first (nothing starts when one is refused), one supervisor.
     Strong scaling only: the script's batch is its own arguments'."""
     if not configs:
         raise ValueError("a sweep needs at least one config")
+    if scaling != STRONG:
+        raise ConfigError("scaling", SCRIPT_SCALING)
     if any(c.backend != LOCAL for c in configs):
         raise ConfigError(
             "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"

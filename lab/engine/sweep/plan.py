@@ -44,7 +44,7 @@ def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) ->
     gpus = usable(gpus)
     first = gpus[:1]
     nproc = len(gpus) or CPU_DDP_PROCESSES
-    stem = base.name or f"cmp-{getattr(base, 'model', 'script')}"  # a script has no model
+    stem = base.name or base.sweep_stem
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     return [
         scaled(c, scaling)
@@ -113,7 +113,7 @@ def device_count_configs(
             f"count {max(counts)} is more than this machine's {cpu_limit} CPU cores (no GPU): "
             f"use DDP process counts up to {cpu_limit}",
         )
-    stem = base.name or f"cmp-{getattr(base, 'model', 'script')}"  # a script has no model
+    stem = base.name or base.sweep_stem
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     out = []
     for mode in modes:
@@ -130,3 +130,10 @@ def device_count_configs(
             )
             out.append(scaled(c, scaling))
     return out
+
+
+def count_choices(gpus: Gpus, cpu_count: int) -> list[int]:
+    """The device counts a sweep can take here: 1 to the usable GPUs, else 1 to the CPU cores (DDP
+    processes)."""
+    n = len(usable(gpus)) or max(1, cpu_count)
+    return list(range(1, n + 1))
