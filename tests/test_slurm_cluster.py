@@ -323,3 +323,52 @@ def test_a_job_slurm_forgot_is_lost_unless_it_recorded_its_end(runs):
     assert rec.diagnosis["key"] == "slurm_gone" and "stdout.log" in rec.diagnosis["fix"]
     write_json_atomic(run_dir / JOB_EXIT, {"exit_code": 0})
     assert SlurmWatch(run_dir, 0.1).follow("999999") == "succeeded"
+
+
+def _lab_sweep(root: Path, *args: str) -> dict:
+    env = {**os.environ, "LAB_RUNS_DIR": str(root)}
+    res = subprocess.run(
+        [sys.executable, "-m", "lab", "sweep", "--backend", "slurm", "--json", *args],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+SWEEP_TINY = ["--max-steps", "3", "--image-size", "8", "--batch-size", "32", "--log-every", "1"]
+SWEEP_TINY += ["--checkpoint", "none", "--env", "OMP_NUM_THREADS=1"]
+
+
+def test_a_slurm_sweep_runs_one_job_after_another(runs, cluster):
+    doc = _lab_sweep(runs, "--modes", "ddp", "--devices", "1,2", *SWEEP_TINY)
+    first, second = doc["run_ids"]
+    assert (
+        f"--dependency=afterany:{registry.get_run(first, runs).slurm['job_id']}"
+        in (runs / second / JOB_SBATCH).read_text()
+    )  # submitted to start once the first ended, whatever its end
+    waited = set()
+    while registry.get_run(first, runs).state not in ("succeeded", "failed"):
+        later = registry.get_run(second, runs)
+        assert later.state == "queued", "the second job ran beside the first"
+        waited.add((later.slurm or {}).get("reason"))
+        time.sleep(0.2)
+    assert "Dependency" in waited, waited  # Slurm held it for the first job
+    for rid in (first, second):
+        rec = wait_state(rid, runs, ("succeeded", "failed"), timeout_s=180)
+        assert rec.state == "succeeded", logs.tail(rec.run_dir, 30)
+    assert [read_json(runs / r / RUN_JSON)["config"]["nproc"] for r in (first, second)] == [1, 2]
+
+
+def test_stopping_a_slurm_sweep_cancels_every_job(runs, cluster):
+    doc = _lab_sweep(runs, "--modes", "single,ddp", "--devices", "2", "--epochs", "500")
+    env = {**os.environ, "LAB_RUNS_DIR": str(runs)}
+    res = subprocess.run(
+        [sys.executable, "-m", "lab", "stop", doc["sweep_id"]],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert {registry.get_run(r, runs).state for r in doc["run_ids"]} == {"stopped"}
+    deadline = time.monotonic() + 30
+    while cluster.run("squeue", "-h").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cluster.run("squeue", "-h").stdout.strip() == ""

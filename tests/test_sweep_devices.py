@@ -15,7 +15,7 @@ import pytest
 
 from lab.engine.launch import launcher
 from lab.engine.launch.config import ConfigError, RunConfig
-from lab.engine.sweep.plan import device_count_configs, interleaved
+from lab.engine.sweep.plan import device_count_configs, interleaved, slurm_count_configs
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--batch-size", "64", "--image-size", "16", "--epochs", "1", "--max-steps", "3"]
@@ -64,6 +64,30 @@ def test_on_the_cpu_a_count_is_ddp_processes_and_dp_runs_once():
 def test_counts_beyond_the_machine_are_refused_naming_what_exists(gpus, counts, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
         device_count_configs(RunConfig(), gpus, ["ddp"], counts, cpu_limit=2)
+
+
+def test_on_slurm_a_count_is_gpus_per_node_then_whole_nodes():
+    base = RunConfig(backend="slurm", gpus_per_node=4)
+    got = slurm_count_configs(base, ["single", "ddp"], [1, 4, 8, 16])
+    assert [(c.mode, c.nnodes, c.gpus_per_node, c.nproc) for c in got] == [
+        ("single", 1, 1, 1),
+        ("ddp", 1, 1, 1),
+        ("ddp", 1, 4, 4),
+        ("ddp", 2, 4, 4),
+        ("ddp", 4, 4, 4),
+    ]
+    dp = slurm_count_configs(base, ["dp"], [2, 4])
+    assert [(c.nnodes, c.gpus_per_node, c.world_size) for c in dp] == [(1, 2, 2), (1, 4, 4)]
+    with pytest.raises(ConfigError, match="more than a node's 4 GPUs"):  # DP does not span nodes
+        slurm_count_configs(base, ["dp"], [8])
+    with pytest.raises(ConfigError, match="multiples of 4"):
+        slurm_count_configs(base, ["ddp"], [6])
+    cpu = slurm_count_configs(RunConfig(backend="slurm"), ["dp", "ddp"], [1, 2])
+    assert [(c.mode, c.nnodes, c.gpus_per_node, c.nproc) for c in cpu] == [
+        ("dp", 1, 0, 1),
+        ("ddp", 1, 0, 1),
+        ("ddp", 1, 0, 2),
+    ]  # CPU nodes: DDP processes on one node; DP once, on one device
 
 
 def test_cli_refuses_a_count_beyond_the_machine_in_one_line(tmp_path):

@@ -9,13 +9,14 @@ import sys
 
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
-from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES
+from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM
 from lab.engine.sweep.plan import (
     STRONG,
     compare_modes_configs,
     device_count_configs,
     interleaved,
     scaled,
+    slurm_count_configs,
 )
 
 
@@ -38,7 +39,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         configs = _script_configs(a, modes, n)
         sweep_id, run_ids = script.launch_sweep(interleaved(configs, a.repeats), root())
     else:
-        if a.devices is not None or a.nproc is not None:
+        if a.backend == SLURM:
+            configs = _slurm_configs(a, modes, n)
+        elif a.devices is not None or a.nproc is not None:
             configs = _count_configs(a, modes, n)
         else:
             configs = _mode_configs(a, modes, n)
@@ -82,6 +85,17 @@ def _count_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) 
         argparse.Namespace(**{**vars(a), "nproc": None, "gpus": None}), "single", n
     )
     return device_count_configs(base, pool, modes, counts, a.scaling, os.cpu_count() or 1)
+
+
+def _slurm_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:
+    """One Slurm job per mode and count: ``--devices``, else ``--nproc``, else a node's GPUs (or
+    2 DDP processes on CPU nodes)."""
+    base = run_options.run_config(argparse.Namespace(**{**vars(a), "nproc": None}), "single", n)
+    if a.devices is not None:
+        counts = _counts(a.devices)
+    else:
+        counts = [a.nproc or base.gpus_per_node or CPU_DDP_PROCESSES]
+    return slurm_count_configs(base, modes, counts, a.scaling)
 
 
 def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:

@@ -14,12 +14,14 @@ writes it only where no supervisor exists to (``_record_without_supervisor``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from lab.engine import procs, registry
 from lab.engine.devices import nvml as devices
@@ -253,10 +255,8 @@ def launch_sweep(
         raise ValueError(
             f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config"
         )
-    if any(c.backend != LOCAL for c in configs):  # one supervisor runs them here, one after another
-        raise ConfigError(
-            "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"
-        )
+    if len({c.backend for c in configs}) > 1:
+        raise ConfigError("backend", "a sweep runs all on this machine or all on Slurm: not both")
     usable, recorded_on = newrun.machine()
     for i, c in enumerate(configs):
         found = problems(c, usable, machine_facts(c))
@@ -264,6 +264,8 @@ def launch_sweep(
             raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
     sweep_id = new_sweep_id()
+    if configs[0].backend == SLURM:
+        return sweep_id, _slurm_sweep(configs, scalings, root, sweep_id, scaling)
     run_ids = [
         _new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)
     ]
@@ -271,16 +273,34 @@ def launch_sweep(
     return sweep_id, run_ids
 
 
-def new_sweep_id() -> str:
-    return check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
+def _slurm_sweep(
+    configs: list[RunConfig], scalings: list, root: Path, sweep_id: str, scaling: Any
+) -> list[str]:
+    """One Slurm job per run, each submitted to start after the previous one ended
+    (``--dependency=afterany:<job id>``, kept in the run's sbatch_args), each with its own
+    watcher; a submission that fails stops the jobs submitted before it."""
+    run_ids: list[str] = []
+    previous = None
+    try:
+        for c, sc in zip(configs, scalings):
+            if previous:
+                after = f"--dependency=afterany:{previous}"
+                c = dataclasses.replace(c, sbatch_args=(*c.sbatch_args, after))
+            run_ids.append(_new_run(normalized(c), root, sweep_id, slurm.describe(c), sc))
+            _write_sweep(root, sweep_id, run_ids, scaling)  # stop_sweep finds every job so far
+            start_supervisor(root / run_ids[-1])
+            previous = (registry.status(root / run_ids[-1]).get("slurm") or {}).get("job_id")
+            if not previous:
+                raise LaunchError(f"run {run_ids[-1]} was not submitted: see its supervisor.log")
+    except Exception:
+        stop_sweep(sweep_id, root)
+        raise
+    return run_ids
 
 
-def start_sweep(
+def _write_sweep(
     root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
-) -> None:
-    """Write the sweep's record and start its one supervisor over run folders already made (a
-    trainer's, ``launch_sweep``, or a script's, ``lab.engine.launch.script.launch_sweep``); return
-    once it is up."""
+) -> Path:
     sweep_file = _sweep_file(root, sweep_id)
     sweep_file.parent.mkdir(exist_ok=True)
     write_json_atomic(
@@ -293,6 +313,20 @@ def start_sweep(
             "scaling": scaling,
         },
     )
+    return sweep_file
+
+
+def new_sweep_id() -> str:
+    return check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
+
+
+def start_sweep(
+    root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
+) -> None:
+    """Write the sweep's record and start its one supervisor over run folders already made (a
+    trainer's, ``launch_sweep``, or a script's, ``lab.engine.launch.script.launch_sweep``); return
+    once it is up."""
+    sweep_file = _write_sweep(root, sweep_id, run_ids, scaling)
     log_path = _sweep_file(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
 

@@ -137,3 +137,38 @@ def count_choices(gpus: Gpus, cpu_count: int) -> list[int]:
     processes)."""
     n = len(usable(gpus)) or max(1, cpu_count)
     return list(range(1, n + 1))
+
+
+def slurm_count_configs(
+    base: RunConfig, modes: list[str], counts: list[int], scaling: str = STRONG
+) -> list[RunConfig]:
+    """Every mode at every device count as Slurm jobs: a count up to ``base.gpus_per_node`` is that
+    many GPUs on one node, a count beyond it whole nodes of them (DDP only: 8 with 4 GPUs per node
+    is 2 nodes); on CPU nodes (``gpus_per_node`` 0) a count is DDP's processes on one node and DP
+    runs once, on one device. ``single`` runs once."""
+    bad = [n for n in counts if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    if bad or not counts:
+        raise ConfigError("devices", f"{counts!r}: use a comma list of device counts, e.g. 1,2,4")
+    per_node = base.gpus_per_node
+    out = []
+    for mode in modes:
+        one = mode == "single" or (mode == "dp" and not per_node)
+        for n in [1] if one else sorted(set(counts)):
+            nodes, gpus = (n // per_node, per_node) if per_node and n > per_node else (1, n)
+            if per_node and n > per_node and (mode != "ddp" or n % per_node):
+                raise ConfigError(
+                    "devices",
+                    f"count {n} is more than a node's {per_node} GPUs: beyond one node only DDP "
+                    f"runs, on whole nodes (counts that are multiples of {per_node})",
+                )
+            c = dataclasses.replace(
+                base,
+                mode=mode,
+                gpus=(),
+                nnodes=nodes,
+                gpus_per_node=gpus if per_node else 0,
+                nproc=gpus if mode == "ddp" else 1,
+                name=f"{base.name or base.sweep_stem}-{mode}x{n}"[:40],
+            )
+            out.append(scaled(c, scaling))
+    return out
