@@ -6,7 +6,8 @@ per event file, keyed by the file's path, size and modification time:
 - under ``<the file's folder>/.lab-cache/`` when that folder is inside the lab's runs folder
   (``lab.runfolder.runs_dir()``) and writable; else in the user cache folder
   (``$XDG_CACHE_HOME/parallel-training-lab/events/`` or ``~/.cache/...``), named after the
-  file's absolute path; ``$LAB_EVENTS_CACHE_DIR`` puts every entry in that folder instead.
+  file's absolute path (not resolved: cheap); ``$LAB_EVENTS_CACHE_DIR`` puts every entry in
+  that folder instead.
   A folder that cannot be written has no cache; reading goes on uncached.
 - an entry is ``<sha1 of its key>.evcache``: an 8-byte magic, a JSON header (key, size,
   mtime, the byte offset reached, tags and their point counts, the run's plugin names, the
@@ -33,13 +34,14 @@ import json
 import logging
 import os
 import struct
-import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from lab.events import tfrecord
+from lab.events.columns import in_order
 from lab.runfolder import runs_dir
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ def user_dir() -> str:
 
 @dataclass
 class Entry:
-    """One event file's columns up to ``offset`` (points in the order the reader got them)."""
+    """One event file's columns up to ``offset``, each tag in ``Column.extend``'s order."""
 
     key: str
     offset: int
@@ -166,7 +168,7 @@ class EventCache:
         d, name = os.path.split(path)
         got = self._dirs.get(d)
         if got is None:
-            real = os.path.realpath(d)
+            real = os.path.abspath(d)
             inside = real == self.runs or real.startswith(self.runs + os.sep)
             if inside and not self.explicit and os.access(real, os.W_OK):
                 got = (os.path.join(real, CACHE_DIRNAME), "")
@@ -182,22 +184,25 @@ class EventCache:
         folder = os.path.dirname(entry_path)
         if folder in self.failed:
             return False
-        tmp = None
+        # One temp name per process and thread: no two writers share one, and no mkstemp cost.
+        tmp = f"{entry_path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
+            try:
+                fh = open(tmp, "wb")
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
+                fh = open(tmp, "wb")
+            with fh:
                 fh.write(data)
             os.replace(tmp, entry_path)  # a concurrent reader sees the old entry or the new one
             return True
         except OSError as exc:
             log.info("event cache: cannot write in %s (%s); reading uncached there", folder, exc)
             self.failed.add(folder)
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
             return False
 
 
@@ -290,10 +295,15 @@ class FileCache:
         if head is None:
             return False
         tags = list(parts)
-        cols = [[a[k] for tag in tags for a in parts[tag]] for k in range(3)]
+        # Each tag in the order Column.extend puts it, so a restore can skip that check.
+        joined = [
+            in_order(*(np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*parts[tag])))
+            for tag in tags
+        ]
+        cols = [[a[k] for a in joined] for k in range(3)]
         empty = [np.zeros(0, np.int64), np.zeros(0), np.zeros(0)]
         step, wall, value = (np.concatenate(c) if c else empty[k] for k, c in enumerate(cols))
-        counts = [sum(len(a[0]) for a in parts[tag]) for tag in tags]
+        counts = [len(a[0]) for a in joined]
         entry = Entry(
             self.key,
             offset,

@@ -122,7 +122,7 @@ class RunReader:
         loader.resume(entry.offset, entry.notes)
         for tag, arrays in entry.columns().items():
             col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
-            col.extend(*arrays)
+            col.extend(*arrays, presorted=True)
         return len(entry.step)
 
     def _read(self, loader: EventFileLoader, fc: FileCache | None = None) -> int:
