@@ -171,7 +171,7 @@ def test_rewritten_file_is_not_read_from_the_cache(tmp_path, cache_dir):
     assert same(want, snapshot(events.LogdirReader(tmp_path)))
 
 
-def test_warnings_and_plugins_come_back(tmp_path, cache_dir):
+def test_warnings_and_plugins_come_back(tmp_path, cache_dir, count_scans):
     f = write_run(tmp_path / "run", range(0, 20))
     data = bytearray(f.read_bytes())
     data[-3] ^= 0xFF  # the last record's payload CRC fails
@@ -183,6 +183,12 @@ def test_warnings_and_plugins_come_back(tmp_path, cache_dir):
     warm.refresh()
     assert cold.warnings and warm.warnings == cold.warnings
     assert warm.scalars().keys() == cold.scalars().keys()
+    other = f"{tmp_path}/./run"  # the same file by another spelling: its warnings name that one
+    plain, warm = events.RunReader(other, cache=False), events.RunReader(other)
+    plain.refresh()
+    count_scans.clear()
+    warm.refresh()
+    assert count_scans == [] and warm.warnings == plain.warnings != cold.warnings
 
 
 def test_in_the_runs_folder_the_cache_sits_beside_the_files(tmp_path, monkeypatch):

@@ -246,6 +246,7 @@ class FileCache:
             if st.st_size < e.offset or _head_crc(self.path, e.offset) != e.head_crc:
                 return None
         self.cached = e.offset
+        e.notes = [f"{self.path}: {n}" for n in e.notes]
         return e
 
     def begin(self) -> None:
@@ -317,7 +318,7 @@ class FileCache:
             wall,
             value,
             dict(plugins),
-            list(notes),
+            [n.removeprefix(self.path + ": ") for n in notes],  # the path as read next time
         )
         return self.owner.write(self.entry_path, encode(entry))
 
