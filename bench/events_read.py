@@ -10,10 +10,16 @@ Measured side by side in one process, one run folder, CRCs checked by all:
 3. a 2,000,000-scalar file in the same proportion, written by our own
    writer of real TensorBoard records (SummaryWriter would take minutes;
    a 20,000-record sample from the same writer is checked against
-   EventAccumulator first): read rate and array bytes per point.
+   EventAccumulator first): read rate and array bytes per point;
+4. many small files: a runs folder of ``--runs`` run folders (default 2,000: 1,000 lab
+   runs, each a ``tb/`` of 6 tags x 200 steps and a ``sys/`` of 4 tags x 300 samples, i.e.
+   1,200 points a file, by our record writer), read by a fresh ``LogdirReader`` three ways,
+   alternated, median and spread of ``--repeats``: uncached (``cache=False``), cold (the
+   event cache deleted first, so its entries are written) and warm (the cache present).
 
 Generated files are cached under /tmp/lab_bench_events. Run:
-``python bench/events_read.py`` (about 2-3 minutes on 2 busy cores).
+``python bench/events_read.py`` (about 2-3 minutes on 2 busy cores), or only the
+many-small-files shape: ``python bench/events_read.py --many-only --runs 2000``.
 """
 
 from __future__ import annotations
@@ -81,9 +87,9 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def fast_records(first_step: int, steps: int, wall0: float = 1_764_000_000.0):
+def fast_records(first_step: int, steps: int, wall0: float = 1_764_000_000.0, names=TAGS):
     """The exact bytes SummaryWriter writes for ``add_scalar`` (simple_value), framed."""
-    tags = [t.encode() for t in TAGS]
+    tags = [t.encode() for t in names]
     yield (
         frame(b"\x09" + struct.pack("<d", wall0) + b"\x1a\x0dbrain.Event:2")
         if first_step == 0
@@ -191,6 +197,76 @@ def refresh_bench(src: Path, repeats: int) -> None:
         )
 
 
+TB_TAGS = ["train/loss", "train/acc", "train/lr", "perf/samples_per_sec", "val/loss", "val/acc"]
+SYS_TAGS = ["sys/gpu0/util_pct", "sys/gpu0/mem_used_mib", "sys/cpu_pct", "sys/rss_mib"]
+
+
+def many_folder(runs: int) -> Path:
+    """``runs`` run folders (``<lab run>/tb`` and ``<lab run>/sys``), 1,200 points a file."""
+    d = CACHE / f"many_{runs}"
+    done = d / ".complete"
+    if not done.exists():
+        shutil.rmtree(d, ignore_errors=True)
+        t = time.perf_counter()
+        for i in range(-(-runs // 2)):
+            for part, tags, steps in (("tb", TB_TAGS, 200), ("sys", SYS_TAGS, 300)):
+                if 2 * i + (part == "sys") >= runs:
+                    continue
+                f = d / f"run{i:05d}" / part / f"events.out.tfevents.{1764000000 + i}.bench.1.0"
+                f.parent.mkdir(parents=True)
+                f.write_bytes(b"".join(fast_records(0, steps, 1_764_000_000.0 + i, tags)))
+        done.write_text("")
+        print(f"wrote {runs:,} run folders in {d} in {time.perf_counter() - t:.1f} s", flush=True)
+        time.sleep(2.5)  # as a lab's finished runs: not modified just before they are read
+    return d
+
+
+def drop_cache(d: Path) -> None:
+    for c in d.glob("*/*/.lab-cache"):
+        shutil.rmtree(c)
+
+
+def read_many(d: Path, cache: bool) -> tuple[float, float, int]:
+    """Wall and CPU seconds of a fresh reader's first refresh, and its points."""
+    c, t = time.process_time(), time.perf_counter()
+    r = events.LogdirReader(d, cache=cache)
+    n = r.refresh()
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    assert not r.warnings, r.warnings[:3]
+    return dt, dc, n
+
+
+def many_bench(runs: int, repeats: int) -> None:
+    d = many_folder(runs)
+    os.environ["LAB_RUNS_DIR"] = str(d)  # the lab's runs folder: entries beside the files
+    os.environ.pop("LAB_EVENTS_CACHE_DIR", None)
+    os.environ.pop("LAB_EVENTS_CACHE", None)
+    ways = ("uncached", "cold", "warm")
+    wall: dict[str, list[float]] = {k: [] for k in ways}
+    cpu: dict[str, list[float]] = {k: [] for k in ways}
+    points = set()
+    for _ in range(repeats):
+        for way in ways:
+            if way == "cold":
+                drop_cache(d)
+            dt, dc, n = read_many(d, way != "uncached")
+            wall[way].append(dt)
+            cpu[way].append(dc)
+            points.add(n)
+    assert len(points) == 1, points
+    print(f"many small files: {runs:,} run folders, {points.pop():,} points, median of {repeats}")
+    for name, times in (("wall", wall), ("cpu", cpu)):
+        med = {k: statistics.median(v) for k, v in times.items()}
+        for k, v in times.items():
+            spread = ", ".join(f"{x:.3f}" for x in v)
+            print(f"  {name} {k:9s} {med[k]:7.3f} s  (each: {spread})")
+        cold, warm, plain = med["cold"], med["warm"], med["uncached"]
+        print(
+            f"  {name}: cold / warm {cold / warm:.1f}x; uncached / warm {plain / warm:.1f}x; "
+            f"cold / uncached {cold / plain:.2f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -203,7 +279,12 @@ def main() -> None:
         default=200_000,
         help="steps of the big file (x10 tags); 0 skips it",
     )
+    ap.add_argument("--runs", type=int, default=2000, help="run folders of the many-files shape")
+    ap.add_argument("--many-only", action="store_true", help="only the many-small-files shape")
     args = ap.parse_args()
+    if args.many_only:
+        many_bench(args.runs, args.repeats)
+        return
     d = summarywriter_file(args.steps)
     size = sum(f.stat().st_size for f in d.glob("events.out.tfevents.*"))
     print(f"file: {d} ({size / 1e6:.1f} MB), median of {args.repeats} full reads")
@@ -231,6 +312,8 @@ def main() -> None:
             f"big file: {n:,} scalars in {dt:.2f} s = {n / dt:,.0f} scalars/s; "
             f"arrays {nbytes / 1e6:.1f} MB = {nbytes / n:.1f} bytes/point"
         )
+    if args.runs:
+        many_bench(args.runs, args.repeats)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,11 @@ the trainer), so they pass in both modes and on a real GPU box.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+# The event cache (lab/events/cache.py) of every test, and of the processes tests start, goes to
+# one temporary folder: never into the tracked sample_data/ nor the user's ~/.cache.
+if not os.environ.get("LAB_EVENTS_CACHE_DIR"):
+    os.environ["LAB_EVENTS_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-events-cache-")
+    atexit.register(shutil.rmtree, os.environ["LAB_EVENTS_CACHE_DIR"], True)
 if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices.nvml is imported anywhere
     os.environ["LAB_NVML_MODULE"] = "tests.fake_nvml"
 

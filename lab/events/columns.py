@@ -35,10 +35,13 @@ class Column:
         self.wall = np.empty(0, dtype=np.float64)
         self.value = np.empty(0, dtype=np.float64)
 
-    def extend(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+    def extend(
+        self, step: np.ndarray, wall: np.ndarray, value: np.ndarray, presorted: bool = False
+    ) -> None:
+        """Add a batch; ``presorted``: it is known to be in (wall time, step) order already."""
         if len(step) == 0:
             return
-        if len(step) > 1 and not _is_sorted(wall, step):
+        if len(step) > 1 and not presorted and not _is_sorted(wall, step):
             o = np.lexsort((step, wall))
             step, wall, value = step[o], wall[o], value[o]
         n = self.n
@@ -88,6 +91,14 @@ class Column:
 
     def nbytes(self) -> int:
         return self.step.nbytes + self.wall.nbytes + self.value.nbytes
+
+
+def in_order(step: np.ndarray, wall: np.ndarray, value: np.ndarray):
+    """The batch as ``Column.extend`` keeps it: sorted by wall time then step, stably."""
+    if len(step) > 1 and not _is_sorted(wall, step):
+        o = np.lexsort((step, wall))
+        return step[o], wall[o], value[o]
+    return step, wall, value
 
 
 def _is_sorted(wall: np.ndarray, step: np.ndarray) -> bool:

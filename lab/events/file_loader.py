@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CHUNK = 4 << 20
 
 READING, DELETED = "reading", "deleted"
+MAX_NOTES = 50
 
 
 class EventFileLoader:
@@ -50,6 +51,18 @@ class EventFileLoader:
         self._state = READING
         self._last_error: str | None = None
         self._warned_size = False
+        self.notes: list[str] = []  # warnings about the bytes read (kept by the cache)
+
+    def resume(self, offset: int, notes: list[str]) -> None:
+        """Go on at ``offset`` (restored from the cache), repeating what its bytes warned."""
+        self._offset = offset
+        for msg in notes:
+            self._note(msg)
+
+    def _note(self, msg: str) -> None:
+        self.notes.append(msg)
+        del self.notes[:-MAX_NOTES]
+        self._warn(msg)
 
     @property
     def offset(self) -> int:
@@ -93,13 +106,13 @@ class EventFileLoader:
             sc = tfrecord.scan(data)
             pts = self._decode(data, sc) if len(sc.starts) else None
             if pts is not None and pts.undecodable:
-                self._warn(
+                self._note(
                     f"{self.path}: skipped {pts.undecodable} record(s) that are not valid events"
                 )
             if sc.bad_payloads:
-                self._warn(f"{self.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
+                self._note(f"{self.path}: skipped {sc.bad_payloads} record(s) with a bad CRC")
             for at, skipped in sc.skipped:
-                self._warn(
+                self._note(
                     f"{self.path}: length CRC mismatch at byte {self._offset + at}; "
                     f"skipped {skipped} bytes to the next record that verifies"
                 )

@@ -22,6 +22,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from lab.events import tfrecord
+from lab.events.cache import CACHE_DIRNAME, EventCache, FileCache, enabled
 from lab.events.columns import Column, Series
 from lab.events.file_loader import DELETED, EventFileLoader
 
@@ -34,11 +35,23 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in name
 
 
-class RunReader:
-    """Every event file directly inside one run folder, merged, read incrementally."""
+def _cache_of(cache: bool | EventCache) -> EventCache | None:
+    if isinstance(cache, EventCache):
+        return cache
+    return EventCache() if enabled(cache) else None
 
-    def __init__(self, path: str | os.PathLike) -> None:
+
+class RunReader:
+    """Every event file directly inside one run folder, merged, read incrementally.
+
+    ``cache``: keep each file's columns on disk (``lab.events.cache``) and start from them;
+    False (or ``$LAB_EVENTS_CACHE=0``) reads every file from its first byte.
+    """
+
+    def __init__(self, path: str | os.PathLike, cache: bool | EventCache = True) -> None:
         self.path = str(path)
+        self._cache = _cache_of(cache)
+        self._file_caches: dict[str, FileCache] = {}
         self.gone = False
         self._listed = False
         self.warnings: list[str] = []
@@ -81,22 +94,45 @@ class RunReader:
             self._warn(f"{self.path}: cannot list folder ({exc.strerror}); will retry")
             return 0
         self._listed = True
+        added = 0
         for name in names:
             p = os.path.join(self.path, name)
             if p not in self._files:
-                self._files[p] = EventFileLoader(p, self._warn, self._plugins)
-        added = 0
+                loader = self._files[p] = EventFileLoader(p, self._warn, self._plugins)
+                if self._cache is not None:
+                    added += self._restore(loader, self._cache.file(p))
         for p, loader in list(self._files.items()):
-            added += self._read(loader)
+            fc = self._file_caches.get(p)
+            added += self._read(loader, fc)
             if loader.state == DELETED:  # a file of that name written later is a new file
                 del self._files[p]
+                if fc is not None:
+                    fc.forget()
+                    del self._file_caches[p]
         return added
 
-    def _read(self, loader: EventFileLoader) -> int:
+    def _restore(self, loader: EventFileLoader, fc: FileCache) -> int:
+        """Start a new file from its cache entry, if one still describes it."""
+        self._file_caches[loader.path] = fc
+        entry = fc.restore()
+        if entry is None:
+            return 0
+        for tag, plugin in entry.plugins.items():
+            self._plugins.setdefault(tag, plugin)
+        loader.resume(entry.offset, entry.notes)
+        for tag, arrays in entry.columns().items():
+            col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
+            col.extend(*arrays, presorted=True)
+        return len(entry.step)
+
+    def _read(self, loader: EventFileLoader, fc: FileCache | None = None) -> int:
         # Points of all chunks are joined per tag before they reach the
         # columns, so a first load allocates each column exactly once.
         pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         added = 0
+        before = loader.offset
+        if fc is not None:
+            fc.begin()
         try:
             for pts in loader.load():
                 for sl in tfrecord.group_by_value(pts.tag_idx):
@@ -106,9 +142,17 @@ class RunReader:
                     )
                 added += len(pts.tag_idx)
         finally:
-            for tag, parts in pending.items():
+            joined = {
+                tag: tuple(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts))
+                for tag, parts in pending.items()
+            }
+            for tag, arrays in joined.items():
                 col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
-                col.extend(*(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts)))
+                col.extend(*arrays)
+            if fc is not None:  # every point yielded is in ``joined``, up to loader.offset
+                fc.update(
+                    loader.offset, joined, self._plugins, loader.notes, loader.offset != before
+                )
         return added
 
     def tags(self) -> list[str]:
@@ -128,11 +172,13 @@ class RunReader:
 def discover(root: str | os.PathLike) -> list[str]:
     """Every run below ``root``: folders directly holding event files, as relative paths.
 
-    The root itself is ``"."``. Unreadable folders are skipped.
+    The root itself is ``"."``. Unreadable folders are skipped, and so is the event cache
+    (``.lab-cache``).
     """
     root = str(root)
     runs = []
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != CACHE_DIRNAME]
         if any(is_event_file(n) for n in files):
             rel = os.path.relpath(dirpath, root)
             runs.append("." if rel == os.curdir else Path(rel).as_posix())
@@ -140,10 +186,15 @@ def discover(root: str | os.PathLike) -> list[str]:
 
 
 class LogdirReader:
-    """All runs below a root folder; new runs appear on refresh, deleted ones are dropped."""
+    """All runs below a root folder; new runs appear on refresh, deleted ones are dropped.
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    ``cache``: as ``RunReader``'s (``lab.events.cache``); ``cache=False`` or
+    ``$LAB_EVENTS_CACHE=0`` bypasses it.
+    """
+
+    def __init__(self, root: str | os.PathLike, cache: bool | EventCache = True) -> None:
         self.root = str(root)
+        self._cache = _cache_of(cache)
         self._runs: dict[str, RunReader] = {}
         self._own_warnings: list[str] = []
         self._root_missing = False
@@ -175,7 +226,10 @@ class LogdirReader:
             self._root_missing = False
         for name in discover(self.root):
             if name not in self._runs:
-                self._runs[name] = RunReader(os.path.normpath(os.path.join(self.root, name)))
+                path = os.path.normpath(os.path.join(self.root, name))
+                self._runs[name] = RunReader(
+                    path, self._cache if self._cache is not None else False
+                )
         added = 0
         for name, r in list(self._runs.items()):
             added += r.refresh()
