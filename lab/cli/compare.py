@@ -11,13 +11,14 @@ from typing import Any
 
 from lab.cli.common import UserError, print_json, root
 from lab.engine.registry import RunNotFound, get_run, list_runs
-from lab.runfolder import SWEEPS_DIR, check_run_id, read_json
+from lab.engine.sweep import record as sweep_record
+from lab.runfolder import check_run_id
 from lab.views.compare import runs
 from lab.views.compare.derived import STEP_RATE, throughput_options
 
 
 def _sweep_run_ids(sweep_id: str, where: Path) -> list[str]:
-    sweep = read_json(where / SWEEPS_DIR / f"{check_run_id(sweep_id)}.json") or {}
+    sweep = sweep_record.read(where, sweep_id)
     ids = list(sweep.get("run_ids") or [])
     if not ids:  # the sweep file is gone: its runs still say which sweep they were
         ids = [

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.slurm import job as slurm
 from lab.engine.supervise.diagnose import supervisor_failure
+from lab.engine.sweep import record as sweep_record
 from lab.engine.sweep.plan import SCALINGS
 from lab.runfolder import (
     ENDED_STATES,
@@ -57,13 +57,10 @@ from lab.runfolder import (
     STOP_REQUEST,
     STOPPED,
     SUPERVISOR_LOG,
-    SWEEPS_DIR,
-    check_run_id,
     is_final,
     now_iso,
     read_json,
     root_or_default,
-    stamp,
     write_json_atomic,
 )
 
@@ -232,10 +229,6 @@ def launch(
     return run_id
 
 
-def _sweep_file(root: Path, sweep_id: str, suffix: str = ".json") -> Path:
-    return root / SWEEPS_DIR / f"{check_run_id(sweep_id)}{suffix}"
-
-
 def launch_sweep(
     configs: list[RunConfig],
     runs_dir: Path | None = None,
@@ -263,7 +256,7 @@ def launch_sweep(
         if found:
             raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
-    sweep_id = new_sweep_id()
+    sweep_id = sweep_record.new_id()
     if configs[0].backend == SLURM:
         return sweep_id, _slurm_sweep(configs, scalings, root, sweep_id, scaling)
     run_ids = [
@@ -287,7 +280,7 @@ def _slurm_sweep(
                 after = f"--dependency=afterany:{previous}"
                 c = dataclasses.replace(c, sbatch_args=(*c.sbatch_args, after))
             run_ids.append(_new_run(normalized(c), root, sweep_id, slurm.describe(c), sc))
-            _write_sweep(root, sweep_id, run_ids, scaling)  # stop_sweep finds every job so far
+            sweep_record.write(root, sweep_id, run_ids, scaling)  # stop_sweep finds them all
             start_supervisor(root / run_ids[-1])
             previous = (registry.status(root / run_ids[-1]).get("slurm") or {}).get("job_id")
             if not previous:
@@ -298,36 +291,14 @@ def _slurm_sweep(
     return run_ids
 
 
-def _write_sweep(
-    root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
-) -> Path:
-    sweep_file = _sweep_file(root, sweep_id)
-    sweep_file.parent.mkdir(exist_ok=True)
-    write_json_atomic(
-        sweep_file,
-        {
-            "sweep_id": sweep_id,
-            "run_ids": run_ids,
-            "runs_dir": str(root),
-            "created_at": now_iso(),
-            "scaling": scaling,
-        },
-    )
-    return sweep_file
-
-
-def new_sweep_id() -> str:
-    return check_run_id(f"sweep-{stamp()}-{secrets.token_hex(2)}")
-
-
 def start_sweep(
     root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
 ) -> None:
     """Write the sweep's record and start its one supervisor over run folders already made (a
     trainer's, ``launch_sweep``, or a script's, ``lab.engine.launch.script.launch_sweep``); return
     once it is up."""
-    sweep_file = _write_sweep(root, sweep_id, run_ids, scaling)
-    log_path = _sweep_file(root, sweep_id, ".log")
+    sweep_file = sweep_record.write(root, sweep_id, run_ids, scaling)
+    log_path = sweep_record.path(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
 
 
@@ -381,7 +352,7 @@ def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
 def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:
     """Stop the running member of a sweep and cancel the rest; return run_id -> final state."""
     root = root_or_default(runs_dir)
-    sweep = read_json(_sweep_file(root, sweep_id))
+    sweep = sweep_record.read(root, sweep_id)
     if not sweep:
         raise KeyError(f"no sweep {sweep_id!r} in {root}")
     run_ids = list(sweep.get("run_ids") or [])

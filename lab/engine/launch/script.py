@@ -41,6 +41,7 @@ from lab.engine.launch.config import world_size as config_world_size
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import job as slurm
 from lab.engine.slurm.cmd import submit_argv
+from lab.engine.sweep import record as sweep_record
 from lab.engine.sweep.plan import STRONG
 from lab.runfolder import (
     JOB_SBATCH,
@@ -373,7 +374,7 @@ def launch_sweep(
         if found:
             raise ConfigError(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
-    sweep_id = launcher.new_sweep_id()
+    sweep_id = sweep_record.new_id()
     run_ids = [_new_run(normalized(c), root, recorded_on, sweep_id).name for c in configs]
     launcher.start_sweep(root, sweep_id, run_ids, STRONG)
     return sweep_id, run_ids
