@@ -15,7 +15,7 @@ from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
 
 
-def _pooled(spreads: list[Spread]) -> Spread | None:
+def pooled(spreads: list[Spread]) -> Spread | None:
     """One run: its own interval; several: the median of their medians and its interval."""
     if len(spreads) == 1:
         return spreads[0]
@@ -40,7 +40,7 @@ def scaling_curve(
     if not any(len(c) > 1 for c in counts.values()):
         return []
     spreads = {
-        k: _pooled([figures[r.key].spread for r in g if figures[r.key].spread is not None])
+        k: pooled([figures[r.key].spread for r in g if figures[r.key].spread is not None])
         for k, g in grouped.items()
     }
     base = spreads.get(("single", 1))
