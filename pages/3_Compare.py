@@ -16,7 +16,7 @@ import streamlit as st
 
 from lab.engine import registry
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views.compare import anatomy, chain, derived, report, scaling
+from lab.views.compare import anatomy, chain, derived, modes, picker, report, scaling
 from lab.views.compare import curves as compare_curves
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as compare_table
@@ -33,16 +33,55 @@ def _runs(user_root: str, sample_root: str) -> list[compare_runs.CompareRun]:
     return compare_runs.available_runs(registry.list_runs(user), registry.list_runs(samples), user)
 
 
+PICKED = "cmp_runs"  # the chosen runs' keys, kept across reruns
+
+
+def _select(found: list[str]) -> None:
+    st.session_state[PICKED] = list(found)
+
+
+def _filters(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> list[str]:
+    """The regex and sweep filters and "Select all matching"; returns the matching keys."""
+    c1, c2, c3 = st.columns([3, 3, 2], vertical_alignment="bottom")
+    pattern = c1.text_input(
+        "Filter runs (regex)", key="cmp_run_re", placeholder=r"e.g. ddp  or  ^sample-.*-r[12]$"
+    )
+    sweep = c2.selectbox(
+        "Sweep",
+        [picker.ALL, *picker.sweeps(runs)],
+        format_func=lambda s: picker.sweep_label(s, runs),
+        key="cmp_sweep",
+    )
+    found, err = picker.matching(runs, names, pattern, sweep)
+    if err:
+        st.error(err)
+    c3.button(
+        "Select all matching",
+        key="cmp_select_matching",
+        on_click=_select,
+        args=(found,),
+        disabled=not found,
+        width="stretch",
+    )
+    return found
+
+
 def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple[list, str] | None:
     """The chosen runs and the baseline's key, or None (with a hint) when none is chosen."""
     by_key = {r.key: r for r in runs}
+    if PICKED in st.session_state:
+        st.session_state[PICKED] = picker.kept(st.session_state[PICKED], list(by_key))
+    else:
+        st.session_state[PICKED] = compare_runs.default_selection(runs)
+    found = _filters(runs, names)
+    selected = st.session_state[PICKED]
+    st.caption(picker.count_line(len(found), len(runs), len(selected)))
     keys = st.multiselect(
         "Runs",
-        list(by_key),
-        default=compare_runs.default_selection(runs),
+        picker.offered(list(by_key), found, selected),
         format_func=lambda k: names[k],
-        key="cmp_runs",
-        help="Default: your newest sweep.",
+        key=PICKED,
+        help="Default: your newest sweep, else your newest 10 runs.",
     )
     if not keys:
         st.info("Choose at least one run above.")
@@ -116,12 +155,17 @@ def _headline(c: Comparison) -> None:
         repeats = f" · {card.runs} repeats" if card.runs > 1 else ""
         col.metric(
             f"{card.mode} on {card.devices} device{'s' * (card.devices != 1)}",
-            card.speedup_text(),
-            delta=card.verdict or None,
-            delta_color={"faster": "normal", "slower": "inverse"}.get(card.verdict, "off"),
+            card.value_text(),
+            delta=card.interval_text(),  # beside the value, so neither is cut off
+            delta_color={"faster": "green", "slower": "red"}.get(card.verdict, "gray"),
+            delta_arrow={"faster": "up", "slower": "down"}.get(card.verdict, "off"),
+            delta_description=card.verdict or None,
             help=card.reason,
         )
-        col.caption((card.reason or "") + eff + repeats)
+        col.caption(
+            " · ".join(x for x in (modes.marker(card.mode), card.reason) if x) + eff + repeats,
+            unsafe_allow_html=True,
+        )
 
 
 def _warnings(c: Comparison) -> None:

@@ -9,6 +9,7 @@ the fairness warning appear.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -17,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views.compare import anatomy
+from lab.views.compare import anatomy, modes
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
@@ -63,10 +64,10 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     # DP on a GPU-less machine fell back to single: said, not hidden.
     assert any("asked to run as dp but ran as single" in w for w in notes_shown(at))
     assert any("not run as asked" in w.value for w in at.warning)  # the counting line
-    # loss, throughput, memory, system; and first the anatomy bars once the samples are recorded
-    # profiled
+    # loss, throughput, speedup, memory, system; and first the anatomy bars once the samples are
+    # recorded profiled
     profiled = [r for r in samples if anatomy.breakdown(r.run_dir, r.summary)]
-    assert len(at.get("plotly_chart")) == 4 + bool(profiled)
+    assert len(at.get("plotly_chart")) == 5 + bool(profiled)
     assert ("Anatomy of a step" in [s.value for s in at.subheader]) == bool(profiled)
 
 
@@ -113,3 +114,49 @@ def test_fairness_mismatch_shows_a_warning(runs_dir):
     assert len(at.dataframe[0].value) == 2  # the user's newest sweep, not the samples
     seeds = [w for w in notes_shown(at) if "differ in seed" in w]
     assert len(seeds) == 1 and "7: " in seeds[0] and "0: " in seeds[0]
+
+
+def _in_order(node):
+    """The page's elements top to bottom (a block's children in their order)."""
+    children = getattr(node, "children", None)
+    if not isinstance(children, dict):
+        yield node
+        return
+    for _, child in sorted(children.items()):
+        yield from _in_order(child)
+
+
+def test_the_cards_come_first_with_their_intervals_and_colours(runs_dir):
+    at = _page()
+    assert not at.exception
+    kinds = [type(e).__name__ for e in _in_order(at.main)]
+    first = kinds.index("Metric")
+    # the answer before any note, the table and every chart
+    assert first < kinds.index("Warning") < kinds.index("Dataframe")
+    assert all(k != "UnknownElement" for k in kinds[:first])  # no chart above the cards
+    assert all(re.fullmatch(r"\d\.\d\d×", m.value) for m in at.metric)
+    assert all(re.fullmatch(r"\d\.\d\d–\d\.\d\d", m.delta) for m in at.metric)  # the interval
+    # each card's caption carries its mode's marker, in the charts' colour
+    marked = [c.value for c in at.caption if "&#9632;" in c.value]
+    assert len(marked) == len(at.metric)
+    assert any(modes.colour("ddp") in c and "ddp" in c for c in marked)
+
+
+def test_the_picker_filters_by_regex_and_sweep(runs_dir):
+    at = _page()
+    picked = at.multiselect(key="cmp_runs")
+    assert len(picked.value) == 10  # the sample sweep, capped at 10
+    at.text_input(key="cmp_run_re").set_value(r"ddp-r[12]$").run()
+    assert any(c.value == "2 of 10 runs match · 10 chosen" for c in at.caption)
+    at.button(key="cmp_select_matching").click().run()
+    assert not at.exception
+    chosen = at.multiselect(key="cmp_runs").value
+    assert len(chosen) == 2 and all(re.search(r"ddp-r[12]-", k) for k in chosen)
+    assert len(at.dataframe[0].value) == 2
+    # a bad regex is one line, not a traceback; the sweep filter narrows to its runs
+    at.text_input(key="cmp_run_re").set_value("ddp(").run()
+    assert not at.exception and any("not a valid regular expression" in e.value for e in at.error)
+    sweep = next(o for o in at.selectbox(key="cmp_sweep").options if "sweep-" in o)
+    at.text_input(key="cmp_run_re").set_value("")
+    at.selectbox(key="cmp_sweep").set_value(sweep.split(" · ")[0]).run()
+    assert not at.exception and any(c.value == "10 runs · 2 chosen" for c in at.caption)

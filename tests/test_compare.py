@@ -346,9 +346,10 @@ def test_default_selection(tmp_path):
 
 def test_default_selection_without_sweeps(tmp_path):
     user = tmp_path / "u"
-    for i in range(6):
-        make_run(user, f"r{i}", created_at=f"2026-11-29T07:0{i}:00+00:00")
-    assert compare_runs.default_selection(load_runs(user)) == ["r2", "r3", "r4", "r5"]
+    for i in range(12):
+        make_run(user, f"r{i:02d}", created_at=f"2026-11-29T07:{i:02d}:00+00:00")
+    # no sweep: the newest 10 runs, oldest first
+    assert compare_runs.default_selection(load_runs(user)) == [f"r{i:02d}" for i in range(2, 12)]
 
 
 def test_labels_are_unique(tmp_path):

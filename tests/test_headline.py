@@ -50,7 +50,9 @@ def test_page_shows_the_cards_above_one_folded_warning_line(runs_dir):
     c = _samples(runs_dir)
     at = AppTest.from_file(PAGE, default_timeout=30).run()
     assert not at.exception
-    assert [m.value for m in at.metric] == [card.speedup_text() for card in c.headline]
+    # the speedup as the value, its interval beside it (the delta) and the verdict after that
+    assert [m.value for m in at.metric] == [card.value_text() for card in c.headline]
+    assert [m.delta for m in at.metric] == [card.interval_text() for card in c.headline]
     assert [w.value for w in at.warning] == [c.warning_summary]
     assert c.warning_summary.startswith(f"{len(c.warnings)} notes: ")
 

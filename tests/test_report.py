@@ -103,7 +103,7 @@ def test_html_is_standalone(comparison):
     assert not re.search(r"<link[^>]*href\s*=\s*[\"']https?:", html, re.I)
     # plotly.js itself is in the file, once, and every figure is drawn with it.
     assert len(re.findall(r"plotly\.js v\d", html)) == 1
-    assert len(embedded_figures(html)) == 4
+    assert len(embedded_figures(html)) == 5
 
 
 def test_html_table_holds_the_figures_as_formatted(comparison):
@@ -136,7 +136,7 @@ def test_html_embeds_the_figures_that_were_put_in(comparison):
     embedded = embedded_figures(html)
     for caption, _, _ in figures:
         assert f"<h2>{html_lib.escape(caption)}</h2>" in html
-    (loss, loss_layout), (thr, _), (mem, _), (sysd, _) = embedded
+    (loss, loss_layout), (thr, _), (spd, _), (mem, _), (sysd, _) = embedded
     assert [t["name"] for t in loss] == ["two", "one"]
     assert _array(loss[1]["x"]) == [640.0, 1280.0, 1920.0] and _array(loss[1]["y"]) == [
         2.0,
@@ -144,7 +144,12 @@ def test_html_embeds_the_figures_that_were_put_in(comparison):
         0.5,
     ]
     assert loss_layout["xaxis"]["title"]["text"] == "samples seen"
-    assert _array(thr[0]["x"]) == ["two", "one"] and _array(thr[0]["y"]) == [1700.0, 1000.0]
+    # a bar per mode, single first, in the modes' colours
+    assert [(t["name"], _array(t["x"]), _array(t["y"])) for t in thr] == [
+        ("single", ["single on 1 device"], [1000.0]),
+        ("ddp", ["ddp on 2 devices"], [1700.0]),
+    ]
+    assert [(t["name"], _array(t["y"])) for t in spd] == [("ddp", [1.7])]
     assert [t["name"] for t in mem] == ["cpu0", "cpu1"] and _array(mem[1]["y"]) == [380.0, None]
     assert [t["name"] for t in sysd] == ["cpu (process tree)"] * 2
     assert _array(sysd[0]["y"]) == [180.0, 190.0, 185.0] and _array(sysd[1]["y"]) == [
@@ -159,7 +164,8 @@ def test_figures_carry_the_data(comparison):
     captions = [c for c, _, _ in figures]
     assert captions == [
         "train/loss against samples seen",
-        "Throughput",
+        "Throughput by mode",
+        "Speedup by mode",
         "Peak memory per device",
         "Utilisation over time, run by run",
     ]
@@ -167,11 +173,12 @@ def test_figures_carry_the_data(comparison):
     # samples seen = step x global batch (64)
     assert list(loss.data[0].x) == [640.0, 1280.0, 1920.0]
     thr = figures[1][1]
-    assert list(thr.data[0].y) == [1700.0, 1000.0]
-    mem = figures[2][1]
+    assert [list(t.y) for t in thr.data] == [[1000.0], [1700.0]]
+    assert list(figures[2][1].data[0].y) == [1.7]
+    mem = figures[3][1]
     assert [t.name for t in mem.data] == ["cpu0", "cpu1"]
     assert list(mem.data[1].y) == [380.0, None]
-    sys_caption, sys_fig, note = figures[3]
+    sys_caption, sys_fig, note = figures[4]
     assert "sys/cpu_pct" in note
     assert len(sys_fig.data) == 2 and list(sys_fig.data[0].x) == [0.0, 1.0, 2.0]
 

@@ -12,6 +12,7 @@ and HTML; its docstring draws the flow). Any folder of
 event files: ``logfolder`` (its runs), ``run_select`` (filter, experiments,
 selection), ``hparams_table``, ``browse`` (tags, x axes, smoothing) and
 ``scalar_chart`` (the Logs charts). Helpers: ``charts`` (plotly figures),
+``interval_bars`` (bars with their intervals and repeats),
 ``downsample``, ``smoothing`` and ``text`` (formatting). Pages import from
 here and draw; nothing here imports
 streamlit.

@@ -25,6 +25,8 @@ Public API (stable; other pages build on it):
   title=None, text_format=".1f")``: one horizontal bar per row, the first on
   top, stacked from ``segments`` (legend name -> one value per row) in their
   order; a segment keeps its colour (and fill pattern) in every row.
+
+Bars with intervals and repeats (``IntervalBar``): ``lab.views.interval_bars``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _line(name: str, x, y, max_points: int, **kw) -> go.Scatter:
     return go.Scatter(x=rx, y=ry, name=name, mode="lines", **kw)
 
 
-def _base_layout(fig: go.Figure, title: str | None, height: int = _HEIGHT) -> go.Figure:
+def base_layout(fig: go.Figure, title: str | None, height: int = _HEIGHT) -> go.Figure:
     fig.update_layout(
         title=title,
         height=height,
@@ -109,7 +111,7 @@ def line_figure(
     fig.update_yaxes(title_text=y_title, type="log" if log_y else None)
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
-    return _base_layout(fig, title)
+    return base_layout(fig, title)
 
 
 def spec_figure(spec: Any, *, title: bool = True) -> go.Figure:
@@ -184,7 +186,7 @@ def timeline_figure(
     fig.update_yaxes(title_text=y_title, col=1)
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
-    fig = _base_layout(fig, title, height=_HEIGHT * nrows if nrows > 1 else _HEIGHT)
+    fig = base_layout(fig, title, height=_HEIGHT * nrows if nrows > 1 else _HEIGHT)
     # Subplot titles sit where the legend would: lift the legend above them.
     fig.update_layout(
         hovermode="closest", legend=dict(y=1.0 + 0.16 / nrows), margin=dict(t=100 if title else 80)
@@ -201,7 +203,7 @@ def bar_figure(
     text_format: str = ".1f",
 ) -> go.Figure:
     """One bar per label, the value printed on the bar."""
-    vals = [_none_if_nan(v) for v in values]
+    vals = [none_if_nan(v) for v in values]
     fig = go.Figure(
         go.Bar(
             x=list(labels),
@@ -211,7 +213,7 @@ def bar_figure(
         )
     )
     fig.update_yaxes(title_text=y_title)
-    fig = _base_layout(fig, title)
+    fig = base_layout(fig, title)
     fig.update_layout(hovermode="closest", showlegend=False)
     return fig
 
@@ -232,7 +234,7 @@ def grouped_bar_figure(
             raise ValueError(
                 f"series {name!r} has {len(values)} values for {len(categories)} categories"
             )
-        vals = [_none_if_nan(v) for v in values]
+        vals = [none_if_nan(v) for v in values]
         fig.add_trace(
             go.Bar(
                 x=list(categories),
@@ -245,7 +247,7 @@ def grouped_bar_figure(
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)
-    fig = _base_layout(fig, title)
+    fig = base_layout(fig, title)
     fig.update_layout(hovermode="closest")
     return fig
 
@@ -269,7 +271,7 @@ def stacked_bar_figure(
     for name, values in segments.items():
         if len(values) != len(rows):
             raise ValueError(f"segment {name!r} has {len(values)} values for {len(rows)} rows")
-        vals = [_none_if_nan(v) for v in values]
+        vals = [none_if_nan(v) for v in values]
         if not any(v for v in vals):
             continue
         marker: dict[str, Any] = {"color": (colours or {}).get(name)}
@@ -300,13 +302,13 @@ def stacked_bar_figure(
     fig.update_layout(barmode="stack", uniformtext=dict(minsize=9, mode="hide"))
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(rows))
-    fig = _base_layout(fig, title, height=max(_HEIGHT // 2, 110 + 34 * len(rows)))
+    fig = base_layout(fig, title, height=max(_HEIGHT // 2, 110 + 34 * len(rows)))
     # stacked bars list it reversed
     fig.update_layout(hovermode="closest", legend=dict(traceorder="normal"))
     return fig
 
 
-def _none_if_nan(v: float | None) -> float | None:
+def none_if_nan(v: float | None) -> float | None:
     if v is None:
         return None
     try:

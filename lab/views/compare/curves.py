@@ -1,6 +1,7 @@
 """A ``Comparison``'s charts: each run's curve of a tag against step, samples seen or wall time, its
-device timelines from ``sys/`` events (as the Live page draws them), and bars of the table's
-throughput and peak memory; with their captions and the choices the page offers.
+device timelines from ``sys/`` events (as the Live page draws them), throughput and speedup by
+mode (``lab.views.compare.bars``) and bars of the table's peak memory; with their captions and the
+choices the page offers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import plotly.graph_objects as go
 
 from lab.runfolder import parse_time
 from lab.views import charts
-from lab.views.compare import anatomy
+from lab.views.compare import anatomy, bars
 from lab.views.compare.comparison import Comparison
 from lab.views.compare.figures import global_batch
 from lab.views.compare.runs import CompareRun, labels
@@ -54,6 +55,11 @@ def curve_tags(scalars: Mapping[str, Mapping[str, Any]]) -> list[str]:
     )
     return CURVE_TAGS + own
 
+
+BARS_NOTE = (
+    "A bar per mode and device count, in the colours of the cards above: the median over its runs, "
+    "the whisker its 95% interval; with repeats, each run is a dot over its bar."
+)
 
 NO_SAMPLES_NOTE = (
     "None of these runs has system samples (sys/ events): the dashboard records them while it "
@@ -162,16 +168,6 @@ def curve_figure(
     )
 
 
-def throughput_figure(table: pd.DataFrame) -> go.Figure:
-    """Steady-state throughput per run, as bars."""
-    return charts.bar_figure(
-        list(table["run"]),
-        list(table["throughput (samples/s)"]),
-        y_title="samples/s (steady state)",
-        text_format=".0f",
-    )
-
-
 def memory_figure(table: pd.DataFrame) -> go.Figure:
     """Peak memory per device, grouped by run (a device per colour)."""
     cols = [c for c in table.columns if c.startswith(PEAK_PREFIX)]
@@ -214,7 +210,8 @@ def comparison_figures(
             curve_figure(runs, scalars, tag=tag, x=x),
             STEP_NOTE if x == "step" else None,
         ),
-        ("Throughput", throughput_figure(table), None),
+        ("Throughput by mode", bars.throughput_figure(c), BARS_NOTE),
+        ("Speedup by mode", bars.speedup_figure(c), None),
         ("Peak memory per device", memory_figure(table), None),
         (f"{SYSTEM_METRICS[metric].capitalize()} over time, run by run", sys_fig, note),
     ]

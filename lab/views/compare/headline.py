@@ -47,12 +47,20 @@ class Card:
     reason: str | None
     runs: int
 
+    def value_text(self) -> str:
+        """The speedup alone, ``"1.29×"`` (a card's big number, short enough to show whole)."""
+        return "–" if self.speedup is None else f"{self.speedup:.2f}×"
+
+    def interval_text(self) -> str | None:
+        """The speedup's interval, ``"1.22–1.36"``; None without one."""
+        if self.speedup is None or self.ci_low is None or self.ci_high is None:
+            return None
+        return f"{self.ci_low:.2f}–{self.ci_high:.2f}"
+
     def speedup_text(self) -> str:
-        if self.speedup is None:
-            return "–"
-        if self.ci_low is None or self.ci_high is None:
-            return f"{self.speedup:.2f}×"
-        return f"{self.speedup:.2f}× ({self.ci_low:.2f}–{self.ci_high:.2f})"
+        """``"1.29× (1.22–1.36)"``: the speedup with its interval, as the text and HTML say it."""
+        interval = self.interval_text()
+        return self.value_text() + (f" ({interval})" if interval else "")
 
     def to_json(self) -> dict[str, Any]:
         """The ``headline`` item of ``lab compare --json``: exactly these six keys."""
@@ -68,7 +76,7 @@ class Card:
         }
 
 
-def _mode(row: Any) -> str:
+def mode_of(row: Any) -> str:
     """The asked mode; a weak-scaling run is a mode of its own (it trains a larger global batch)."""
     m = row.figures
     mode = str(m.mode or m.effective_mode or "?")
@@ -132,7 +140,7 @@ def headline(rows: Sequence[Any]) -> tuple[Card, ...]:
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in rows:
         if not r.is_baseline:
-            groups.setdefault((_mode(r), r.figures.device_count), []).append(r)
+            groups.setdefault((mode_of(r), r.figures.device_count), []).append(r)
     return tuple(_card(mode, devices, g) for (mode, devices), g in groups.items())
 
 

@@ -230,7 +230,7 @@ def default_selection(runs: Sequence[CompareRun]) -> list[str]:
     """Keys to compare by default.
 
     The newest sweep among the user's own runs; without a sweep, the user's
-    newest (up to 4) runs that have a summary; with no runs of the user's own,
+    newest finished runs (those with a summary); with no runs of the user's own,
     the sample runs. Never more than ``DEFAULT_MAX`` (the newest). A user's script has no
     summary: one that succeeded counts as finished.
     """
@@ -241,7 +241,7 @@ def default_selection(runs: Sequence[CompareRun]) -> list[str]:
         keys = [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
         return keys[-DEFAULT_MAX:]
     ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
-    finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:4]
+    finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:DEFAULT_MAX]
     if finished:
         return [r.key for r in reversed(finished)]
     samples = sorted((r for r in runs if r.sample), key=lambda r: r.created_at)

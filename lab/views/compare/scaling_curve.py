@@ -15,7 +15,7 @@ from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
 
 
-def _pooled(spreads: list[Spread]) -> Spread | None:
+def pooled(spreads: list[Spread]) -> Spread | None:
     """One run: its own interval; several: the median of their medians and its interval."""
     if len(spreads) == 1:
         return spreads[0]
@@ -47,7 +47,7 @@ def scaling_curve(
     def rate(r: CompareRun) -> Spread | None:
         return figures[r.key].spread if samples else figures[r.key].steps_spread
 
-    spreads = {k: _pooled([s for s in map(rate, g) if s is not None]) for k, g in grouped.items()}
+    spreads = {k: pooled([s for s in map(rate, g) if s is not None]) for k, g in grouped.items()}
     base = spreads.get(("single", 1))
     out = []
     for (mode, n), g in sorted(grouped.items()):

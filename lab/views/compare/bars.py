@@ -1,0 +1,115 @@
+"""A ``Comparison``'s throughput and speedup as bars grouped by mode, in the modes' colours
+(``lab.views.compare.modes``): one bar per mode and device count (the headline's cards), the median
+over its runs with the 95% interval as an error bar (one run: its own interval; several: the
+interval of the median of their medians), and each run as a dot over its bar when the mode has
+repeats. The speedup bars are exactly the cards.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from lab.engine.launch.config import DDP, DP, SINGLE
+from lab.views.compare import modes
+from lab.views.compare.comparison import Comparison, Row
+from lab.views.compare.headline import Card, mode_of
+from lab.views.compare.naming import few
+from lab.views.compare.scaling_curve import pooled
+from lab.views.interval_bars import IntervalBar, interval_bar_figure
+
+THROUGHPUT_TITLE = "throughput (samples/s, steady state)"
+SPEEDUP_TITLE = "speedup against the baseline"
+_ORDER = (SINGLE, DP, DDP)
+
+
+def group_label(mode: str, devices: int) -> str:
+    """A bar's label, as its card's: ``"ddp on 2 devices"``."""
+    return f"{mode} on {devices} device{'s' * (devices != 1)}"
+
+
+def _order(key: tuple[str, int]) -> tuple:
+    """single, dp, ddp (each before its weak variant), then other modes by name; then devices."""
+    mode, devices = key
+    base = mode.removesuffix(modes.WEAK_SUFFIX)
+    rank = _ORDER.index(base) if base in _ORDER else len(_ORDER)
+    return (rank, base, mode != base, devices)
+
+
+def _groups(rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
+    out: dict[tuple[str, int], list[Row]] = {}
+    for r in rows:
+        out.setdefault((mode_of(r), r.figures.device_count), []).append(r)
+    return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
+
+
+def _hover(label: str, rows: Sequence[Row], figure: str) -> str:
+    who = few([r.name for r in rows])
+    return f"{label}: {figure}<br>{len(rows)} run{'s' * (len(rows) != 1)}: {who}"
+
+
+def throughput_bars(c: Comparison) -> list[IntervalBar]:
+    """Per mode and device count (the baseline's group too): the median throughput and its
+    interval, each run's median as a dot."""
+    out = []
+    for (mode, devices), rows in _groups(c.rows).items():
+        spread = pooled([r.figures.spread for r in rows if r.figures.spread is not None])
+        values = [r.figures.throughput for r in rows if r.figures.throughput is not None]
+        value = spread.median if spread else statistics.median(values) if values else None
+        low, high = (spread.ci_low, spread.ci_high) if spread else (None, None)
+        label = group_label(mode, devices)
+        shown = "–" if value is None else f"{value:.0f} samples/s"
+        if low is not None and high is not None:
+            shown += f" (95% interval {low:.0f}–{high:.0f})"
+        out.append(
+            IntervalBar(
+                label,
+                value,
+                low,
+                high,
+                modes.colour(mode),
+                mode,
+                tuple(values),
+                _hover(label, rows, shown),
+            )
+        )
+    return out
+
+
+def speedup_bars(c: Comparison) -> list[IntervalBar]:
+    """One bar per headline card: its speedup and interval, each repeat's speedup as a dot."""
+    rows = [r for r in c.rows if not r.is_baseline]
+    groups = _groups(rows)
+    by_key = {(card.mode, card.devices): card for card in c.headline}
+    out = []
+    for key, members in groups.items():
+        card: Card = by_key[key]
+        label = group_label(*key)
+        dots = tuple(r.speed.speedup for r in members if r.speed.speedup is not None)
+        out.append(
+            IntervalBar(
+                label,
+                card.speedup,
+                card.ci_low,
+                card.ci_high,
+                modes.colour(card.mode),
+                card.mode,
+                dots,
+                _hover(label, members, f"{card.speedup_text()} {card.verdict}".strip()),
+            )
+        )
+    return out
+
+
+def throughput_figure(c: Comparison) -> go.Figure:
+    """Throughput by mode: median bars, 95% intervals, repeats as dots."""
+    return interval_bar_figure(throughput_bars(c), y_title=THROUGHPUT_TITLE)
+
+
+def speedup_figure(c: Comparison) -> go.Figure:
+    """Speedup by mode against the baseline (the cards as bars), a dotted line at 1."""
+    return interval_bar_figure(
+        speedup_bars(c), y_title=SPEEDUP_TITLE, reference=1.0, text_format=".2f"
+    )
