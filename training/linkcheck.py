@@ -67,8 +67,8 @@ def row(nbytes: int, seconds: float, world_size: int) -> dict:
     return {
         "bytes": nbytes,
         "time_ms": round(seconds * 1000, 4),
-        "algbw_gbps": round(algbw, 4),
-        "busbw_gbps": round(algbw * bus_factor(world_size), 4),
+        "algbw_gbps": round(algbw, 6),
+        "busbw_gbps": round(algbw * bus_factor(world_size), 6),
     }
 
 
