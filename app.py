@@ -17,6 +17,7 @@ from lab.engine.supervise.adopt import adopt_orphans
 from lab.engine.sweep.plan import MAX_REPEATS
 from lab.views import device_strip as strip
 from lab.views import text as ui_text
+from lab.views import topology as topology_view
 from lab.views.compare import scaling as scaling_view
 from lab.views.live import health, progress
 from lab.views.live import queue as live_queue
@@ -62,6 +63,11 @@ def device_strip() -> None:
 
 st.subheader("Devices")
 device_strip()
+topo_rows, no_topo = topology_view.now()  # the links between GPUs, like `nvidia-smi topo -m`
+if topo_rows:
+    with st.expander("How the GPUs are linked"):
+        st.dataframe(topo_rows, hide_index=True, key="home_topology")
+        st.caption(topology_view.LEGEND)
 
 root = paths.runs_dir()
 st.subheader("Runs")

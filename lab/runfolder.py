@@ -50,6 +50,8 @@ STACKS_DIR = "stacks"
 # supervisor: health/<key> = 1 events at the optimizer step a finding was made
 HEALTH_DIR = "health"
 SWEEPS_DIR = ".sweeps"  # in the runs root: <sweep_id>.json and .log
+# in the runs root: <id>.json of each link check (lab.engine.linkcheck) and its .log; not a run
+LINKCHECKS_DIR = "linkchecks"
 # launcher, a Slurm run: the job script, readable and submittable by hand
 JOB_SBATCH = "job.sbatch"
 # a Slurm job script's last lines: {"exit_code", "ended_at"} (none if killed)

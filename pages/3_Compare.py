@@ -16,7 +16,7 @@ import streamlit as st
 
 from lab.engine import registry
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views.compare import anatomy, chain, derived, modes, picker, report, scaling
+from lab.views.compare import anatomy, chain, derived, linkshare, modes, picker, report, scaling
 from lab.views.compare import curves as compare_curves
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as compare_table
@@ -219,6 +219,8 @@ def _anatomy(c: Comparison, names: dict[str, str]) -> list:
     st.subheader(anatomy.CAPTION)
     st.plotly_chart(figures[0][1], key="cmp_anatomy")
     st.caption(anatomy.INTRO + " *How to read this*, above, reads them with these runs' numbers.")
+    for line in linkshare.lines(c):  # the all-reduces against the latest `lab linkcheck`
+        st.caption(f"{line}. {linkshare.WHY}")
     _traces(c.runs, names)
     return figures
 

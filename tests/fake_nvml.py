@@ -29,11 +29,20 @@ sets it when ``LAB_TEST_FAKE_GPUS`` is set (scripts/test.sh's second pass).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 NVML_TEMPERATURE_GPU = 0
+NVML_FEATURE_ENABLED = 1
+NVML_NVLINK_MAX_LINKS = 18
+NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_SYSTEM = 30, 50
+NVML_P2P_CAPS_INDEX_READ = (0,)  # sic: nvidia-ml-py writes it as a one-element tuple
+NVML_P2P_STATUS_OK, NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 0, 3
+NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
+NVML_ERROR_NOT_SUPPORTED = 3
 NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE = 0, 1
 FAKE_GPUS_ENV = "LAB_TEST_FAKE_GPUS"
 _MIB = 1024 * 1024
@@ -85,6 +94,19 @@ class FakeGpu:
     # them;
     # "process_util" in ``unsupported`` makes that call fail as on GPUs that cannot attribute
     process_util: list[tuple[int, int, int]] = field(default_factory=list)
+    # the links (lab.engine.devices.links): NVLinks by the peer's index and their count, the PCIe
+    # path by the peer's index (NVML_TOPOLOGY_*; SYSTEM where not named), peer-to-peer status by the
+    # peer's index (NVML_P2P_STATUS_*; OK where not named), PCIe throughput in KB/s and NVLink data
+    # rates in KiB/s, which advance NVML's counters with the clock. ``unsupported`` takes "nvlink"
+    # (no NVLink at all), "topology", "p2p", "pcie" and "nvlink_throughput" (the field values come
+    # back with NVML_ERROR_NOT_SUPPORTED, as from a driver without those counters).
+    nvlinks: dict[int, int] = field(default_factory=dict)
+    levels: dict[int, int] = field(default_factory=dict)
+    p2p: dict[int, int] = field(default_factory=dict)
+    pcie_rx_kb_s: int = 0
+    pcie_tx_kb_s: int = 0
+    nvlink_rx_kib_s: int = 0
+    nvlink_tx_kib_s: int = 0
 
 
 class FakeNvml:
@@ -99,6 +121,13 @@ class FakeNvml:
     NVMLError_NotFound = NVMLError_NotFound
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE
+    NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
+    NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
+    NVML_PCIE_UTIL_TX_BYTES = NVML_PCIE_UTIL_TX_BYTES
+    NVML_PCIE_UTIL_RX_BYTES = NVML_PCIE_UTIL_RX_BYTES
+    NVML_P2P_CAPS_INDEX_READ = NVML_P2P_CAPS_INDEX_READ
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
 
     def __init__(
         self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000
@@ -217,13 +246,101 @@ class FakeNvml:
     def nvmlDeviceGetGraphicsRunningProcesses_v2(self, g: FakeGpu):
         raise NVMLError_NotSupported("Not Supported")
 
+    # ---- the links -------------------------------------------------------------------------
+
+    def _index(self, g: FakeGpu) -> int:
+        return next(i for i, x in enumerate(self.gpus) if x is g)
+
+    def nvmlDeviceGetPciInfo(self, g: FakeGpu):
+        return SimpleNamespace(domain=0, bus=0x10 + self._index(g), device=0)
+
+    def _links(self, g: FakeGpu) -> list[int]:
+        """The peer at the far end of each of ``g``'s NVLinks, in link order."""
+        return [peer for peer, n in sorted(g.nvlinks.items()) for _ in range(n)]
+
+    def nvmlDeviceGetNvLinkState(self, g: FakeGpu, link: int) -> int:
+        self._need(g, "nvlink")
+        if not 0 <= link < NVML_NVLINK_MAX_LINKS:
+            raise NVMLError("Invalid Argument")
+        return NVML_FEATURE_ENABLED if link < len(self._links(g)) else 0
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, g: FakeGpu, link: int):
+        self._need(g, "nvlink")
+        return self.nvmlDeviceGetPciInfo(self.gpus[self._links(g)[link]])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: FakeGpu, b: FakeGpu) -> int:
+        self._need(a, "topology")
+        return a.levels.get(self._index(b), NVML_TOPOLOGY_SYSTEM)
+
+    def nvmlDeviceGetP2PStatus(self, a: FakeGpu, b: FakeGpu, index: int) -> int:
+        self._need(a, "p2p")
+        if not isinstance(index, int):  # ctypes would refuse the bindings' tuple
+            raise TypeError(f"p2pIndex {index!r} is not an int")
+        return a.p2p.get(self._index(b), NVML_P2P_STATUS_OK)
+
+    def nvmlDeviceGetPcieThroughput(self, g: FakeGpu, counter: int) -> int:
+        self._need(g, "pcie")
+        return g.pcie_rx_kb_s if counter == NVML_PCIE_UTIL_RX_BYTES else g.pcie_tx_kb_s
+
+    def nvmlDeviceGetFieldValues(self, g: FakeGpu, field_ids: list):
+        now_us = int(time.time() * 1e6)
+        rates = {
+            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: g.nvlink_rx_kib_s,
+            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: g.nvlink_tx_kib_s,
+        }
+        out = []
+        for fid in field_ids:
+            fid = fid[0] if isinstance(fid, tuple) else fid
+            bad = "nvlink_throughput" in g.unsupported or fid not in rates
+            counter = int(rates.get(fid, 0) * (now_us - _EPOCH_US) / 1e6)  # KiB since "boot"
+            out.append(
+                SimpleNamespace(
+                    fieldId=fid,
+                    nvmlReturn=NVML_ERROR_NOT_SUPPORTED if bad else 0,
+                    timestamp=now_us,
+                    value=SimpleNamespace(ullVal=0 if bad else counter),
+                )
+            )
+        return out
+
+
+_EPOCH_US = int(time.time() * 1e6)
+
 
 def fake_gpus(n: int) -> list[FakeGpu]:
-    """``n`` plain fake GPUs with distinct UUIDs, as the ``LAB_TEST_FAKE_GPUS`` mode has."""
-    return [
-        FakeGpu(uuid=f"GPU-fa4e0000-0000-0000-0000-{i:012d}", util=0, mem_used_mib=0)
-        for i in range(n)
-    ]
+    """``n`` plain fake GPUs with distinct UUIDs, as the ``LAB_TEST_FAKE_GPUS`` mode has.
+
+    Their links: GPUs 0-1 and 2-3 (and so on) are NVLink pairs of 2 links; other pairs of the same
+    parity meet at a PCIe host bridge (PHB), the rest across the sockets (SYS), where peer-to-peer
+    is not supported (TNS). GPU i takes in 100(i+1) MiB/s over PCIe and sends half that; the pairs
+    send 1 GiB/s over NVLink, except that the last pair's driver gives no NVLink counters and the
+    last GPU no PCIe throughput: notes, not errors."""
+    gpus = []
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        gpus.append(
+            FakeGpu(
+                uuid=f"GPU-fa4e0000-0000-0000-0000-{i:012d}",
+                util=0,
+                mem_used_mib=0,
+                nvlinks={j: 2 for j in others if j // 2 == i // 2},
+                levels={j: NVML_TOPOLOGY_HOSTBRIDGE for j in others if j % 2 == i % 2},
+                p2p={
+                    j: NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
+                    for j in others
+                    if j // 2 != i // 2 and j % 2 != i % 2
+                },
+                pcie_rx_kb_s=100 * 1024 * (i + 1),
+                pcie_tx_kb_s=50 * 1024 * (i + 1),
+                nvlink_rx_kib_s=1024 * 1024 if i ^ 1 < n else 0,
+                nvlink_tx_kib_s=1024 * 1024 if i ^ 1 < n else 0,
+                unsupported=(
+                    ({"pcie"} if i == n - 1 else set())
+                    | ({"nvlink_throughput"} if n > 2 and i // 2 == (n - 1) // 2 else set())
+                ),
+            )
+        )
+    return gpus
 
 
 _from_env: list[FakeNvml] = []

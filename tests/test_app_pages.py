@@ -298,6 +298,13 @@ def test_pages_with_two_gpus_faked(runs_dir, monkeypatch):
             "**GPU 0 · NVIDIA H100 80GB HBM3**" in labels
             and "**GPU 1 · NVIDIA H100 80GB HBM3**" in labels
         )
+        # the links between them, like nvidia-smi topo -m (the fake's default: across the sockets)
+        frames = [d.value for d in at.dataframe]
+        topo = next(f for f in frames if list(f.columns) == ["GPU", "GPU 0", "GPU 1"])
+        assert topo.to_dict("records") == [
+            {"GPU": "GPU 0", "GPU 0": "X", "GPU 1": "SYS"},
+            {"GPU": "GPU 1", "GPU 0": "SYS", "GPU 1": "X"},
+        ]
         at.switch_page("pages/1_Launch.py")
         at.run()
         assert not at.exception

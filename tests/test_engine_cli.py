@@ -139,7 +139,10 @@ def test_gpus_json_without_driver(runs_dir):
     r = lab(runs_dir, "gpus", "--json", timeout=60, machine={})  # this machine as it is
     assert r.returncode == 0
     snap = json.loads(r.stdout)
-    assert set(snap) == {"gpus", "cpu", "reason", "taken_at", "notes"}
+    assert set(snap) == {"gpus", "cpu", "reason", "taken_at", "notes", "topology", "topology_note"}
+    assert snap["topology"] is None or snap["topology"]["gpus"] == [
+        g["index"] for g in snap["gpus"]
+    ]
     assert snap["cpu"]["cores"] >= 1
     if not snap["gpus"]:
         assert snap["reason"].startswith("no NVIDIA driver found")

@@ -1,5 +1,6 @@
 """``python -m lab gpus [--json]``: the devices now (GPUs, who holds them, what the lab cannot see
-there), or the CPU view and why there is no GPU."""
+there, the links between them: ``topology``, or null and ``topology_note``), or the CPU view and
+why there is no GPU."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from lab.cli.common import print_json, snapshot
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
+    from lab.engine.devices import links
     from lab.engine.devices import notes as device_notes
 
     snap = snapshot()
+    topo = links.topology_record()
     if a.json:
-        print_json(dataclasses.asdict(snap))
+        print_json({**dataclasses.asdict(snap), **topo})
         return 0
     if snap.reason:
         print(snap.reason)
@@ -28,6 +31,10 @@ def cmd_gpus(a: argparse.Namespace) -> int:
         print(f"GPU {g.index} {g.name}: util {util}, {mem}")
     for line in device_notes.holders(snap) + device_notes.limits(snap):
         print(f"  {line}")
+    if topo["topology"]:
+        from lab.views.topology import matrix_lines
+
+        print("\n".join(matrix_lines(topo["topology"])))
     c = snap.cpu
     print(
         f"CPU: {c.cores} cores, {c.util_pct:.0f}% busy, memory "

@@ -26,6 +26,7 @@ from lab.engine import procs
 from lab.engine.slurm.states import STATE_MAP
 from lab.runfolder import (
     HAS_PROCESSES,
+    LINKCHECKS_DIR,
     LIVE_STATES,
     LOST,
     PROGRESS_JSON,
@@ -201,9 +202,14 @@ def _events_dirs(run_dir: Path, st: dict, run: dict) -> list[str]:
 
 
 def _run_dirs(root: Path) -> list[Path]:
-    """The run folders under ``root``: plain run-id names, hidden ones (``.sweeps``) left out."""
+    """The run folders under ``root``: plain run-id names, hidden ones (``.sweeps``) and the link
+    checks' folder (``linkchecks``) left out."""
     try:
-        entries = [e for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir()]
+        entries = [
+            e
+            for e in os.scandir(root)
+            if not e.name.startswith(".") and e.name != LINKCHECKS_DIR and e.is_dir()
+        ]
     except OSError:
         return []
     out = []

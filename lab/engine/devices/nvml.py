@@ -14,6 +14,8 @@ visible here (a container sees NVML's host pids) goes to the one run that
 chose that GPU (``gpu_users``), and says so. No run folders here.
 ``process_utilization`` asks NVML how busy each process kept a GPU, for the
 supervisor's interference record; "cannot attribute" is None, not an error.
+The links between GPUs (topology, PCIe and NVLink traffic) are read in
+``lab.engine.devices.links`` through ``_call``/``_query`` and ``constant``.
 The sentences said about a snapshot are in ``lab.engine.devices.notes``. Test
 seam: ``LAB_NVML_MODULE`` names a module to import instead of ``pynvml``
 (tests/fake_nvml.py).
@@ -137,6 +139,14 @@ def _call(fn: str, *args: Any) -> tuple[Any, str | None]:
 def _query(fn: str, *args: Any, default: Any = None) -> Any:
     value, why = _call(fn, *args)  # the reason is dropped: a missing metric is just None
     return default if why else value
+
+
+def constant(name: str, default: int) -> int:
+    """One of NVML's constants (``NVML_TOPOLOGY_NODE``, ...), ``default`` where the bindings lack
+    it; a value the bindings wrote as a one-element tuple (``NVML_P2P_CAPS_INDEX_READ = 0,``) is
+    its element."""
+    v = getattr(pynvml, name, default)
+    return int(v[0] if isinstance(v, tuple) else v)
 
 
 def _text(v: Any) -> str:

@@ -3,7 +3,9 @@
 ``create`` is the one place a run folder is made and run.json written; a trainer run and a
 user's script differ only in the ``Program`` it is given (the command, its environment, the other
 nodes' commands and the job script, built for the new folder and its port) and in the few
-run.json keys only one kind has. The run is queued until its supervisor writes status.json.
+run.json keys only one kind has. run.json's ``topology`` is the links between the run's GPUs
+(``lab.engine.devices.links``), null with ``topology_note`` saying why (no GPU, a Slurm run).
+The run is queued until its supervisor writes status.json.
 ``machine`` is what a launch reads of this machine first.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from lab.engine.devices import links
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import ports
@@ -53,6 +56,18 @@ def _new_dir(root: Path, mode: str, stem: str) -> Path:
     return run_dir
 
 
+def _topology(config: Any) -> dict[str, Any]:
+    """run.json's ``topology`` and ``topology_note``: the links between the GPUs the run chose."""
+    if config.backend == SLURM:
+        return {
+            "topology": None,
+            "topology_note": "a Slurm run: its nodes' links are not read here",
+        }
+    if not tuple(config.gpus or ()):
+        return {"topology": None, "topology_note": "the run uses no GPU"}
+    return links.topology_record(tuple(config.gpus))
+
+
 def create(
     root: Path,
     config: Any,
@@ -78,6 +93,7 @@ def create(
     record.update(argv=p.argv, env=p.env, **(where or {}))
     record.update(created_at=now_iso(), host=socket.gethostname(), sweep_id=sweep_id)
     record.update(recorded_on=recorded_on, other_nodes=p.other_nodes, port=port or None)
+    record.update(_topology(config))
     write_json_atomic(run_dir / RUN_JSON, {**record, **(after or {})})
     if config.backend == SLURM:
         (run_dir / JOB_SBATCH).write_text(p.sbatch)

@@ -5,7 +5,10 @@ GPUs are read through ``lab.engine.devices.nvml`` and the run's whole process tr
 through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
 summed), what else used the machine through ``lab.engine.supervise.interference``
 (``sys/other_cpu_pct``, ``sys/gpu<i>/other_*``; ``interference()`` is
-status.json's record), and each value is written as a scalar event under ``RUN_DIR/sys``.
+status.json's record), the link traffic of the run's GPUs through
+``lab.engine.devices.links`` (``sys/gpu<i>/pcie_{rx,tx}_mib_s``, ``nvlink_{rx,tx}_mib_s``; what the
+driver does not give is the record's ``link_note``), and each value is written as a scalar event
+under ``RUN_DIR/sys``.
 The events are written with tensorboard's own ``EventFileWriter`` and protos,
 never torch (importing torch costs the supervisor seconds and hundreds of MB).
 Step = sample number, wall time = sample time.
@@ -18,6 +21,7 @@ import time
 from pathlib import Path
 
 from lab.engine import procs
+from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
 from lab.engine.supervise.interference import InterferenceMeter
 from lab.runfolder import SYS_DIR
@@ -60,6 +64,7 @@ class SysSampler:
         self._writer = ScalarWriter(Path(run_dir) / SYS_DIR)
         self._meter = procs.TreeMeter()
         self._others = InterferenceMeter()
+        self._links = links.LinkMeter()
 
     def sample(self, tree: list[procs.Process]) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
@@ -78,14 +83,16 @@ class SysSampler:
                     values[f"sys/gpu{g.index}/{key}"] = v
         values["sys/cpu_pct"], values["sys/rss_mib"] = self._meter.read(tree)
         values.update(self._others.sample(tree, gpus))
+        values.update(self._links.sample(tuple(g.index for g in gpus)))
         self._writer.add(values, self.step, now)
         self._writer.flush()
         self.step += 1
         return values
 
     def interference(self) -> dict:
-        """status.json's ``interference`` record of the samples so far."""
-        return self._others.record()
+        """status.json's ``interference`` record of the samples so far, with ``link_note``: the
+        link traffic the driver did not give (None: all of it was read, or the run has no GPU)."""
+        return {**self._others.record(), "link_note": self._links.note()}
 
     def close(self) -> None:
         try:

@@ -1,0 +1,65 @@
+"""``python -m lab linkcheck [--gpus LIST | --nproc N] [--max-mib M] [--json]``: an all-reduce
+sweep over message sizes (NCCL on GPUs, gloo on the CPU), time, algbw and busbw per size, saved
+as ``<runs>/linkchecks/<id>.json`` with the topology (``lab.engine.linkcheck``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab.cli.common import UserError, print_json, root
+
+
+def _gpus(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of GPU indices: {text!r}") from None
+
+
+def _size(n: float) -> str:
+    return f"{n / 1024**2:g} MiB" if n >= 1024**2 else f"{n / 1024:g} KiB"
+
+
+def cmd_linkcheck(a: argparse.Namespace) -> int:
+    from lab.engine import linkcheck
+    from lab.engine.devices.nvml import usable_indices
+
+    try:
+        p = linkcheck.plan(a.gpus, a.nproc, usable_indices())
+        if a.max_mib is not None and a.max_mib <= 0:
+            raise linkcheck.LinkCheckError("--max-mib: give a positive number of MiB")
+        max_bytes = None if a.max_mib is None else int(a.max_mib * 1024**2)
+        rec = linkcheck.run(root(), p, max_bytes=max_bytes, iters=a.iters)
+    except linkcheck.LinkCheckError as e:
+        raise UserError(str(e)) from None
+    if a.json:
+        print_json(rec)
+        return 0
+    where = ", ".join(f"GPU {g}" for g in p.gpus) or "the CPU"
+    print(f"all-reduce, {rec['backend']}, {rec['world_size']} ranks on {where} ({rec['id']})")
+    print(f"{'size':>10} {'time ms':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
+    for r in rec["results"]:
+        print(
+            f"{_size(r['bytes']):>10} {r['time_ms']:>10.3f} {r['algbw_gbps']:>11.3f} "
+            f"{r['busbw_gbps']:>11.3f}"
+        )
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "linkcheck", help="all-reduce bandwidth per message size (NCCL on GPUs, gloo on the CPU)"
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--gpus", type=_gpus, help="GPU indices, e.g. 0,1 (default: every GPU)")
+    which.add_argument(
+        "--nproc", type=int, help="processes: the first N GPUs, or N CPU processes (gloo)"
+    )
+    p.add_argument(
+        "--max-mib",
+        type=float,
+        help="the largest message in MiB (default 256 on GPUs, 16 on the CPU)",
+    )
+    p.add_argument("--iters", type=int, help="timed all-reduces per size (default 20 GPU, 10 CPU)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_linkcheck)

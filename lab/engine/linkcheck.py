@@ -1,0 +1,181 @@
+"""The link check: how fast this machine's devices all-reduce, size by size (``lab linkcheck``).
+
+``plan`` picks the devices (the GPUs asked, the first N GPUs, or N CPU processes; the backend
+follows: NCCL on GPUs, gloo on the CPU) and refuses what cannot run here, in one sentence
+(``LinkCheckError``). ``run`` starts ``training.linkcheck`` under ``torchrun`` through the
+launcher's ``run_and_wait`` (its own session, ended on a timeout), reads what rank 0 wrote and
+saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend", "world_size", "gpus",
+"topology", "topology_note", "results": [{"bytes", "time_ms", "algbw_gbps", "busbw_gbps"}]}``
+(nccl-tests' algbw and busbw, GB/s), its output beside it as ``<id>.log``. ``latest`` is the
+newest check of a backend and world size (Compare's yardstick). Message sizes: 1 KiB to 256 MiB
+doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.engine.devices import links
+from lab.runfolder import (
+    LINKCHECKS_DIR,
+    REPO_ROOT,
+    now_iso,
+    read_json,
+    stamp,
+    write_json_atomic,
+)
+
+GPU_MAX_BYTES, CPU_MAX_BYTES = 256 << 20, 16 << 20
+TIMEOUT_S = 600.0
+MAX_CPU_PROCS = 64
+
+
+class LinkCheckError(ValueError):
+    """A link check that cannot run here, or failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    backend: str  # "nccl" or "gloo"
+    world_size: int
+    gpus: tuple[int, ...]  # physical indices; empty on the CPU
+
+    @property
+    def max_bytes(self) -> int:
+        return GPU_MAX_BYTES if self.gpus else CPU_MAX_BYTES
+
+
+def plan(gpus: tuple[int, ...] | None, nproc: int | None, usable: tuple[int, ...]) -> Plan:
+    """The devices of a check from ``--gpus`` or ``--nproc`` (neither: every GPU, else 2 CPU
+    processes) on a machine whose readable GPUs are ``usable``."""
+    if gpus is not None:
+        if not usable:
+            raise LinkCheckError(
+                "--gpus: this machine has no GPU NVML can read; use --nproc N for a CPU check"
+            )
+        unknown = sorted(set(gpus) - set(usable))
+        if unknown:
+            have = ", ".join(map(str, usable))
+            raise LinkCheckError(f"--gpus: no GPU {unknown[0]} here (readable GPUs: {have})")
+        if len(set(gpus)) < 2:
+            raise LinkCheckError("--gpus: a link check needs at least 2 GPUs")
+        chosen = tuple(sorted(set(gpus)))
+        return Plan("nccl", len(chosen), chosen)
+    if nproc is not None and nproc < 2:
+        raise LinkCheckError(f"--nproc: a link check needs at least 2 processes, not {nproc}")
+    if usable and (nproc is None or nproc <= len(usable)):
+        chosen = usable[: nproc or len(usable)]
+        if len(chosen) >= 2:
+            return Plan("nccl", len(chosen), chosen)
+    if usable and nproc is not None:
+        raise LinkCheckError(f"--nproc: {nproc} GPUs asked, this machine has {len(usable)}")
+    n = nproc or 2
+    if n > MAX_CPU_PROCS:
+        raise LinkCheckError(f"--nproc: at most {MAX_CPU_PROCS} CPU processes, not {n}")
+    return Plan("gloo", n, ())
+
+
+def _command(p: Plan, part: Path, max_bytes: int, iters: int | None) -> list[str]:
+    from lab.engine.launch import ports
+
+    factor, warmup, default_iters = (2, 5, 20) if p.gpus else (4, 3, 10)
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(p.world_size),
+        "--nnodes",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(ports.free_port()),
+        "-m",
+        "training.linkcheck",
+        "--out",
+        str(part),
+        "--max-bytes",
+        str(max_bytes),
+        "--factor",
+        str(factor),
+        "--warmup",
+        str(warmup),
+        "--iters",
+        str(iters or default_iters),
+    ]
+
+
+def _env(p: Plan) -> dict[str, str]:
+    from lab.engine.launch.environment import visible_devices
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if "PYTHONPATH" in env else ""
+    )
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = visible_devices(p.gpus) if p.gpus else ""
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // p.world_size))
+    return env
+
+
+def run(
+    root: Path,
+    p: Plan,
+    max_bytes: int | None = None,
+    iters: int | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> dict:
+    """Run the check ``p`` and save it under ``root``/linkchecks; the saved record."""
+    from lab.engine.launch.launcher import run_and_wait
+
+    folder = Path(root) / LINKCHECKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    check_id = f"{stamp()}-{p.backend}-{p.world_size}-{secrets.token_hex(2)}"
+    part, log = folder / f"{check_id}.part", folder / f"{check_id}.log"
+    argv = _command(p, part, int(max_bytes or p.max_bytes), iters)
+    rc = run_and_wait(argv, _env(p), log, timeout_s)
+    got = read_json(part)
+    part.unlink(missing_ok=True)
+    if rc != 0 or not got or not got.get("results"):
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        how = f"ran past {timeout_s:.0f} s" if rc is None else f"exited with {rc}"
+        raise LinkCheckError(f"the link check {how} ({' '.join(tail) or 'no output'}): see {log}")
+    topo = (
+        links.topology_record(p.gpus)
+        if p.gpus
+        else {
+            "topology": None,
+            "topology_note": "a CPU check (gloo): no GPU links",
+        }
+    )
+    record = {
+        "id": check_id,
+        "created_at": now_iso(),
+        "backend": got.get("backend", p.backend),
+        "world_size": int(got.get("world_size", p.world_size)),
+        "gpus": list(p.gpus),
+        **topo,
+        "results": got["results"],
+    }
+    write_json_atomic(folder / f"{check_id}.json", record)
+    return record
+
+
+def latest(root: Path | str, backend: str, world_size: int) -> dict | None:
+    """The newest saved check of ``backend`` over ``world_size`` ranks under ``root`` (None:
+    none)."""
+    folder = Path(root) / LINKCHECKS_DIR
+    try:
+        files = sorted(folder.glob("*.json"), reverse=True)  # ids begin with the time
+    except OSError:
+        return None
+    for f in files:
+        rec = read_json(f)
+        if rec and rec.get("backend") == backend and rec.get("world_size") == world_size:
+            return rec
+    return None

@@ -1,0 +1,204 @@
+"""The link check (``lab linkcheck``): real gloo all-reduces under torchrun on the CPU, the saved
+record, the refusals, the launcher's waiting with a timeout, and Compare's share of the checked
+bus bandwidth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from lab.engine import linkcheck, procs
+from lab.runfolder import LINKCHECKS_DIR, REPO_ROOT, read_json, write_json_atomic
+from lab.views.compare import linkshare
+
+CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}
+
+
+def _lab(runs_dir, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", **CPU_BOX)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
+    r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == []
+    assert out["topology"] is None and "CPU" in out["topology_note"]
+    sizes = [row["bytes"] for row in out["results"]]
+    assert sizes == [1024 * 4**k for k in range(7)]  # 1 KiB to 4 MiB, quadrupling
+    for row in out["results"]:
+        assert row["time_ms"] > 0 and row["busbw_gbps"] > 0
+        # nccl-tests: algbw = bytes / time; busbw = algbw x 2(n-1)/n, which is 1 for n = 2
+        assert row["algbw_gbps"] == pytest.approx(
+            row["bytes"] / row["time_ms"] / 1e6, rel=0.01, abs=1e-5
+        )
+        assert row["busbw_gbps"] == row["algbw_gbps"]
+    saved = runs_dir / LINKCHECKS_DIR / f"{out['id']}.json"
+    assert read_json(saved) == out
+    assert (
+        linkcheck.latest(runs_dir, "gloo", 2) == out
+        and linkcheck.latest(runs_dir, "gloo", 4) is None
+    )
+    # the link checks' folder is not a run
+    assert _lab(runs_dir, "status", "--json").stdout.strip() in ("[]", "")
+    assert not list((runs_dir / LINKCHECKS_DIR).glob("*.part"))
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--nproc", "0"], "--nproc: a link check needs at least 2 processes, not 0"),
+        (["--gpus", "0,1"], "--gpus: this machine has no GPU NVML can read"),
+    ],
+)
+def test_refused_in_one_line(runs_dir, args, words):
+    r = _lab(runs_dir, "linkcheck", *args, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and words in r.stderr
+    assert not (runs_dir / LINKCHECKS_DIR).exists()  # refused before any file or process
+
+
+def test_plan_picks_the_devices():
+    four = (0, 1, 2, 3)
+    assert linkcheck.plan(None, None, four) == linkcheck.Plan("nccl", 4, four)
+    assert linkcheck.plan(None, 2, four) == linkcheck.Plan("nccl", 2, (0, 1))
+    assert linkcheck.plan((3, 1), None, four) == linkcheck.Plan("nccl", 2, (1, 3))
+    assert linkcheck.plan(None, None, ()) == linkcheck.Plan("gloo", 2, ())
+    assert linkcheck.plan(None, 3, ()) == linkcheck.Plan("gloo", 3, ())
+    assert linkcheck.plan(None, None, (0,)) == linkcheck.Plan("gloo", 2, ())  # one GPU: the CPU
+    for gpus, nproc, words in [
+        ((0, 5), None, "no GPU 5 here"),
+        ((1,), None, "at least 2 GPUs"),
+        (None, 8, "8 GPUs asked, this machine has 4"),
+        (None, 1, "at least 2 processes"),
+    ]:
+        with pytest.raises(linkcheck.LinkCheckError, match=words):
+            linkcheck.plan(gpus, nproc, four)
+
+
+def test_run_and_wait_ends_the_whole_group_on_a_timeout(tmp_path):
+    from lab.engine.launch.launcher import run_and_wait
+
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(60)\n"
+    )
+    t = time.monotonic()
+    rc = run_and_wait([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", 3.0)
+    assert rc is None and time.monotonic() - t < 15
+    child = int(pid_file.read_text())
+    assert procs.wait_until(lambda: not procs.alive(child), 5)
+    assert (
+        run_and_wait(
+            [sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), tmp_path / "log", 30
+        )
+        == 3
+    )
+
+
+# ---- Compare: the share of the checked bus bandwidth ------------------------------------------
+
+
+def _check(root, busbw_by_size: dict[int, float], check_id: str, world_size: int = 2) -> None:
+    (root / LINKCHECKS_DIR).mkdir(exist_ok=True)
+    write_json_atomic(
+        root / LINKCHECKS_DIR / f"{check_id}.json",
+        {
+            "id": check_id,
+            "backend": "gloo",
+            "world_size": world_size,
+            "results": [
+                {"bytes": b, "time_ms": 1.0, "algbw_gbps": v, "busbw_gbps": v}
+                for b, v in busbw_by_size.items()
+            ],
+        },
+    )
+
+
+def _profile(busbw: tuple[float, float], nbytes: int = 3 * 2**20, calls: float = 3.0) -> dict:
+    rows = [
+        {
+            "op": "all_reduce",
+            "rank": r,
+            "calls": calls,
+            "bytes": nbytes,
+            "total_ms": 5.0,
+            "algbw_gbps": b,
+            "busbw_gbps": b,
+        }
+        for r, b in enumerate(busbw)
+    ]
+    return {
+        "collectives": rows
+        + [
+            {
+                "op": "broadcast",
+                "rank": 0,
+                "calls": 1,
+                "bytes": 8,
+                "total_ms": 1.0,
+                "busbw_gbps": 9.0,
+            }
+        ]
+    }
+
+
+def test_share_of_the_latest_check_at_the_nearest_size(tmp_path):
+    assert linkshare.share(_profile((0.3, 0.5)), "gloo", 2, tmp_path) is None  # no check yet
+    _check(tmp_path, {2**18: 0.5, 2**20: 2.0, 2**22: 4.0}, "20250101-000000-gloo-2-aaaa")
+    _check(tmp_path, {2**18: 0.5, 2**20: 1.6, 2**22: 4.0}, "20250102-000000-gloo-2-bbbb")
+    _check(tmp_path, {2**20: 9.0}, "20250103-000000-gloo-4-cccc", world_size=4)
+    s = linkshare.share(_profile((0.3, 0.5)), "gloo", 2, tmp_path)
+    # 1 MiB a call (3 MiB over 3 calls); the newer 2-rank check reached 1.6 GB/s there
+    assert s == {
+        "busbw_gbps": 0.4,
+        "message_bytes": 2**20,
+        "check_id": "20250102-000000-gloo-2-bbbb",
+        "check_bytes": 2**20,
+        "check_busbw_gbps": 1.6,
+        "share": pytest.approx(0.25),
+    }
+    assert linkshare.share(_profile((0.3, 0.5)), "nccl", 2, tmp_path) is None  # other backend
+    assert linkshare.share({"collectives": []}, "gloo", 2, tmp_path) is None
+    line = linkshare.sentence("ddp x2", s)
+    assert line == (
+        "ddp x2: all-reduce at 0.4 GB/s bus bandwidth (1.00 MiB a call), 25% of the 1.6 GB/s the "
+        "link check 20250102-000000-gloo-2-bbbb reached at 1.00 MiB"
+    )
+
+
+def test_lines_for_the_profiled_runs_of_a_comparison(tmp_path):
+    _check(tmp_path, {2**20: 2.0}, "20250101-000000-gloo-2-aaaa")
+
+    def row(name, profile, world_size, devices):
+        run = SimpleNamespace(summary={"backend": "gloo"}, run_dir=str(tmp_path / name))
+        figures = SimpleNamespace(profile=profile, world_size=world_size, devices=devices)
+        return SimpleNamespace(name=name, run=run, figures=figures)
+
+    c = SimpleNamespace(
+        rows=(
+            row("single", None, 1, ["cpu"]),
+            row("ddp", _profile((1.0, 1.0)), 2, ["cpu:0", "cpu:1"]),
+        )
+    )
+    assert linkshare.lines(c) == [
+        "ddp: all-reduce at 1 GB/s bus bandwidth (1.00 MiB a call), 50% of the 2 GB/s the link "
+        "check 20250101-000000-gloo-2-aaaa reached at 1.00 MiB"
+    ]

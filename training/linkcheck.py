@@ -1,0 +1,110 @@
+"""The link check's worker: an all-reduce sweep over message sizes, one process per rank under
+``torchrun`` (``python -m torch.distributed.run ... -m training.linkcheck --out FILE``).
+
+NCCL on GPUs (each rank on ``cuda:LOCAL_RANK``), gloo on the CPU. Per size: a float32 tensor of
+that many bytes, ``--warmup`` all-reduces, then ``--iters`` timed ones (each between a device
+synchronise and the next); a rank's time is the median of its iterations, the size's time the
+slowest rank's (MAX-reduced). Bandwidths as nccl-tests define them, in GB/s (1e9 bytes a second):
+``algbw = bytes / time`` and ``busbw = algbw × 2(n−1)/n``. Rank 0 writes
+``{"backend", "world_size", "results": [{"bytes", "time_ms", "algbw_gbps", "busbw_gbps"}]}`` to
+``--out``. Knows nothing of the lab: it can be run by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+KIB = 1024
+
+
+def sizes(max_bytes: int, min_bytes: int = KIB, factor: int = 2) -> list[int]:
+    """Message sizes from ``min_bytes`` up to ``max_bytes``, each ``factor`` times the last."""
+    out, n = [], min_bytes
+    while n <= max_bytes:
+        out.append(n)
+        n *= factor
+    return out
+
+
+def bus_factor(n: int) -> float:
+    """nccl-tests' all-reduce bus bandwidth factor over ``n`` ranks."""
+    return 2 * (n - 1) / n if n > 1 else 1.0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_one(nbytes: int, device: torch.device, warmup: int, iters: int) -> float:
+    """This rank's median seconds of an all-reduce of ``nbytes`` (the slowest rank's, MAX-reduced
+    over the ranks)."""
+    x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
+    for _ in range(warmup):
+        dist.all_reduce(x)
+    _sync(device)
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        dist.all_reduce(x)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    slowest = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return float(slowest.item())
+
+
+def row(nbytes: int, seconds: float, world_size: int) -> dict:
+    algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    return {
+        "bytes": nbytes,
+        "time_ms": round(seconds * 1000, 4),
+        "algbw_gbps": round(algbw, 6),
+        "busbw_gbps": round(algbw * bus_factor(world_size), 6),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m training.linkcheck")
+    ap.add_argument("--out", required=True, help="the JSON file rank 0 writes")
+    ap.add_argument("--max-bytes", type=int, default=16 << 20)
+    ap.add_argument("--factor", type=int, default=2, help="each size is this many times the last")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=10)
+    a = ap.parse_args(argv)
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    backend = "nccl" if cuda else "gloo"
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)  # before init_process_group
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend)
+    try:
+        n, rank = dist.get_world_size(), dist.get_rank()
+        results = [
+            row(b, time_one(b, device, a.warmup, a.iters), n)
+            for b in sizes(a.max_bytes, factor=a.factor)
+        ]
+        if rank == 0:
+            out = {"backend": backend, "world_size": n, "results": results}
+            tmp = Path(a.out).with_suffix(".tmp")
+            tmp.write_text(json.dumps(out, indent=1))
+            tmp.replace(a.out)
+        dist.barrier()  # gloo: every rank reaches the end before any tears down
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
