@@ -12,7 +12,8 @@
    adopting twin ``lab/engine/supervise/adopt.py``), Slurm's
    commands only by its gateway ``lab/engine/slurm/cmd.py``, and py-spy by
    ``lab/engine/health/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
-   documented allowance); event files are
+   documented allowance), and the link check's ``torchrun`` by ``lab/engine/linkcheck.py``
+   (not a run: started, waited for, its group ended on a timeout); event files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    supervisor's sampler writing them aside.
 3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
@@ -130,6 +131,9 @@ def test_processes_started_only_by_launcher_and_supervisor():
         "lab/engine/supervise/adopt.py",
         "lab/engine/slurm/cmd.py",
         STACK_TAKER,
+        # the link check's torchrun: not a run, started and waited for, its group ended on a
+        # timeout
+        "lab/engine/linkcheck.py",
     }
 
 

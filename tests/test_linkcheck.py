@@ -91,7 +91,7 @@ def test_plan_picks_the_devices():
 
 
 def test_run_and_wait_ends_the_whole_group_on_a_timeout(tmp_path):
-    from lab.engine.launch.launcher import run_and_wait
+    from lab.engine.linkcheck import run_and_wait
 
     pid_file = tmp_path / "child.pid"
     code = (

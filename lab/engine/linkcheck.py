@@ -2,10 +2,11 @@
 
 ``plan`` picks the devices (the GPUs asked, the first N GPUs, or N CPU processes; the backend
 follows: NCCL on GPUs, gloo on the CPU) and refuses what cannot run here, in one sentence
-(``LinkCheckError``). ``run`` starts ``training.linkcheck`` under ``torchrun`` through the
-launcher's ``run_and_wait`` (its own session, ended on a timeout), reads what rank 0 wrote and
-saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend", "world_size", "gpus",
-"topology", "topology_note", "results": [{"bytes", "time_ms", "algbw_gbps", "busbw_gbps"}]}``
+(``LinkCheckError``). ``run`` starts ``training.linkcheck`` under ``torchrun`` with
+``run_and_wait`` (its own session, waited for, its group ended on a timeout), reads what rank 0
+wrote and saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend",
+"world_size", "gpus", "topology", "topology_note", "results": [{"bytes", "time_ms", "algbw_gbps",
+"busbw_gbps"}]}``
 (nccl-tests' algbw and busbw, GB/s), its output beside it as ``<id>.log``. ``latest`` is the
 newest check of a backend and world size (Compare's yardstick). Message sizes: 1 KiB to 256 MiB
 doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes).
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.engine import procs
 from lab.engine.devices import links
 from lab.runfolder import (
     LINKCHECKS_DIR,
@@ -131,8 +134,6 @@ def run(
     timeout_s: float = TIMEOUT_S,
 ) -> dict:
     """Run the check ``p`` and save it under ``root``/linkchecks; the saved record."""
-    from lab.engine.launch.launcher import run_and_wait
-
     folder = Path(root) / LINKCHECKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     check_id = f"{stamp()}-{p.backend}-{p.world_size}-{secrets.token_hex(2)}"
@@ -179,3 +180,30 @@ def latest(root: Path | str, backend: str, world_size: int) -> dict | None:
         if rec and rec.get("backend") == backend and rec.get("world_size") == world_size:
             return rec
     return None
+
+
+def run_and_wait(
+    argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float
+) -> int | None:
+    """Run ``argv`` (never through a shell) in its own session with its output in ``log_path``;
+    its exit code, or None when it ran past ``timeout_s`` (or the wait was interrupted): then its
+    process group and every descendant are ended, SIGTERM and after 5 s SIGKILL."""
+    with open(log_path, "ab") as log:
+        p = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    try:
+        return p.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        if p.poll() is None:
+            procs.end_tree([[p.pid, procs.create_time(p.pid)]], [p.pid], grace_s=5.0)
+            p.wait()

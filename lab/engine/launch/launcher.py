@@ -10,8 +10,6 @@ supervisor to stop (a ``stop.request`` file it polls) and falls back to
 ending the recorded process tree itself when it is gone (and a Slurm run's
 job through ``scancel``). status.json is the supervisor's; the launcher
 writes it only where no supervisor exists to (``_record_without_supervisor``).
-``run_and_wait`` runs a short command that is not a run (the link check's ``torchrun``,
-``lab.engine.linkcheck``) in its own session and waits for it, ending its group on a timeout.
 """
 
 from __future__ import annotations
@@ -302,33 +300,6 @@ def start_sweep(
     sweep_file = sweep_record.write(root, sweep_id, run_ids, scaling)
     log_path = sweep_record.path(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)
-
-
-def run_and_wait(
-    argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float
-) -> int | None:
-    """Run ``argv`` (never through a shell) in its own session with its output in ``log_path``;
-    its exit code, or None when it ran past ``timeout_s`` (or the wait was interrupted): then its
-    process group and every descendant are ended, SIGTERM and after 5 s SIGKILL."""
-    with open(log_path, "ab") as log:
-        p = subprocess.Popen(
-            argv,
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-    try:
-        return p.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return None
-    finally:
-        if p.poll() is None:
-            procs.end_tree([[p.pid, procs.create_time(p.pid)]], [p.pid], grace_s=5.0)
-            p.wait()
 
 
 # ---- stopping -------------------------------------------------------------
