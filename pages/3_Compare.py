@@ -18,6 +18,7 @@ from lab.engine import registry
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
 from lab.views.compare import anatomy, chain, derived, linkshare, modes, picker, report, scaling
 from lab.views.compare import curves as compare_curves
+from lab.views.compare import memory as compare_memory
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as compare_table
 from lab.views.compare.comparison import Comparison, choose_baseline, compare
@@ -235,6 +236,14 @@ def _repeats(c: Comparison) -> None:
         st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
 
 
+def _memory(chosen, names: dict[str, str]) -> None:
+    table = compare_memory.frame(chosen, names)
+    if table is not None:
+        st.subheader(compare_memory.CAPTION)
+        st.dataframe(table, hide_index=True, key="cmp_memory")
+        st.caption(compare_memory.INTRO)
+
+
 def _joined(chosen, runs, scalars) -> dict:
     """Each chosen run's curves, joined to the runs it resumed from when the toggle asks
     (``lab.views.compare.chain``)."""
@@ -340,7 +349,9 @@ def main() -> None:
     # filled at the end, once the figures exist, but shown under the table
     downloads = st.container()
     _reading(c)
-    figures = _anatomy(c, names) + _figures(c, _joined(chosen, runs, scalars))
+    figures = _anatomy(c, names)
+    _memory(chosen, names)
+    figures += _figures(c, _joined(chosen, runs, scalars))
     _downloads(downloads, c, table, figures)
 
 

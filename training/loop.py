@@ -120,6 +120,7 @@ class Loop:
         self.paused_s = 0.0  # time in validation and checkpoints, kept out of throughput
         self.last_train: dict[str, float] = {}
         self.peak_mem: dict[str, float] = {}
+        self.memory: tuple[dict, Any] = ({}, None)  # (estimate, training.memory.Measure): train.py
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.prof = StepProfiler(
             args, placement, recorder.log_dir, first_step=self.step, last_step=self.total_steps

@@ -175,16 +175,24 @@ def _set_up(argv: Sequence[str] | None):
     args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
     import torch
 
-    from training import models
+    from training import memory, models
     from training.distributed import init_distributed_mode
     from training.loop import Loop
     from training.metrics import Recorder
 
     init_distributed_mode(placement, args.dist_timeout)
+    # the estimate's meta forward first, then the baseline: neither is in the measured peak
+    est = memory.device_estimates(
+        placement, args.model, bundle.channels, bundle.num_classes, args.image_size, args.amp
+    )
+    if placement.is_main:  # rank 0's event writer loads tensorboard: a library, not training
+        import torch.utils.tensorboard  # noqa: F401
+    measure = memory.Measure(placement)
     torch.manual_seed(args.seed)  # same weights in every mode; DDP also broadcasts rank 0's
     model = models.build(args.model, bundle.channels, bundle.num_classes)
     recorder = Recorder(log_dir, enabled=placement.is_main)
     loop = Loop(args, placement, bundle, model, recorder, state, stop=lambda: _Stop.requested)
+    loop.memory = (est, measure)
     return args, log_dir, placement, bundle, ckpt_path, recorder, loop
 
 
@@ -227,8 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from training.distributed import barrier_then_destroy
-    from training.metrics import gathered_memory_mib, local_memory_mib
+    from training import memory
+    from training.distributed import barrier_then_destroy, gather_objects
+    from training.metrics import gathered_memory_mib, local_memory_mib, merge_memory
 
     _setup_logging(placement.rank, placement.effective_mode == "ddp")
     _announce(args, log_dir, placement, bundle, ckpt_path, loop)
@@ -257,21 +266,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "" if _Stop.requested else " (another rank was asked to stop)",
         )
         local = {d: v["peak"] for d, v in local_memory_mib(placement).items()}
-        recorder.summary(
-            _summary(
-                args,
-                placement,
-                loop,
-                out,
-                started_at,
-                time.perf_counter() - t0,
-                loop.peak_mem or local,
-            )
+        summary = _summary(
+            args, placement, loop, out, started_at, time.perf_counter() - t0, loop.peak_mem or local
         )
+        est, measure = loop.memory
+        summary["memory"] = memory.block(memory.local(est, measure), measure.measured())
+        recorder.summary(summary)
         recorder.close()
         return SIGTERM_EXIT
     peak = {d: v["peak"] for d, v in gathered_memory_mib(placement).items()}
     summary = _summary(args, placement, loop, out, started_at, time.perf_counter() - t0, peak)
+    est, measure = loop.memory
+    # a collective in DDP: every rank's devices
+    parts = merge_memory(gather_objects(memory.local(est, measure)))
+    summary["memory"] = memory.block(parts, measure.measured())
     recorder.summary(summary)
     recorder.close()
     if placement.is_main:

@@ -15,6 +15,9 @@ first sighting. The findings (docs/contracts.md section 2):
 - ``chance_accuracy``: after 2 epochs, accuracy within 2 points of 1/classes.
 - ``input_bound``: the last window waited for data over 30% of its step time.
 - ``grad_spike``: the trainer's grad-norm warnings (``train/grad_norm_warning``).
+- ``memory_creep``: a GPU's used memory (NVML, ``sys/gpu<i>/mem_used_mib``), or on the CPU the
+  process tree's RSS (``sys/rss_mib``), keeps rising after warm-up instead of levelling off
+  (``lab.engine.health.creep`` says how that is judged); the evidence is the slope in MiB/min.
 
 The supervisor's glue (``lab.engine.health.watch``) adds the stalled run's
 stacks and device strip to its evidence.
@@ -27,6 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from lab.engine.health.creep import creep
 from lab.runfolder import now_iso
 
 MIN_STALL_S = 60.0
@@ -82,6 +86,8 @@ class Observation:
     workers: int | None = None
     pin_memory: bool | None = None
     stall_after: float = 0.0
+    # the supervisor's memory samples, (epoch seconds, MiB) per tag: every GPU's, else the RSS
+    memory: dict[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
 
 
 def stall_threshold(
@@ -208,12 +214,34 @@ def grad_spike(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
     )
 
 
+def memory_creep(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
+    """The series whose memory rises fastest after warm-up, when it keeps rising."""
+    found = [(tag, ev) for tag, pts in obs.memory.items() if (ev := creep(pts)) is not None]
+    if not found:
+        return None
+    tag, ev = max(found, key=lambda f: f[1]["slope_mib_per_min"])
+    gpu = tag.split("/")[1] if tag.startswith("sys/gpu") else None
+    what = f"{gpu.upper()}'s used memory" if gpu else "The run's resident memory (RSS)"
+    return (
+        f"{what} keeps growing after warm-up: {ev['slope_mib_per_min']:.0f} MiB per minute over "
+        f"the last {ev['window_s']:.0f} s ({ev['from_mib']:.0f} to {ev['to_mib']:.0f} MiB) "
+        "instead of levelling off. Memory should rise and then level off; if it keeps growing, "
+        "tensors are not freed.",
+        "Look for a tensor kept alive across steps: a loss appended to a list without .item() "
+        "(losses.append(loss)) keeps every step's graph with its activations; append "
+        "loss.item() (or loss.detach()) instead. The same for logits, outputs or metrics kept "
+        "from step to step: keep numbers, or detached tensors, never ones that require grad.",
+        {"series": tag, **ev},
+    )
+
+
 CHECKS = {
     "stalled": stalled,
     "nan_loss": nan_loss,
     "chance_accuracy": chance_accuracy,
     "input_bound": input_bound,
     "grad_spike": grad_spike,
+    "memory_creep": memory_creep,
 }
 
 

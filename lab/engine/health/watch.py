@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from lab.engine.health import creep, stacks
 from lab.engine.health import rules as health
-from lab.engine.health import stacks
 from lab.engine.health.rules import Finding, Observation
 from lab.engine.supervise import restarts
 from lab.runfolder import HEALTH_DIR, PROGRESS_JSON, STACKS_REQUEST, TB_DIR, TRAINER, read_json
@@ -79,6 +79,7 @@ class HealthWatch:
         self._writer: Any = None
         self._restarts: list[dict] = []
         self._log_at = 0.0
+        self._memory: dict[str, list[tuple[float, float]]] = {}  # tag -> (epoch s, MiB)
 
     # -- reading ------------------------------------------------------------
     def _read(self, dirs: list[str]) -> None:
@@ -152,7 +153,25 @@ class HealthWatch:
             workers=self.config.get("workers") if trainer else None,
             pin_memory=bool(self.config.get("gpus")) if trainer else None,
             stall_after=float(self.config.get("stall_after") or 0.0),
+            memory=self._memory_series(),
         )
+
+    def _note_memory(self, values: dict[str, float]) -> None:
+        """Keep this sample's memory: every GPU's used memory and the process tree's RSS."""
+        now = time.time()
+        for tag, v in values.items():
+            if tag == "sys/rss_mib" or (
+                tag.startswith("sys/gpu") and tag.endswith("/mem_used_mib")
+            ):
+                pts = self._memory.setdefault(tag, [])
+                pts.append((now, float(v)))
+                self._memory[tag] = creep.thin(pts)
+
+    def _memory_series(self) -> dict[str, list[tuple[float, float]]]:
+        """The GPUs' series where the run has GPUs (the RSS of a GPU run also holds CUDA's host
+        side, which grows for reasons of its own), else the RSS."""
+        gpus = {t: p for t, p in self._memory.items() if t.startswith("sys/gpu")}
+        return gpus or {t: p for t, p in self._memory.items() if t == "sys/rss_mib"}
 
     # -- acting ---------------------------------------------------------------
     def tick(self, pid: int, tree: list, values: dict[str, float], dirs: list[str]) -> None:
@@ -167,6 +186,7 @@ class HealthWatch:
         if request.exists():
             request.unlink(missing_ok=True)
             self.update(stacks=self.dump(pid, tree).to_dict())
+        self._note_memory(values)
         obs = self.observe(bool(tree), dirs)
         found = health.findings(obs, self.found)
         stalled = next((f for f in found if f.key == "stalled"), None)

@@ -1,6 +1,7 @@
 """How much GPU memory a run needs on each of its GPUs, measured for its model rather than assumed.
 
-``estimate(model, batch, image_size, amp)`` is parameters + gradients + the
+``estimate(model, batch, image_size, amp)`` is ``training.memory.forward_bytes``
+(the trainer writes the same figures into summary.json's ``memory``): parameters + gradients + the
 optimizer's state (the trainer's SGD with momentum keeps one buffer per
 parameter) + one batch of activations: every tensor autograd saves for the
 backward of one forward and loss at that batch, each storage counted once and
@@ -77,37 +78,11 @@ def mib_text(mib: float) -> str:
 def estimate(model: str, batch: int, image_size: int, amp: bool = False) -> Estimate:
     """Parameters, gradients, momentum and a batch's activations of ``model`` (one device, no
     wrapper)."""
-    import torch
-    from torch import nn
+    from training import memory  # the one computation, shared with the trainer's summary.json
 
-    from training import models
-
-    dtype = torch.float16 if amp else torch.float32
-    with torch.device("meta"):
-        net = models.build(model, CHANNELS, CLASSES)
-    # the trainer keeps float32 master weights
-    param_bytes = sum(p.numel() * 4 for p in net.parameters())
-    net = net.to(dtype)
-    own = {p.untyped_storage()._cdata for p in net.parameters()}
-    saved: dict[int, int] = {}
-    # meta tensors cost nothing: holding them keeps each storage's identity unique while counting
-    kept = []
-
-    def pack(t):
-        kept.append(t)
-        s = t.untyped_storage()
-        if s._cdata not in own:
-            saved[s._cdata] = s.nbytes()
-        return t
-
-    x = torch.randn(batch, CHANNELS, image_size, image_size, device="meta", dtype=dtype)
-    y = torch.randint(0, CLASSES, (batch,), device="meta")
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        nn.functional.cross_entropy(net(x), y)
-    # autocast's float16 copy of each weight
-    act = sum(saved.values()) + (param_bytes // 2 if amp else 0)
-    p = param_bytes / _MIB
-    return Estimate(p, p, p, act / _MIB, batch=batch)
+    b = memory.forward_bytes(model, CHANNELS, CLASSES, batch, image_size, amp)
+    p = b["parameters"] / _MIB
+    return Estimate(p, p, p, b["activations"] / _MIB, batch=batch)
 
 
 def per_gpu(config: RunConfig) -> dict[int, Estimate]:

@@ -1,0 +1,183 @@
+"""Memory anatomy: what each device of a run should hold (the estimate) beside what it held.
+
+``forward_bytes`` is the estimate's one computation, shared with the lab's pre-flight
+(``lab.engine.preflight.estimate`` calls it): parameters, gradients, the optimizer's state (the
+trainer's SGD with momentum keeps one buffer per parameter) and one batch of activations, every
+tensor autograd saves for the backward of one forward and loss, each storage counted once and the
+parameters left out (``torch.autograd.graph.saved_tensors_hooks``). The forward runs the model on
+PyTorch's ``meta`` device: the same operators, shapes and saved tensors as on the CPU, nothing
+allocated. With AMP the activations are half precision plus autocast's copy of the weights.
+
+``device_estimates`` spreads it over the run's devices the way each mode does: single, everything
+at the global batch; DDP, the whole model at batch / world size on every rank plus its gradient
+buckets; DP, every device a replica's parameters and gradients and its share of the batch, and
+device 0 the extra the seeds name: the optimizer's state (only the module on device 0 is stepped),
+the replicas' gradients it receives and sums (n - 1 copies), the whole input batch it scatters, the
+outputs gathered back to it and the loss.
+
+What is measured (``Measure``): on CUDA the caching allocator's peak
+(``torch.cuda.max_memory_allocated``), from a baseline of what was allocated before the model was
+built; the CUDA context and the allocator's reserve come on top and are not counted. On the CPU
+the process's resident set: the peak is Linux's ``VmHWM``, reset to the current resident set just
+before the model is built (``/proc/self/clear_refs``), and the baseline is the resident set then
+(the interpreter, torch's libraries, the data set), so peak - baseline is what training added.
+DataLoader workers are other processes and not counted. Where the reset is refused the peak is
+the process's lifetime peak (``ru_maxrss``) and ``reset`` says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from training import models
+from training.metrics import local_memory_mib
+
+MIB = 2**20
+PARTS = ("parameters", "gradients", "optimizer", "activations")
+DP_EXTRA = ("replica_gradients", "input_batch", "gathered_outputs", "loss")
+
+
+def forward_bytes(
+    model: str, channels: int, classes: int, batch: int, image_size: int, amp: bool = False
+) -> dict[str, int]:
+    """Bytes of ``PARTS`` for ``model`` at ``batch`` images of ``image_size`` px (one device)."""
+    dtype = torch.float16 if amp else torch.float32
+    with torch.device("meta"):
+        net = models.build(model, channels, classes)
+    param_bytes = sum(p.numel() * 4 for p in net.parameters())  # float32 master weights
+    net = net.to(dtype)
+    own = {p.untyped_storage()._cdata for p in net.parameters()}
+    saved: dict[int, int] = {}
+    kept = []  # meta tensors cost nothing: holding them keeps each storage's identity unique
+
+    def pack(t):
+        kept.append(t)
+        s = t.untyped_storage()
+        if s._cdata not in own:
+            saved[s._cdata] = s.nbytes()
+        return t
+
+    x = torch.randn(batch, channels, image_size, image_size, device="meta", dtype=dtype)
+    y = torch.randint(0, classes, (batch,), device="meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        nn.functional.cross_entropy(net(x), y)
+    act = sum(saved.values()) + (param_bytes // 2 if amp else 0)  # autocast's half weights
+    return {
+        "parameters": param_bytes,
+        "gradients": param_bytes,
+        "optimizer": param_bytes,
+        "activations": act,
+    }
+
+
+def _mib(parts: dict[str, float]) -> dict[str, float]:
+    out = {k: round(v / MIB, 3) for k, v in parts.items()}
+    out["total"] = round(sum(parts.values()) / MIB, 3)
+    return out
+
+
+def device_estimates(
+    placement: Any, model: str, channels: int, classes: int, image_size: int, amp: bool
+) -> dict[str, dict[str, float]]:
+    """This process's devices: ``{name: {part: MiB, ..., "total": MiB}}`` (``placement`` is a
+    ``training.distributed.Placement``; ``batch`` is its global batch, ``per_device_batch``)."""
+    names = placement.device_names
+    per = max(1, placement.per_device_batch)
+    b = forward_bytes(model, channels, classes, per, image_size, amp)
+    if placement.effective_mode == "ddp":
+        return {n: _mib({**b, "buckets": b["gradients"]}) for n in names}
+    if placement.effective_mode == "dp" and len(names) > 1:
+        batch = per * len(names)
+        first = {
+            **b,
+            "replica_gradients": (len(names) - 1) * b["gradients"],
+            "input_batch": batch * channels * image_size * image_size * 4,
+            "gathered_outputs": batch * classes * 4,
+            "loss": 4,
+        }
+        replica = {**b, "optimizer": 0}
+        return {n: _mib(first if i == 0 else replica) for i, n in enumerate(names)}
+    return {n: _mib(b) for n in names}
+
+
+def _proc_status_kib(field: str) -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class Measure:
+    """The baseline taken before the model is built, and the peaks since (see the module)."""
+
+    def __init__(self, placement: Any) -> None:
+        self.placement = placement
+        self.cuda = placement.device.type == "cuda"
+        self.reset = False
+        if self.cuda:
+            ids = placement.device_ids or [placement.device.index or 0]
+            self.baseline = {
+                n: torch.cuda.memory_allocated(i) / MIB for n, i in zip(placement.device_names, ids)
+            }
+            return
+        try:  # Linux 4.0+: "5" resets the peak resident set (VmHWM) to the current one
+            Path("/proc/self/clear_refs").write_text("5")
+            self.reset = True
+        except OSError:
+            pass
+        self.baseline = {n: v["allocated"] for n, v in local_memory_mib(placement).items()}
+
+    def peaks(self) -> dict[str, dict[str, float]]:
+        """``{name: {"peak": MiB, "baseline": MiB}}`` of this process's devices."""
+        p = self.placement
+        if self.cuda:
+            ids = p.device_ids or [p.device.index or 0]
+            return {
+                n: {"peak": torch.cuda.max_memory_allocated(i) / MIB, "baseline": self.baseline[n]}
+                for n, i in zip(p.device_names, ids)
+            }
+        hwm = _proc_status_kib("VmHWM") if self.reset else None
+        (name, now), *_ = local_memory_mib(p).items()  # rss, and the lifetime peak (ru_maxrss)
+        peak = now["peak"] if hwm is None else max(hwm / 1024, now["allocated"])
+        return {name: {"peak": peak, "baseline": self.baseline[name]}}
+
+    def measured(self) -> str:
+        """In words, what ``peak_mib`` is for these devices."""
+        if self.cuda:
+            return "cuda: torch.cuda.max_memory_allocated; baseline: allocated before the model"
+        since = "since just before the model was built" if self.reset else "of the whole process"
+        return (
+            f"cpu: the process's peak resident set (VmHWM) {since}; baseline: its resident set "
+            "then (interpreter, libraries, data); DataLoader workers not counted"
+        )
+
+
+def block(per_device: dict[str, dict[str, Any]], measured: str) -> dict[str, Any]:
+    """summary.json's ``memory`` from ``{name: {"estimate": {...}, "peak", "baseline"}}``; ``ratio``
+    is (peak - baseline) / estimated total."""
+    est = {n: d["estimate"] for n, d in per_device.items()}
+    peak = {n: round(d["peak"], 3) for n, d in per_device.items()}
+    base = {n: round(d["baseline"], 3) for n, d in per_device.items()}
+    ratio = {
+        n: round((peak[n] - base[n]) / est[n]["total"], 4) if est[n].get("total") else None
+        for n in per_device
+    }
+    return {
+        "estimate_mib": est,
+        "peak_mib": peak,
+        "baseline_mib": base,
+        "ratio": ratio,
+        "measured": measured,
+    }
+
+
+def local(estimates: dict[str, dict[str, float]], measure: Measure) -> dict[str, dict[str, Any]]:
+    """This process's part of ``block``'s input."""
+    return {n: {"estimate": estimates.get(n, {}), **v} for n, v in measure.peaks().items()}
