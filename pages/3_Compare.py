@@ -16,7 +16,17 @@ import streamlit as st
 
 from lab.engine import registry
 from lab.runfolder import SAMPLE_RUNS, runs_dir, stamp
-from lab.views.compare import anatomy, chain, derived, linkshare, modes, picker, report, scaling
+from lab.views.compare import (
+    anatomy,
+    chain,
+    derived,
+    linkshare,
+    modes,
+    picker,
+    report,
+    scaling,
+    scaling_chart,
+)
 from lab.views.compare import curves as compare_curves
 from lab.views.compare import memory as compare_memory
 from lab.views.compare import runs as compare_runs
@@ -236,6 +246,18 @@ def _repeats(c: Comparison) -> None:
         st.dataframe(by_mode, hide_index=True, key="cmp_repeats")
 
 
+def _scaling(c: Comparison) -> list:
+    """A device-count sweep: throughput and efficiency against the count, and the seeds' table."""
+    shown = scaling_chart.figures(c)
+    for i, (caption, fig) in enumerate(shown):
+        st.subheader(caption)
+        st.plotly_chart(fig, key=f"cmp_scaling_{i}")
+    seeds = scaling_chart.table(c.scaling_curve)
+    if seeds is not None:
+        st.dataframe(seeds, hide_index=True, key="cmp_scaling_table")
+    return [(caption, fig, None) for caption, fig in shown]
+
+
 def _memory(chosen, names: dict[str, str]) -> None:
     table = compare_memory.frame(chosen, names)
     if table is not None:
@@ -348,8 +370,9 @@ def main() -> None:
     _repeats(c)
     # filled at the end, once the figures exist, but shown under the table
     downloads = st.container()
+    figures = _scaling(c)
     _reading(c)
-    figures = _anatomy(c, names)
+    figures += _anatomy(c, names)
     _memory(chosen, names)
     figures += _figures(c, _joined(chosen, runs, scalars))
     _downloads(downloads, c, table, figures)

@@ -377,3 +377,5 @@ def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     at.run(timeout=60)
     assert not at.exception
     assert {m.label for m in at.metric} >= {"ddp on 1 device", "ddp on 2 devices"}  # its sweep
+    heads = [h.value for h in at.subheader]
+    assert "Throughput against device count" in heads, heads  # the scaling view of the sweep

@@ -1,0 +1,138 @@
+"""How a device-count sweep scales, drawn: throughput against device count per mode with its 95%
+interval, the ideal line (N times the single baseline: perfect scaling, strong or weak, in samples
+or steps per second), efficiency against device count, and the seeds' table (rows: device counts;
+columns: modes; cells: throughput with its interval and the efficiency). All read from
+``Comparison.scaling_curve``; nothing when no mode ran at several counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from lab.views.charts import base_layout
+from lab.views.compare import modes
+from lab.views.compare.comparison import Comparison
+
+THROUGHPUT_CAPTION = "Throughput against device count"
+EFFICIENCY_CAPTION = "Scaling efficiency against device count"
+IDEAL = "ideal (N × single)"
+
+
+def _by_mode(curve: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for point in curve:
+        out.setdefault(point["mode"], []).append(point)
+    return {m: sorted(ps, key=lambda p: p["devices"]) for m, ps in out.items()}
+
+
+def _rate(curve: Sequence[dict[str, Any]]) -> str:
+    return str(curve[0].get("rate") or "samples/s") if curve else "samples/s"
+
+
+def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
+    """One line per mode (its colour), each point's interval as an error bar, and the ideal line
+    from the (single, 1) point when there is one."""
+    fig = go.Figure()
+    for mode, points in _by_mode(curve).items():
+        shown = [p for p in points if p["throughput"]]
+        tp = [p["throughput"] for p in shown]
+        fig.add_trace(
+            go.Scatter(
+                x=[p["devices"] for p in shown],
+                y=[t["median"] for t in tp],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[t["ci_high"] - t["median"] for t in tp],
+                    arrayminus=[t["median"] - t["ci_low"] for t in tp],
+                ),
+                mode="lines+markers",
+                name=mode,
+                line=dict(color=modes.colour(mode)),
+            )
+        )
+    base = next((p for p in curve if (p["mode"], p["devices"]) == ("single", 1)), None)
+    counts = sorted({p["devices"] for p in curve})
+    if base and base["throughput"] and counts:
+        one = base["throughput"]["median"]
+        fig.add_trace(
+            go.Scatter(
+                x=counts,
+                y=[one * n for n in counts],
+                mode="lines",
+                name=IDEAL,
+                line=dict(color="#555", dash="dot"),
+            )
+        )
+    base_layout(fig, None)
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(title="devices (GPUs, or DDP processes on the CPU)", tickvals=counts)
+    fig.update_yaxes(title=_rate(curve), rangemode="tozero")
+    return fig
+
+
+def efficiency_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
+    """Speedup / devices per mode, with the interval, against a line at 1 (perfect)."""
+    fig = go.Figure()
+    for mode, points in _by_mode(curve).items():
+        shown = [p for p in points if p["efficiency"]]
+        eff = [p["efficiency"] for p in shown]
+        fig.add_trace(
+            go.Scatter(
+                x=[p["devices"] for p in shown],
+                y=[e["value"] for e in eff],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[e["ci_high"] - e["value"] for e in eff],
+                    arrayminus=[e["value"] - e["ci_low"] for e in eff],
+                ),
+                mode="lines+markers",
+                name=mode,
+                line=dict(color=modes.colour(mode)),
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#555")
+    base_layout(fig, None)
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(title="devices", tickvals=sorted({p["devices"] for p in curve}))
+    fig.update_yaxes(title="efficiency (speedup / devices)", rangemode="tozero")
+    return fig
+
+
+def _cell(point: dict[str, Any]) -> str:
+    tp, eff = point["throughput"], point["efficiency"]
+    if not tp:
+        return "–"
+    text = f"{tp['median']:.1f} ({tp['ci_low']:.1f}–{tp['ci_high']:.1f})"
+    return f"{text}, {eff['value']:.0%} efficient" if eff else text
+
+
+def table(curve: Sequence[dict[str, Any]]) -> pd.DataFrame | None:
+    """The seeds' table: a row per device count, a column per mode."""
+    if not curve:
+        return None
+    by_mode = _by_mode(curve)
+    rows = []
+    for n in sorted({p["devices"] for p in curve}):
+        row: dict[str, Any] = {"devices": n}
+        for mode, points in by_mode.items():
+            here = next((p for p in points if p["devices"] == n), None)
+            row[f"{mode} ({_rate(curve)})"] = _cell(here) if here else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def figures(c: Comparison) -> list[tuple[str, go.Figure]]:
+    """(caption, figure) of the throughput and efficiency charts; empty without a curve."""
+    curve = list(c.scaling_curve)
+    if not curve:
+        return []
+    return [
+        (THROUGHPUT_CAPTION, throughput_figure(curve)),
+        (EFFICIENCY_CAPTION, efficiency_figure(curve)),
+    ]
