@@ -59,39 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="CUDA: fp16 autocast + GradScaler (= --precision fp16); CPU: bf16 autocast",
     )
-    p.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=None,
-        help="fp32 (default); fp16: autocast + GradScaler, CUDA only; bf16: autocast, CPU or CUDA",
-    )
-    p.add_argument(
-        "--accum-steps",
-        type=int,
-        default=1,
-        metavar="N",
-        help="accumulate gradients over N micro-batches per optimizer step (ddp: the first N-1 "
-        "inside no_sync()); --batch-size stays the optimizer step's batch",
-    )
-    p.add_argument(
-        "--channels-last", action="store_true", help="the model and its inputs in channels_last"
-    )
-    p.add_argument(
-        "--bucket-cap-mb",
-        type=float,
-        default=None,
-        metavar="MB",
-        help="ddp: the gradient bucket size in MB (default: DDP's 25)",
-    )
-    p.add_argument(
-        "--grad-as-bucket-view",
-        action="store_true",
-        help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
-    )
-    p.add_argument("--static-graph", action="store_true", help="ddp: static_graph=True")
-    p.add_argument(
-        "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
-    )
+    _add_knobs(p)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-dir", required=True, help="the run folder; events under LOG_DIR/tb/")
@@ -140,6 +108,43 @@ def build_parser() -> argparse.ArgumentParser:
         "LOG_DIR/profile/",
     )
     return p
+
+
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    """The performance options: precision, accumulation, memory format, DDP's own."""
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="fp32 (default); fp16: autocast + GradScaler, CUDA only; bf16: autocast, CPU or CUDA",
+    )
+    p.add_argument(
+        "--accum-steps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="accumulate gradients over N micro-batches per optimizer step (ddp: the first N-1 "
+        "inside no_sync()); --batch-size stays the optimizer step's batch",
+    )
+    p.add_argument(
+        "--channels-last", action="store_true", help="the model and its inputs in channels_last"
+    )
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="ddp: the gradient bucket size in MB (default: DDP's 25)",
+    )
+    p.add_argument(
+        "--grad-as-bucket-view",
+        action="store_true",
+        help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
+    )
+    p.add_argument("--static-graph", action="store_true", help="ddp: static_graph=True")
+    p.add_argument(
+        "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
+    )
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:

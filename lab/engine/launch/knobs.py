@@ -134,8 +134,8 @@ def _accum_problem(c: Any) -> str | None:
     n, b = c.accum_steps, c.batch_size
     if not _whole(n, 1, MAX_ACCUM):
         return f"accumulation steps {n} must be 1 (none) to {MAX_ACCUM}"
-    world = c.world_size
-    if not _whole(b, 1, float("inf")) or b % world:
+    world = c.world_size if _whole(c.nproc, 1, float("inf")) else 0
+    if n == 1 or world < 1 or not _whole(b, 1, float("inf")) or b % world:
         return None  # the batch's own check speaks
     per = b // world if c.mode == DDP else b
     if per % n:
