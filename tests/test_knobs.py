@@ -202,3 +202,14 @@ def test_the_preflight_says_a_preset_does_nothing_under_gloo():
         RunConfig(mode="ddp", gpus=(0, 1), nproc=2, nccl_preset="ring"), snap, MachineFacts()
     )
     assert any("a starting point from the seeds" in line for line in gpu), gpu
+
+
+def test_the_memory_estimate_counts_a_micro_batch_and_autocast():
+    from lab.engine.preflight import estimate
+
+    def at(**kw):
+        return estimate.per_gpu(RunConfig(gpus=(0,), batch_size=64, **kw))[0]
+
+    assert at(accum_steps=2).batch == 32 and at().batch == 64
+    assert at(accum_steps=2).activations_mib < at().activations_mib
+    assert at(precision="bf16") == at(amp=True) != at()
