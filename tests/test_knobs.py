@@ -143,6 +143,41 @@ def test_bf16_runs_on_the_cpu_and_records_its_precision(tmp_path):
     assert summary["steps"] == 3 and summary["final"]["train_loss"] is not None
 
 
+# the trainer's refusals of the knobs, in-process (tests/test_train_cli.py runs three as processes)
+REFUSED = {
+    "grad_as_bucket_view_without_ddp": (
+        ["--mode", "dp", "--grad-as-bucket-view"],
+        "--grad-as-bucket-view is an option of DistributedDataParallel and --mode dp has none",
+    ),
+    "static_graph_without_ddp": (["--static-graph"], "use --mode ddp or leave it out"),
+    "find_unused_without_ddp": (["--find-unused-parameters"], "--find-unused-parameters is"),
+    "bucket_cap_zero": (["--mode", "ddp", "--bucket-cap-mb", "0"], "must be above 0"),
+    "accum_zero": (["--accum-steps", "0"], "--accum-steps must be 1 (none) to 1024"),
+    "accum_not_dividing": (["--accum-steps", "3"], "does not divide the batch of 64 per step"),
+    "amp_and_precision": (["--amp", "--precision", "bf16"], "give one of them, not both"),
+    "unknown_precision": (["--precision", "fp8"], "invalid choice: 'fp8'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_the_trainer_refuses_a_knob_in_one_line(name, tmp_path, monkeypatch, capfd):
+    from training.train import main
+
+    argv, text = REFUSED[name]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(k, v)
+    run = tmp_path / "run"
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["--log-dir", str(run), "--image-size", "8", "--max-steps", "2", *argv])
+    finally:
+        signal.signal(signal.SIGTERM, before)  # main's own handler is for the trainer's process
+    err = capfd.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and text in err[0], err
+    assert not run.exists()
+
+
 def test_the_knobs_reach_the_trainer_only_when_set():
     assert form.trainer_flags(RunConfig()) == []
     c = RunConfig(

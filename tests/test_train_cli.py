@@ -80,25 +80,8 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {},
         "--memory-snapshot records CUDA memory",
     ),
+    # the performance knobs (tests/test_knobs.py checks the rest in-process)
     "bucket_cap_without_ddp": (["--bucket-cap-mb", "4"], {}, "--bucket-cap-mb is an option of"),
-    "grad_as_bucket_view_without_ddp": (
-        ["--mode", "dp", "--grad-as-bucket-view"],
-        {},
-        "--grad-as-bucket-view is an option of DistributedDataParallel and --mode dp has none",
-    ),
-    "static_graph_without_ddp": (["--static-graph"], {}, "use --mode ddp or leave it out"),
-    "find_unused_without_ddp": (["--find-unused-parameters"], {}, "--find-unused-parameters is"),
-    "bucket_cap_zero": (
-        ["--mode", "ddp", "--bucket-cap-mb", "0"],
-        {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
-        "--bucket-cap-mb must be above 0",
-    ),
-    "accum_zero": (["--accum-steps", "0"], {}, "--accum-steps must be 1 (none) to 1024"),
-    "accum_not_dividing": (
-        ["--accum-steps", "3"],
-        {},
-        "--accum-steps 3 does not divide the batch of 64 per step",
-    ),
     "accum_not_dividing_per_rank": (
         ["--mode", "ddp", "--accum-steps", "3"],
         {
@@ -111,8 +94,6 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         "--accum-steps 3 does not divide the batch of 32 per rank",
     ),
     "fp16_on_cpu": (["--precision", "fp16"], {}, "--precision fp16 needs CUDA"),
-    "amp_and_precision": (["--amp", "--precision", "bf16"], {}, "give one of them, not both"),
-    "unknown_precision": (["--precision", "fp8"], {}, "invalid choice: 'fp8'"),
 }
 
 
