@@ -123,6 +123,24 @@ def test_launch_status_logs_stop_rm(runs_dir):
             ["sweep", "--max-steps", "4", "--profile-steps", "3:9"],
             "stops after max_steps 4: end the window by 5",
         ),
+        (["launch", "--bucket-cap-mb", "4"], "bucket-cap-mb: an option of DistributedDataParallel"),
+        (["launch", "--mode", "dp", "--static-graph"], "static-graph: an option of"),
+        (["launch", "--grad-as-bucket-view"], "mode single has none: use mode ddp"),
+        (["launch", "--find-unused-parameters"], "find-unused-parameters: an option of"),
+        (["launch", "--mode", "ddp", "--bucket-cap-mb", "-1"], "bucket size -1.0 must be 0"),
+        (["launch", "--accum-steps", "3"], "accum-steps: 3 does not divide the batch of 64"),
+        (
+            ["launch", "--mode", "ddp", "--accum-steps", "3"],
+            "3 does not divide the batch of 32 per rank (64 over 2)",
+        ),
+        (["launch", "--accum-steps", "0"], "accumulation steps 0 must be 1 (none)"),
+        (["launch", "--precision", "fp16"], "precision: fp16 needs CUDA"),
+        (["launch", "--precision", "fp8"], "unknown precision 'fp8': use fp32, fp16 or bf16"),
+        (["launch", "--amp", "--precision", "bf16"], "amp: the same as precision fp16"),
+        (
+            ["launch", "--nccl-preset", "fast"],
+            "nccl-preset: unknown NCCL preset 'fast': use one of single-node-nvlink",
+        ),
     ],
 )
 def test_errors_are_one_line_and_exit_2(runs_dir, args, text):

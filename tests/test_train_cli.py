@@ -80,6 +80,20 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {},
         "--memory-snapshot records CUDA memory",
     ),
+    # the performance knobs (tests/test_knobs.py checks the rest in-process)
+    "bucket_cap_without_ddp": (["--bucket-cap-mb", "4"], {}, "--bucket-cap-mb is an option of"),
+    "accum_not_dividing_per_rank": (
+        ["--mode", "ddp", "--accum-steps", "3"],
+        {
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "1",
+        },
+        "--accum-steps 3 does not divide the batch of 32 per rank",
+    ),
+    "fp16_on_cpu": (["--precision", "fp16"], {}, "--precision fp16 needs CUDA"),
 }
 
 

@@ -20,6 +20,9 @@ import sys
 from typing import Sequence
 
 MODES = ("single", "dp", "ddp")
+PRECISIONS = ("fp32", "fp16", "bf16")
+# DDP's own constructor options: refused in the other modes
+DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
 
 
 class BadInput(Exception):
@@ -52,8 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64, help="the global batch")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument(
-        "--amp", action="store_true", help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast"
+        "--amp",
+        action="store_true",
+        help="CUDA: fp16 autocast + GradScaler (= --precision fp16); CPU: bf16 autocast",
     )
+    _add_knobs(p)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-dir", required=True, help="the run folder; events under LOG_DIR/tb/")
@@ -102,6 +108,43 @@ def build_parser() -> argparse.ArgumentParser:
         "LOG_DIR/profile/",
     )
     return p
+
+
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    """The performance options: precision, accumulation, memory format, DDP's own."""
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="fp32 (default); fp16: autocast + GradScaler, CUDA only; bf16: autocast, CPU or CUDA",
+    )
+    p.add_argument(
+        "--accum-steps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="accumulate gradients over N micro-batches per optimizer step (ddp: the first N-1 "
+        "inside no_sync()); --batch-size stays the optimizer step's batch",
+    )
+    p.add_argument(
+        "--channels-last", action="store_true", help="the model and its inputs in channels_last"
+    )
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="ddp: the gradient bucket size in MB (default: DDP's 25)",
+    )
+    p.add_argument(
+        "--grad-as-bucket-view",
+        action="store_true",
+        help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
+    )
+    p.add_argument("--static-graph", action="store_true", help="ddp: static_graph=True")
+    p.add_argument(
+        "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
+    )
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:
@@ -169,9 +212,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise BadInput(
             f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}"
         )
+    check_knobs(args)
     if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
         raise BadInput(f"--mode ddp must be started by torchrun: {torchrun_hint(argv)}")
     return args
+
+
+def check_knobs(args: argparse.Namespace) -> None:
+    """The performance options that need no device: DDP's own, accumulation, precision."""
+    for name in DDP_ONLY:
+        if getattr(args, name) not in (None, False) and args.mode != "ddp":
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(
+                f"{flag} is an option of DistributedDataParallel and --mode {args.mode} has none: "
+                "use --mode ddp or leave it out"
+            )
+    if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= 10_000:
+        raise BadInput(
+            f"--bucket-cap-mb must be above 0 and at most 10000, got {args.bucket_cap_mb}"
+        )
+    if not 1 <= args.accum_steps <= 1024:
+        raise BadInput(f"--accum-steps must be 1 (none) to 1024, got {args.accum_steps}")
+    if args.amp and args.precision is not None:
+        raise BadInput(
+            "--amp is --precision fp16 (bf16 autocast on the CPU): give one of them, not both"
+        )
 
 
 def parse_window(text: str | None) -> tuple[int, int] | None:

@@ -140,14 +140,17 @@ def _node(rank: int, world: int) -> tuple[int, int]:
     return node, int(os.environ.get("GROUP_WORLD_SIZE") or max(1, world // max(local, 1)))
 
 
-def wrap(model: nn.Module, placement: Placement) -> nn.Module:
-    """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, or not at all)."""
+def wrap(
+    model: nn.Module, placement: Placement, ddp_options: dict[str, Any] | None = None
+) -> nn.Module:
+    """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, or not at all);
+    ``ddp_options`` are DistributedDataParallel's keyword arguments (``training.knobs``)."""
     model.to(placement.device)  # before any wrap: DP and DDP expect the module on its device
     if placement.effective_mode == "dp":
         return nn.DataParallel(model, device_ids=placement.device_ids)
     if placement.effective_mode == "ddp":
         ids = [placement.local_rank] if placement.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids, **(ddp_options or {}))
     return model
 
 

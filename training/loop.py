@@ -11,7 +11,8 @@ so SIGTERM ends the run within one step; DDP ranks agree on it every
 ``STOP_SYNC_EVERY`` steps, so all leave at the same step. With a GradScaler
 every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``).
 A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
-``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape).
+``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape). A step's forward and
+backward are ``training.knobs.forward_backward`` (``--accum-steps`` micro-batches, ``no_sync``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-from training import checkpoint
+from training import checkpoint, knobs
 from training.cli import BadInput
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
 from training.debug import check_loss, hang_if_asked
@@ -73,17 +73,16 @@ class Loop:
         self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
         self.device = placement.device
         self.model_without_ddp = model
-        self.model = wrap(model, placement)
+        if args.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.model = wrap(model, placement, knobs.ddp_options(args))
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
-        self.scaler = torch.amp.GradScaler("cuda", enabled=bool(args.amp and cuda))
+        self.precision = knobs.precision(args, self.device)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16" and cuda)
         self.grads = GradWatch(self.device, self.scaler.is_enabled(), args.grad_norm_warn)
-        self.autocast = (
-            torch.autocast(self.device.type, dtype=torch.float16 if cuda else torch.bfloat16)
-            if args.amp
-            else nullcontext()
-        )
+        self.autocast = knobs.autocast(self.precision, self.device)
         self.criterion = nn.CrossEntropyLoss().to(self.device)
         # DP splits the global batch itself
         self.loader_batch = args.batch_size // placement.world_size
@@ -202,13 +201,9 @@ class Loop:
             self.window.data_s += time.perf_counter() - t_data
             x = x.to(self.device, non_blocking=True)
             y = y.to(self.device, non_blocking=True)
-        with phase("forward"), self.autocast:
-            logits = self.model(x)
-            loss = self.criterion(logits, y)
-        with phase("optimizer"):
-            self.optimizer.zero_grad(set_to_none=True)
-        with phase("backward"):
-            self.scaler.scale(loss).backward()
+            if a.channels_last and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+        loss, logits = knobs.forward_backward(self, x, y)
         log_now = (self.step + 1) % a.log_every == 0 or self.step + 1 == self.total_steps
         with phase("optimizer"):
             grad_norm = None

@@ -91,7 +91,7 @@ def _now() -> str:
 
 def _prepare(argv: Sequence[str] | None):
     """All checks that may refuse the run; nothing is written here."""
-    from training import checkpoint, data, models
+    from training import checkpoint, data, knobs, models
     from training.cli import split_batch
     from training.distributed import check_free_memory, place
     from training.profiling import check_memory_snapshot
@@ -101,6 +101,7 @@ def _prepare(argv: Sequence[str] | None):
     log_dir = Path(args.log_dir).expanduser()
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)
+    knobs.check(args, placement)
     check_memory_snapshot(args.memory_snapshot, placement)
     bundle = data.load(args.dataset, args.image_size, args.data_delay_ms)
     per_rank_images = len(bundle.train) // placement.world_size
@@ -153,10 +154,11 @@ def _summary(
         "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
         "final": out.final,
         "peak_mem_mib": peak,
-        "amp": bool(args.amp),
-        "amp_dtype": (
-            ("float16" if placement.device.type == "cuda" else "bfloat16") if args.amp else None
-        ),
+        "amp": loop.precision != "fp32",
+        "amp_dtype": {"fp16": "float16", "bf16": "bfloat16"}.get(loop.precision),
+        "precision": loop.precision,
+        "accum_steps": args.accum_steps,
+        "micro_batch": placement.per_device_batch // args.accum_steps,
         "amp_skipped_steps": out.amp_skipped_steps,
         "torch_version": torch.__version__,
         "hostname": socket.gethostname(),

@@ -2,7 +2,8 @@
 
 ``problems`` returns all ``ConfigError(field, message)`` at once, each naming the fix;
 ``validate`` raises the first. It gathers the config's own checks (devices, nodes, names),
-the trainer's options (``lab.engine.launch.trainer_options``), the model
+the trainer's options (``lab.engine.launch.trainer_options``), the performance knobs
+(``lab.engine.launch.knobs``), the model
 (``lab.engine.launch.models``), the Slurm job's options (``lab.engine.slurm.job``) and, given
 the machine's facts, the pre-flight's refusals (``lab.engine.preflight.checks``). The value
 itself is ``lab.engine.launch.runconfig``; its names are re-exported here. Nothing here starts
@@ -15,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from lab.engine.launch import form, models, trainer_options
+from lab.engine.launch import form, knobs, models, trainer_options
 from lab.engine.launch.runconfig import (
     BACKENDS,
     CPU_DDP_PROCESSES,
@@ -230,6 +231,7 @@ def problems(
     out += _node_problems(c)
     out += [ConfigError(f, msg) for f, msg in trainer_options.number_problems(c)]
     out += [ConfigError(f, msg) for f, msg in form.limit_problems(c)]
+    out += [ConfigError(f, msg) for f, msg in knobs.knob_problems(c)]
     out += slurm.config_problems(c)
     if not out:
         bp = _batch_problem(c)

@@ -4,8 +4,10 @@ sets.
 GPUs are named by UUID in ``CUDA_VISIBLE_DEVICES`` (NVML's index "may not
 correlate with the CUDA device index"), ``OMP_NUM_THREADS`` shares out the
 cores, ``TORCHELASTIC_ERROR_FILE`` catches a failing rank's traceback, and
-``PYTHONPATH`` reaches this repository. A Slurm job's GPUs are Slurm's to
-set (no ``CUDA_VISIBLE_DEVICES``), its threads its CPUs per task shared out.
+``PYTHONPATH`` reaches this repository; an NCCL preset's variables
+(``lab.engine.launch.nccl``) come before the user's own, which win. A
+Slurm job's GPUs are Slurm's to set (no ``CUDA_VISIBLE_DEVICES``), its
+threads its CPUs per task shared out.
 Pure but for reading GPU UUIDs from
 ``lab.engine.devices.nvml`` when none are given. Used by ``lab.engine.launch.launcher``
 (trainer runs), ``lab.engine.launch.script`` (a user's script) and pre-flight.
@@ -17,6 +19,7 @@ import os
 from pathlib import Path
 
 from lab.engine.devices import nvml as devices
+from lab.engine.launch import nccl
 from lab.engine.launch.runconfig import SLURM, RunConfig
 from lab.runfolder import ERROR_JSON, REPO_ROOT
 
@@ -51,6 +54,7 @@ def run_env(
         "TORCHELASTIC_ERROR_FILE": str(Path(run_dir) / ERROR_JSON),
         "PYTHONPATH": pp,
     }
+    env.update(nccl.preset_env(config.nccl_preset))  # a preset's variables; the user's own win
     env.update(config.extra_env or {})
     return env
 
@@ -68,5 +72,6 @@ def other_node_env(config: RunConfig) -> dict[str, str]:
     return {
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in config.gpus),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        **nccl.preset_env(config.nccl_preset),
         **(config.extra_env or {}),
     }

@@ -5,64 +5,23 @@ A field holds its label, widget kind, options, step, help and session key (the L
 (``lab.cli.run_options`` builds ``launch``'s and ``sweep``'s parser from them), the trainer's flag
 of an option passed only when set (``trainer_flags``, used by ``lab.engine.launch.commands``) and
 its allowed range (``limit_problems``, one of ``lab.engine.launch.config``'s checks); the default
-is ``RunConfig``'s. ``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read from the
-form become a ``RunConfig`` in ``lab.engine.launch.request``.
+is ``RunConfig``'s. The performance knobs' fields are ``lab.engine.launch.knobs``'; the class is
+``lab.engine.launch.field``'s. ``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read
+from the form become a ``RunConfig`` in ``lab.engine.launch.request``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+import dataclasses
+from typing import Any
 
-from lab.engine.launch import models
-from lab.engine.launch.runconfig import BACKENDS, LOCAL, MODES, SLURM
+from lab.engine.launch import knobs, models
+from lab.engine.launch.field import FormField
+from lab.engine.launch.runconfig import BACKENDS, LOCAL, MODES, SLURM, RunConfig
 from lab.engine.launch.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER
 
 # the form's PATH of imagefolder:PATH (not a RunConfig field of its own)
 FOLDER = "dataset_folder"
-
-
-@dataclass(frozen=True)
-class FormField:
-    """One widget of the launch form. ``only_if=(field, value)``: enabled only while that field has
-    that value."""
-
-    name: str
-    label: str
-    kind: str  # radio | select | int | float | check | text | lines | gpus
-    key: str
-    help: str = ""
-    options: tuple[str, ...] = ()
-    option_labels: tuple[str, ...] = ()
-    step: float = 1
-    fmt: str | None = None
-    only_if: tuple[str, str] | None = None
-    # options asked for when drawn (costly to list)
-    options_of: Callable[[], tuple[str, ...]] | None = None
-    flag: str = ""  # the command line's name where it is not the field's (repeatable ones)
-    cli_help: str = ""  # the command line's words where the form's do not fit a terminal
-    trainer_flag: str = ""  # the trainer's flag for an option it is given only when set
-    limits: tuple[float, float] | None = None  # the allowed range, in ``unit``
-    unit: str = ""
-
-    def choices(self) -> tuple[str, ...]:
-        """The options of a select or radio: ``options``, or what ``options_of`` lists now."""
-        return self.options or (self.options_of() if self.options_of else ())
-
-    def shown(self, option: str) -> str:
-        """The text shown for one of the options."""
-        return dict(zip(self.options, self.option_labels)).get(option, option)
-
-    def enabled(self, values: Mapping[str, Any]) -> bool:
-        """Whether the widget takes input, given the values above it (a disabled one gives None)."""
-        return self.only_if is None or values.get(self.only_if[0]) == self.only_if[1]
-
-    def cli_flag(self) -> str:
-        return "--" + (self.flag or self.name).replace("_", "-")
-
-    def cli_words(self) -> str:
-        """``--help``'s text: the command line's own words, else the form's help, else its label."""
-        return self.cli_help or self.help or self.label
 
 
 # in the order a page reads them: a field's only_if names one above it
@@ -305,6 +264,7 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="extra environment, KEY=VALUE (repeatable)",
         flag="env",
     ),
+    *knobs.FIELDS,  # precision, accumulation, memory format, DDP's options, NCCL preset
     FormField("nnodes", "Nodes", "int", "launch_nnodes"),
     FormField(
         "node_rank", "This node's rank", "int", "launch_node_rank", only_if=("backend", LOCAL)
@@ -319,15 +279,17 @@ FIELDS: tuple[FormField, ...] = (
     ),
 )
 BY_NAME = {f.name: f for f in FIELDS}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 
 
 def trainer_flags(c: Any) -> list[str]:
-    """The trainer's flags of the options it is given only when set, in the form's order: a flag
-    alone for a switch, else the flag and the value (a float field's as a float)."""
+    """The trainer's flags of the options it is given only when set (not empty, not RunConfig's
+    default), in the form's order: a flag alone for a switch, else the flag and the value (a float
+    field's as a float)."""
     out: list[str] = []
     for f in FIELDS:
         value = getattr(c, f.name, None) if f.trainer_flag else None
-        if not value:
+        if not value or value == _DEFAULTS.get(f.name):  # not set: the trainer's default
             continue
         out += (
             [f.trainer_flag]
@@ -377,6 +339,14 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["workers", "log_every", "val_every"],
             ["image_size", "checkpoint", "grad_norm_warn"],
             ["extra_env"],
+        ],
+    ),
+    (
+        "Performance knobs",
+        [
+            ["precision", "accum_steps", "channels_last"],
+            ["bucket_cap_mb", ("grad_as_bucket_view", "static_graph", "find_unused_parameters")],
+            ["nccl_preset"],
         ],
     ),
     (

@@ -99,6 +99,15 @@ class RunConfig:
     # torchrun's --max-restarts (ddp); the trainer then resumes from its last checkpoint
     max_restarts: int = 0
     resume: str = ""  # a checkpoint file to start from (the trainer's --resume); empty = fresh
+    # the performance knobs (lab.engine.launch.knobs): the trainer's flags of the same names
+    precision: str = "fp32"  # fp32 | fp16 (CUDA) | bf16; amp is fp16 on CUDA, bf16 on the CPU
+    accum_steps: int = 1  # micro-batches per optimizer step; the global batch stays the step's
+    channels_last: bool = False
+    bucket_cap_mb: float = 0.0  # ddp; 0 = DDP's default (25)
+    grad_as_bucket_view: bool = False  # ddp
+    static_graph: bool = False  # ddp
+    find_unused_parameters: bool = False  # ddp
+    nccl_preset: str = ""  # a name of lab.engine.launch.nccl.PRESETS: its variables in the env
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 from lab.engine.devices import nvml as devices
 from lab.engine.devices.notes import holders, limits
 from lab.engine.devices.nvml import DeviceSnapshot
+from lab.engine.launch import nccl
 from lab.engine.launch.environment import omp_threads
 from lab.engine.launch.runconfig import ConfigError, RunConfig
 from lab.engine.preflight import estimate
@@ -174,7 +175,7 @@ def preflight(
     """Plain-words lines: devices, per-device batch, backend, the traps that apply, then what is
     refused or warned."""
     facts = machine_facts(config, getattr(snapshot, "gpus", ())) if facts is None else facts
-    out = _describe(config, snapshot)
+    out = _describe(config, snapshot) + _knob_lines(config)
     same: dict[tuple[str, str], list[str]] = {}  # DDP's GPUs all need the same: one line for them
     for g, n in facts.need_mib.items():
         same.setdefault((estimate.mib_text(n), facts.need_text.get(g, "")), []).append(str(g))
@@ -184,6 +185,42 @@ def preflight(
     ]
     out += [f"Refused: {e.message}." for e in refusals(config, facts)]
     return out + warning_lines(config, snapshot, facts)
+
+
+def _knob_lines(c: RunConfig) -> list[str]:
+    """What the performance knobs do to this run: precision, accumulation, the NCCL preset."""
+    out: list[str] = []
+    if c.precision != "fp32":
+        out.append(
+            f"Precision {c.precision}: autocast"
+            + (" with a GradScaler." if c.precision == "fp16" else ", no scaler.")
+        )
+    if isinstance(c.accum_steps, int) and c.accum_steps > 1:
+        per = c.batch_size // max(1, c.world_size) if c.mode == "ddp" else c.batch_size
+        out.append(
+            f"Gradient accumulation: {c.accum_steps} micro-batches of {per // c.accum_steps} per "
+            f"process make each optimizer step of the global batch {c.batch_size}"
+            + (
+                "; DDP all-reduces once per step (the others run inside no_sync())."
+                if c.mode == "ddp"
+                else "."
+            )
+        )
+    if c.nccl_preset in nccl.PRESETS:
+        env = nccl.describe(c.nccl_preset)
+        if not (c.gpus or c.gpus_per_node):
+            out.append(
+                f"Note: NCCL preset {env} has no effect here: without GPUs the run uses gloo, "
+                "which reads no NCCL variables (they are still set and recorded in run.json)."
+            )
+        elif c.mode == "single":
+            out.append(f"Note: NCCL preset {env} has no effect on one device: no collectives.")
+        else:
+            out.append(
+                f"NCCL preset {env}: a starting point from the seeds, not a measured one: "
+                "compare it with a run without it."
+            )
+    return out
 
 
 def _describe(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:

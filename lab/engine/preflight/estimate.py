@@ -97,19 +97,22 @@ def per_gpu(config: RunConfig) -> dict[int, Estimate]:
     gpus = list(c.gpus)
     if not gpus:
         return {}
+    # autocast halves the activations; accumulation runs a micro-batch at a time
+    half = bool(c.amp) or c.precision in ("fp16", "bf16")
+    accum = c.accum_steps if isinstance(c.accum_steps, int) and c.accum_steps > 1 else 1
     if c.mode == "ddp":
         e = estimate(
-            c.model, max(1, c.batch_size // max(1, c.nproc * c.nnodes)), c.image_size, c.amp
+            c.model, max(1, c.batch_size // max(1, c.nproc * c.nnodes * accum)), c.image_size, half
         )
         full = Estimate(
             e.params_mib, e.grads_mib, e.optimizer_mib, e.activations_mib, e.grads_mib, e.batch
         )
         return {g: full for g in gpus}
     if c.mode == "dp" and len(gpus) > 1:
-        e = estimate(c.model, max(1, c.batch_size // len(gpus)), c.image_size, c.amp)
+        e = estimate(c.model, max(1, c.batch_size // (len(gpus) * accum)), c.image_size, half)
         replica = Estimate(e.params_mib, e.grads_mib, 0.0, e.activations_mib, batch=e.batch)
         return {g: (e if i == 0 else replica) for i, g in enumerate(gpus)}
-    return {gpus[0]: estimate(c.model, c.batch_size, c.image_size, c.amp)}
+    return {gpus[0]: estimate(c.model, max(1, c.batch_size // accum), c.image_size, half)}
 
 
 def torch_cuda_version() -> tuple[int, int] | None:

@@ -1,0 +1,191 @@
+"""The performance knobs: precision, gradient accumulation, memory format, DDP's own options and an
+NCCL preset, declared once (``FIELDS``, which ``lab.engine.launch.form.FIELDS`` takes in, in its
+"Performance knobs" section) and checked (``knob_problems``, one of
+``lab.engine.launch.config``'s checks).
+
+The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--precision``,
+``--accum-steps``, ``--channels-last``, ``--bucket-cap-mb``, ``--grad-as-bucket-view``,
+``--static-graph`` and ``--find-unused-parameters``; the NCCL preset is the lab's own
+(``lab.engine.launch.nccl``: its variables go into the run's environment). Refused with one line
+where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
+precision, an accumulation that does not divide each process's batch, an unknown preset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.engine.launch import nccl
+from lab.engine.launch.field import FormField
+from lab.engine.launch.runconfig import DDP, DP, SLURM
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
+MAX_ACCUM, MAX_BUCKET_MB = 1024, 10_000
+_DDP = ("mode", DDP)
+
+FIELDS: tuple[FormField, ...] = (
+    FormField(
+        "precision",
+        "Precision",
+        "select",
+        "launch_precision",
+        options=PRECISIONS,
+        option_labels=(
+            "fp32",
+            "fp16 — autocast + GradScaler (CUDA only)",
+            "bf16 — autocast (CPU or CUDA)",
+        ),
+        help="fp16: autocast with a GradScaler, CUDA only; bf16: autocast, on the CPU or a GPU "
+        "that supports it. The AMP box is fp16 on CUDA and bf16 on the CPU: use one of the two.",
+        cli_help="fp32 (default) | fp16 (autocast + GradScaler, CUDA only) | bf16 (autocast, CPU "
+        "or CUDA); --amp is fp16 on CUDA, bf16 on the CPU: give one of them",
+        trainer_flag="--precision",
+    ),
+    FormField(
+        "accum_steps",
+        "Accumulation steps (micro-batches per step)",
+        "int",
+        "launch_accum",
+        help="Gradient accumulation: each optimizer step runs this many micro-batches of global "
+        "batch / (N × world size) per process; DDP all-reduces once, after the last (the others "
+        "run inside no_sync()). The global batch stays the optimizer step's batch.",
+        cli_help="N micro-batches per optimizer step (default 1: none); the global batch stays "
+        "the step's, each micro-batch is global/N (per ddp rank global/(N x world)); ddp "
+        "all-reduces once per step (no_sync)",
+        trainer_flag="--accum-steps",
+    ),
+    FormField(
+        "channels_last",
+        "Channels last (memory format)",
+        "check",
+        "launch_channels_last",
+        help="The model and its image batches in torch.channels_last.",
+        cli_help="the model and its image batches in torch.channels_last",
+        trainer_flag="--channels-last",
+    ),
+    FormField(
+        "bucket_cap_mb",
+        "DDP bucket size (MB, 0 = DDP's 25)",
+        "float",
+        "launch_bucket_mb",
+        step=5.0,
+        only_if=_DDP,
+        help="DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this size.",
+        cli_help="ddp: the gradient bucket size in MB, DDP's bucket_cap_mb (default 0: DDP's 25)",
+        trainer_flag="--bucket-cap-mb",
+    ),
+    FormField(
+        "grad_as_bucket_view",
+        "Gradients as bucket views",
+        "check",
+        "launch_bucket_view",
+        only_if=_DDP,
+        help="DDP's gradient_as_bucket_view=True: gradients are views into the buckets (less "
+        "memory, no copy).",
+        cli_help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
+        trainer_flag="--grad-as-bucket-view",
+    ),
+    FormField(
+        "static_graph",
+        "Static graph",
+        "check",
+        "launch_static_graph",
+        only_if=_DDP,
+        help="DDP's static_graph=True: the set of used parameters never changes between steps.",
+        cli_help="ddp: static_graph=True",
+        trainer_flag="--static-graph",
+    ),
+    FormField(
+        "find_unused_parameters",
+        "Find unused parameters",
+        "check",
+        "launch_find_unused",
+        only_if=_DDP,
+        help="DDP's find_unused_parameters=True: for models whose forward skips some parameters "
+        "(costs a graph walk every step).",
+        cli_help="ddp: find_unused_parameters=True",
+        trainer_flag="--find-unused-parameters",
+    ),
+    FormField(
+        "nccl_preset",
+        "NCCL preset",
+        "select",
+        "launch_nccl_preset",
+        options=("",) + nccl.NAMES,
+        option_labels=("none",) + tuple(nccl.describe(n) for n in nccl.NAMES),
+        help="A named set of NCCL environment variables (starting points from the seeds, to be "
+        "measured); recorded in run.json. No effect on the CPU (gloo).",
+        cli_help=f"a named set of NCCL variables: {', '.join(nccl.NAMES)} (docs/cli.md; "
+        "starting points to measure, no effect under gloo)",
+    ),
+)
+
+
+def _has_gpus(c: Any) -> bool:
+    return bool(c.gpus_per_node if c.backend == SLURM else c.gpus)
+
+
+def _whole(value: object, lo: float, hi: float) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+
+
+def _accum_problem(c: Any) -> str | None:
+    n, b = c.accum_steps, c.batch_size
+    if not _whole(n, 1, MAX_ACCUM):
+        return f"accumulation steps {n} must be 1 (none) to {MAX_ACCUM}"
+    world = c.world_size if _whole(c.nproc, 1, float("inf")) else 0
+    if n == 1 or world < 1 or not _whole(b, 1, float("inf")) or b % world:
+        return None  # the batch's own check speaks
+    per = b // world if c.mode == DDP else b
+    if per % n:
+        fits = ", ".join(str(d) for d in range(1, min(per, 64) + 1) if per % d == 0)
+        where = f"per rank ({b} over {world})" if c.mode == DDP and world > 1 else "per step"
+        return f"{n} does not divide the batch of {per} {where}: use one of {fits}"
+    if c.mode == DP and world > 1 and (per // n) % world:
+        return (
+            f"{n} makes micro-batches of {per // n}, which do not split over {world} GPUs "
+            "(DataParallel): use fewer accumulation steps or a larger batch"
+        )
+    return None
+
+
+def knob_problems(c: Any) -> list[tuple[str, str]]:
+    """(field, message) for each knob of a ``RunConfig`` that is unknown, out of range or makes
+    no sense for its mode or devices."""
+    out: list[tuple[str, str]] = []
+    if c.precision not in PRECISIONS:
+        out.append(("precision", f"unknown precision {c.precision!r}: use fp32, fp16 or bf16"))
+    elif c.precision == "fp16" and not _has_gpus(c):
+        out.append(
+            (
+                "precision",
+                "fp16 needs CUDA (autocast with a GradScaler) and this run has no GPU: use bf16 "
+                "on the CPU, or choose GPUs",
+            )
+        )
+    if c.amp and c.precision != "fp32":
+        out.append(
+            ("amp", "the same as precision fp16 (bf16 on the CPU): give amp or precision, not both")
+        )
+    cap = c.bucket_cap_mb
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 <= cap <= MAX_BUCKET_MB:
+        out.append(
+            ("bucket_cap_mb", f"bucket size {cap} must be 0 (DDP's 25 MB) to {MAX_BUCKET_MB} MB")
+        )
+    for name in DDP_ONLY:
+        if getattr(c, name) and c.mode != DDP:
+            out.append(
+                (
+                    name,
+                    f"an option of DistributedDataParallel, and mode {c.mode} has none: use mode "
+                    "ddp or leave it out",
+                )
+            )
+    accum = _accum_problem(c)
+    if accum:
+        out.append(("accum_steps", accum))
+    preset = nccl.preset_problem(c.nccl_preset)
+    if preset:
+        out.append(("nccl_preset", preset))
+    return out

@@ -1,0 +1,112 @@
+"""The performance options once the devices are known: precision, accumulation, DDP's options.
+
+``precision(args, device)`` resolves ``--precision`` and ``--amp``: ``--amp`` alone is fp16 on
+CUDA and bf16 on the CPU (its meaning before ``--precision`` existed), neither is fp32. fp16 runs
+autocast with a GradScaler and needs CUDA; bf16 runs autocast without a scaler, on the CPU or on a
+GPU that supports it. ``check`` refuses what the devices rule out (``BadInput``, one line): fp16
+on the CPU, bf16 on a GPU without it, an ``--accum-steps`` that does not divide each process's
+batch (and, under DP, each micro-batch over the GPUs). ``ddp_options`` is what
+``DistributedDataParallel`` is given; ``micro_batches`` cuts a process's batch into
+``--accum-steps`` equal parts, in order, so the optimizer step sees the same samples as without
+accumulation, and ``forward_backward`` is the loop's forward and backward over them.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, ContextManager
+
+import torch
+
+from training.cli import BadInput
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def precision(args: Any, device: torch.device) -> str:
+    """fp32, fp16 or bf16: ``--precision``, else ``--amp`` (fp16 on CUDA, bf16 on the CPU)."""
+    if args.precision:
+        return args.precision
+    if args.amp:
+        return "fp16" if device.type == "cuda" else "bf16"
+    return "fp32"
+
+
+def autocast(name: str, device: torch.device) -> ContextManager:
+    """The forward pass's autocast for precision ``name`` (none for fp32)."""
+    return torch.autocast(device.type, dtype=DTYPES[name]) if name in DTYPES else nullcontext()
+
+
+def check(args: Any, placement: Any) -> None:
+    """Refuse the options the chosen devices rule out; ``BadInput`` with one line."""
+    device = placement.device
+    name = precision(args, device)
+    if name == "fp16" and device.type != "cuda":
+        raise BadInput(
+            "--precision fp16 needs CUDA (autocast with a GradScaler); this run is on the CPU: "
+            "use --precision bf16 there"
+        )
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise BadInput(f"--precision bf16: {device} does not support bfloat16: use fp16")
+    n = args.accum_steps
+    per_process = args.batch_size // placement.world_size
+    if per_process % n:
+        fits = [d for d in range(1, min(per_process, 64) + 1) if per_process % d == 0]
+        raise BadInput(
+            f"--accum-steps {n} does not divide the batch of {per_process} per "
+            f"{'rank' if placement.world_size > 1 else 'step'}: use one of "
+            f"{', '.join(map(str, fits[-6:]))}"
+        )
+    gpus = len(placement.device_ids)
+    if gpus > 1 and (per_process // n) % gpus:
+        raise BadInput(
+            f"--accum-steps {n}: a micro-batch of {per_process // n} does not split over {gpus} "
+            "GPUs (DataParallel): lower --accum-steps or raise --batch-size"
+        )
+
+
+def ddp_options(args: Any) -> dict[str, Any]:
+    """DistributedDataParallel's keyword arguments from the options given (only those given)."""
+    out: dict[str, Any] = {}
+    if args.bucket_cap_mb is not None:
+        out["bucket_cap_mb"] = args.bucket_cap_mb
+    for name in ("static_graph", "find_unused_parameters"):
+        if getattr(args, name):
+            out[name] = True
+    if args.grad_as_bucket_view:
+        out["gradient_as_bucket_view"] = True
+    return out
+
+
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, n: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``x`` and ``y`` in ``n`` equal consecutive parts (the whole batch when ``n`` is 1)."""
+    return [(x, y)] if n == 1 else list(zip(x.chunk(n), y.chunk(n)))
+
+
+def forward_backward(
+    loop: Any, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A ``training.loop.Loop``'s forward and backward over ``--accum-steps`` micro-batches of this
+    process's batch; the batch's mean loss and all its logits. Under DDP the gradients are
+    all-reduced once, after the last micro-batch: the others run, forward included, inside
+    ``no_sync()``."""
+    n, phase = loop.args.accum_steps, loop.prof.phase
+    with phase("optimizer"):
+        loop.optimizer.zero_grad(set_to_none=True)
+    losses, outputs = [], []
+    for i, (xm, ym) in enumerate(micro_batches(x, y, n)):
+        local = i < n - 1 and loop.p.effective_mode == "ddp"
+        with loop.model.no_sync() if local else nullcontext():
+            with phase("forward"), loop.autocast:
+                logits = loop.model(xm)
+                loss = loop.criterion(logits, ym)
+            with phase("backward"):
+                # each micro-batch's mean counts 1/n: the gradient of the whole batch's mean
+                loop.scaler.scale(loss / n if n > 1 else loss).backward()
+        losses.append(loss.detach())
+        outputs.append(logits.detach())
+    if n == 1:
+        return losses[0], outputs[0]
+    return torch.stack(losses).mean(), torch.cat(outputs)
