@@ -264,12 +264,15 @@ def layer(module: str) -> int | None:
 
 
 def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
-    """Arrows against views -> engine -> events, and any arrow out of lab.runfolder."""
+    """Arrows against views -> engine -> events, and any arrow out of lab.runfolder or lab.tags
+    (which every layer may use)."""
     out = []
     for m, targets in sorted(graph.items()):
         for t in sorted(targets):
             below, above = layer(m), layer(t)
-            if m == "lab.runfolder" or (below is not None and above is not None and above > below):
+            if m in ("lab.runfolder", "lab.tags") or (
+                below is not None and above is not None and above > below
+            ):
                 out.append(f"{m} -> {t}")
     return out
 

@@ -39,6 +39,7 @@ SHARED = (
     "backend",
     *JOB_FIELDS,
     "stall_after",
+    "nccl_preset",
 )
 EPILOG = """a script of your own (instead of the lab's trainer):
   python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from lab import tags
 from lab.engine.devices import nvml
 
 # NVML_TOPOLOGY_* -> nvidia-smi topo -m's words (INTERNAL: two GPUs on one board)
@@ -142,7 +143,7 @@ class LinkMeter:
             if why:
                 self._notes[(i, "pcie")] = f"GPU {i}: PCIe throughput {why}"
             else:
-                out[f"sys/gpu{i}/pcie_{key}_mib_s"] = round(float(kib) / _KIB, 3)
+                out[tags.sys_gpu(i, f"pcie_{key}_mib_s")] = round(float(kib) / _KIB, 3)
         return out
 
     def _nvlink(self, i: int, h: Any) -> dict[str, float]:
@@ -163,8 +164,8 @@ class LinkMeter:
             return {}  # counters: a rate from the second reading on
         per_s = 1e6 / (at - last[2]) / _KIB  # KiB per µs-span -> MiB/s
         return {
-            f"sys/gpu{i}/nvlink_rx_mib_s": round(max(0.0, rx - last[0]) * per_s, 3),
-            f"sys/gpu{i}/nvlink_tx_mib_s": round(max(0.0, tx - last[1]) * per_s, 3),
+            tags.sys_gpu(i, "nvlink_rx_mib_s"): round(max(0.0, rx - last[0]) * per_s, 3),
+            tags.sys_gpu(i, "nvlink_tx_mib_s"): round(max(0.0, tx - last[1]) * per_s, 3),
         }
 
     def note(self) -> str | None:

@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from lab import tags
 from lab.engine.health.creep import creep
 from lab.runfolder import now_iso
 
@@ -220,7 +221,7 @@ def memory_creep(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
     if not found:
         return None
     tag, ev = max(found, key=lambda f: f[1]["slope_mib_per_min"])
-    gpu = tag.split("/")[1] if tag.startswith("sys/gpu") else None
+    gpu = tag.split("/")[1] if tag.startswith(tags.SYS_GPU) else None
     what = f"{gpu.upper()}'s used memory" if gpu else "The run's resident memory (RSS)"
     return (
         f"{what} keeps growing after warm-up: {ev['slope_mib_per_min']:.0f} MiB per minute over "

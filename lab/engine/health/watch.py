@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from lab import tags
 from lab.engine.health import creep, stacks
 from lab.engine.health import rules as health
 from lab.engine.health.rules import Finding, Observation
@@ -37,12 +38,12 @@ log = logging.getLogger(__name__)
 MAX_STALL_DUMPS = 5  # stacks saved per stalled spell, one per threshold
 READ_EVERY_S = 2.0  # event files and the log are read at most this often
 _TAGS = (
-    "train/loss",
-    "train/acc",
-    "val/acc",
-    "perf/step_time_ms",
-    "perf/data_time_ms",
-    "train/grad_norm_warning",
+    tags.TRAIN_LOSS,
+    tags.TRAIN_ACC,
+    tags.VAL_ACC,
+    tags.STEP_TIME_MS,
+    tags.DATA_TIME_MS,
+    tags.GRAD_NORM_WARNING,
 )
 
 
@@ -108,11 +109,9 @@ class HealthWatch:
         )
         last = max([w for w in walls] + ([updated] if updated else []), default=None)
         trainer = self.kind == TRAINER
-        main = sc.get("train/loss") if trainer else _busiest(sc)
+        main = sc.get(tags.TRAIN_LOSS) if trainer else _busiest(sc)
         steps = (
-            [v / 1000 for _, v in _points(sc["perf/step_time_ms"])]
-            if "perf/step_time_ms" in sc
-            else []
+            [v / 1000 for _, v in _points(sc[tags.STEP_TIME_MS])] if tags.STEP_TIME_MS in sc else []
         )
         # a script: seconds per step between its points
         if not steps and main is not None and len(main) > 1:
@@ -123,7 +122,7 @@ class HealthWatch:
             steps = [float(w / s) for s, w in zip(d_step, d_wall) if s > 0]
         last_of = {
             t: _points(sc[t])[-1][1]
-            for t in ("perf/data_time_ms", "perf/step_time_ms")
+            for t in (tags.DATA_TIME_MS, tags.STEP_TIME_MS)
             if t in sc and len(sc[t])
         }
         step = int(
@@ -138,16 +137,16 @@ class HealthWatch:
             step=step,
             step_times_s=steps,
             update_gaps_s=_gaps(main) if main is not None else [],
-            loss=_points(sc["train/loss"]) if "train/loss" in sc else [],
-            acc=_points(sc.get("val/acc") or sc["train/acc"])
-            if ("val/acc" in sc or "train/acc" in sc)
+            loss=_points(sc[tags.TRAIN_LOSS]) if tags.TRAIN_LOSS in sc else [],
+            acc=_points(sc.get(tags.VAL_ACC) or sc[tags.TRAIN_ACC])
+            if (tags.VAL_ACC in sc or tags.TRAIN_ACC in sc)
             else [],
-            data_ms=last_of.get("perf/data_time_ms"),
-            step_ms=last_of.get("perf/step_time_ms"),
+            data_ms=last_of.get(tags.DATA_TIME_MS),
+            step_ms=last_of.get(tags.STEP_TIME_MS),
             num_classes=prog.get("num_classes"),
             steps_per_epoch=prog.get("steps_per_epoch"),
-            grad_warnings=_points(sc["train/grad_norm_warning"])
-            if "train/grad_norm_warning" in sc
+            grad_warnings=_points(sc[tags.GRAD_NORM_WARNING])
+            if tags.GRAD_NORM_WARNING in sc
             else [],
             grad_limit=float(self.config.get("grad_norm_warn") or 0.0),
             workers=self.config.get("workers") if trainer else None,
@@ -160,8 +159,8 @@ class HealthWatch:
         """Keep this sample's memory: every GPU's used memory and the process tree's RSS."""
         now = time.time()
         for tag, v in values.items():
-            if tag == "sys/rss_mib" or (
-                tag.startswith("sys/gpu") and tag.endswith("/mem_used_mib")
+            if tag == tags.SYS_RSS_MIB or (
+                tag.startswith(tags.SYS_GPU) and tag.endswith("/mem_used_mib")
             ):
                 pts = self._memory.setdefault(tag, [])
                 pts.append((now, float(v)))
@@ -170,8 +169,8 @@ class HealthWatch:
     def _memory_series(self) -> dict[str, list[tuple[float, float]]]:
         """The GPUs' series where the run has GPUs (the RSS of a GPU run also holds CUDA's host
         side, which grows for reasons of its own), else the RSS."""
-        gpus = {t: p for t, p in self._memory.items() if t.startswith("sys/gpu")}
-        return gpus or {t: p for t, p in self._memory.items() if t == "sys/rss_mib"}
+        gpus = {t: p for t, p in self._memory.items() if t.startswith(tags.SYS_GPU)}
+        return gpus or {t: p for t, p in self._memory.items() if t == tags.SYS_RSS_MIB}
 
     # -- acting ---------------------------------------------------------------
     def tick(self, pid: int, tree: list, values: dict[str, float], dirs: list[str]) -> None:
@@ -228,7 +227,7 @@ class HealthWatch:
         self.found = found
         for f in new:
             log.warning("health: %s: %s", f.key, f.message)
-            self._event(f"health/{f.key}", f.step)
+            self._event(tags.health(f.key), f.step)
 
     def _event(self, tag: str, step: int) -> None:
         # tensorboard's writer; imported once a finding is made
@@ -272,17 +271,21 @@ class HealthWatch:
 def devices(values: dict[str, float]) -> list[dict[str, Any]]:
     """The device strip of one sample: util and memory per GPU, or the run's CPU and RSS."""
     gpus = sorted(
-        {int(t.split("/")[1][3:]) for t in values if t.startswith("sys/gpu") and t.count("/") == 2}
+        {
+            int(t.split("/")[1][3:])
+            for t in values
+            if t.startswith(tags.SYS_GPU) and t.count("/") == 2
+        }
     )
     if gpus:
         return [
             {
                 "gpu": g,
-                "util_pct": values.get(f"sys/gpu{g}/util_pct"),
-                "mem_used_mib": values.get(f"sys/gpu{g}/mem_used_mib"),
+                "util_pct": values.get(tags.sys_gpu(g, "util_pct")),
+                "mem_used_mib": values.get(tags.sys_gpu(g, "mem_used_mib")),
             }
             for g in gpus
         ]
-    if "sys/cpu_pct" in values:
-        return [{"cpu_pct": values.get("sys/cpu_pct"), "rss_mib": values.get("sys/rss_mib")}]
+    if tags.SYS_CPU_PCT in values:
+        return [{"cpu_pct": values.get(tags.SYS_CPU_PCT), "rss_mib": values.get(tags.SYS_RSS_MIB)}]
     return []

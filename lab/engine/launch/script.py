@@ -67,6 +67,7 @@ _SHARED = (
     "backend",
     *JOB_FIELDS,
     "stall_after",
+    "nccl_preset",
 )
 
 
@@ -100,6 +101,7 @@ class ScriptConfig:
     account: str = ""
     sbatch_args: tuple[str, ...] = ()
     stall_after: float = 0.0  # as RunConfig's: seconds without a new step (events) before "stalled"
+    nccl_preset: str = ""  # as RunConfig's: a named set of NCCL variables (lab.engine.launch.nccl)
 
     kind = SCRIPT
 

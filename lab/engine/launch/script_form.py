@@ -51,6 +51,7 @@ _SHARED = (
     "backend",
     *JOB_FIELDS,
     "stall_after",
+    "nccl_preset",
 )
 
 
@@ -123,6 +124,7 @@ SCRIPT_FIELDS: tuple[FormField, ...] = (  # as form.FIELDS: a field's only_if na
             "node_rank",
             "rdzv_endpoint",
             "stall_after",
+            "nccl_preset",
         )
     ),
 )
@@ -275,6 +277,6 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["name", "tags"],
         ],
     ),
-    ("More options", [["stall_after"], ["extra_env"]]),
+    ("More options", [["stall_after", "nccl_preset"], ["extra_env"]]),
     ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]

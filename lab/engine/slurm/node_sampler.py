@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from lab import tags
 from lab.engine import procs
 from lab.engine.devices import nvml as devices
 from lab.engine.supervise.sampler import ScalarWriter
@@ -66,7 +67,7 @@ class NodeSampler:
 
     def sample(self) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
-        now, pre = time.time(), f"sys/node{self.node}/"
+        now, pre = time.time(), f"{tags.SYS}node{self.node}/"
         values: dict[str, float] = {}
         for g in devices.read_gpus(self.gpus, with_processes=False) if self.gpus else ():
             for key, v in (

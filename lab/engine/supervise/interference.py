@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from lab import tags
 from lab.engine import procs
 from lab.engine.devices import nvml as devices
 
@@ -104,7 +105,7 @@ class InterferenceMeter:
         values: dict[str, float] = {}
         other = self._cpu.read(tree)
         if other is not None:
-            values["sys/other_cpu_pct"] = other
+            values[tags.SYS_OTHER_CPU_PCT] = other
             self.samples += 1
             self._other_sum += other
             self.busy_samples += sample_is_busy(other, self._cpu.cores)
@@ -118,7 +119,7 @@ class InterferenceMeter:
         for p in foreign:
             key = (g.index, p.pid)
             self._foreign[key] = max(self._foreign.get(key, 0.0), p.used_mib or 0.0)
-        out = {f"sys/gpu{g.index}/other_mem_mib": sum(p.used_mib or 0.0 for p in foreign)}
+        out = {tags.sys_gpu(g.index, "other_mem_mib"): sum(p.used_mib or 0.0 for p in foreign)}
         util = devices.process_utilization(g.index, self._since.get(g.index, 0))
         if util is None:
             self._notes[g.index] = (
@@ -127,7 +128,7 @@ class InterferenceMeter:
             )
         else:
             per_pid, self._since[g.index] = util
-            out[f"sys/gpu{g.index}/other_util_pct"] = min(
+            out[tags.sys_gpu(g.index, "other_util_pct")] = min(
                 100.0, sum(per_pid.get(p.pid, 0.0) for p in foreign)
             )
         if unseen:

@@ -20,6 +20,7 @@ import logging
 import time
 from pathlib import Path
 
+from lab import tags
 from lab.engine import procs
 from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
@@ -80,8 +81,8 @@ class SysSampler:
                 ("temp_c", g.temp_c),
             ):
                 if v is not None:
-                    values[f"sys/gpu{g.index}/{key}"] = v
-        values["sys/cpu_pct"], values["sys/rss_mib"] = self._meter.read(tree)
+                    values[tags.sys_gpu(g.index, key)] = v
+        values[tags.SYS_CPU_PCT], values[tags.SYS_RSS_MIB] = self._meter.read(tree)
         values.update(self._others.sample(tree, gpus))
         values.update(self._links.sample(tuple(g.index for g in gpus)))
         self._writer.add(values, self.step, now)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
 from lab.engine.launch.config import SINGLE
 from lab.views.compare import anatomy, derived, noise, scaling
 from lab.views.compare.fairness import FairnessWarning, fairness_warnings
@@ -140,8 +141,8 @@ def _row(
         None
         if is_baseline
         else loss_agreement(
-            scalars.get(r.key, {}).get("train/loss"),
-            scalars.get(baseline_key, {}).get("train/loss"),
+            scalars.get(r.key, {}).get(tags.TRAIN_LOSS),
+            scalars.get(baseline_key, {}).get(tags.TRAIN_LOSS),
         )
     )
     return Row(

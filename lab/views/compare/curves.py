@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab import tags
 from lab.runfolder import parse_time
 from lab.views import charts
 from lab.views.compare import anatomy, bars
@@ -24,7 +25,7 @@ from lab.views.compare.table import PEAK_PREFIX, frame
 from lab.views.live.run_charts import SYS_METRICS, sys_traces
 from lab.views.runscalars import SYS_PREFIX
 
-CURVE_TAGS = ["train/loss", "val/loss", "train/acc", "val/acc"]
+CURVE_TAGS = [tags.TRAIN_LOSS, tags.VAL_LOSS, tags.TRAIN_ACC, tags.VAL_ACC]
 X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall time since start (s)"}
 # what the page offers: key -> label
 SYSTEM_METRICS = {k: SYS_METRICS[k].label for k in ("util", "mem")}
@@ -85,7 +86,7 @@ def _x(run: CompareRun, ser: Any, x: str) -> np.ndarray | None:
 def curve_traces(
     runs: Sequence[CompareRun],
     scalars: Mapping[str, Mapping[str, Any]],
-    tag: str = "train/loss",
+    tag: str = tags.TRAIN_LOSS,
     x: str = "step",
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """One ``(label, x, y)`` per run that logged ``tag``, x being step, samples seen or wall time.
@@ -154,7 +155,7 @@ def curve_figure(
     runs: Sequence[CompareRun],
     scalars,
     *,
-    tag: str = "train/loss",
+    tag: str = tags.TRAIN_LOSS,
     x: str = "step",
     max_points: int = charts.DEFAULT_MAX_POINTS,
 ) -> go.Figure:
@@ -195,7 +196,7 @@ def comparison_figures(
     c: Comparison,
     scalars,
     *,
-    tag: str = "train/loss",
+    tag: str = tags.TRAIN_LOSS,
     x: str = "step",
     metric: str = "util",
 ) -> list[tuple[str, go.Figure, str | None]]:

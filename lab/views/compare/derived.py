@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
 from lab.engine.launch.script import ScriptConfig
 from lab.runfolder import SCRIPT, TRAINER, parse_time
 from lab.views.compare.runs import CompareRun
@@ -20,11 +21,10 @@ from lab.views.runscalars import SYS_PREFIX
 
 MEASURED, DERIVED = "measured", "derived"
 THROUGHPUT_PATTERN = re.compile(r"samples_per_sec|throughput|img/s|it/s", re.IGNORECASE)
-RATE_TAG = "perf/samples_per_sec"  # the trainer's samples/s, by contract
 SAMPLES = "samples/s"
 # the throughput choice "steps/s of the loss tag" (no tag has this name)
 STEP_RATE = "step-rate"
-DEFAULT_LOSS = "train/loss"
+DEFAULT_LOSS = tags.TRAIN_LOSS
 MIN_WINDOWS = 2  # fewer rates than this: a point figure, no interval
 PEAKS_ALLOCATOR, PEAKS_NVML = "allocator", "nvml"
 _PEAK_TAG = re.compile(r"^mem/([^/]+)/peak_mib$")
@@ -190,12 +190,13 @@ def allocator_peaks(scalars: Mapping[str, Any]) -> dict[str, float]:
 
 def rate_tag(throughput_tag: str | None, scalars: Mapping[str, Any]) -> str | None:
     """The tag a run's throughput is read from: the user's pick where the run logs it
-    (``STEP_RATE``: none, steps/s only), else the trainer's ``RATE_TAG`` where logged."""
+    (``STEP_RATE``: none, steps/s only), else the trainer's samples/s
+    (``tags.SAMPLES_PER_SEC``) where logged."""
     if throughput_tag == STEP_RATE:
         return None
     if throughput_tag in scalars:
         return throughput_tag
-    return RATE_TAG if RATE_TAG in scalars else None
+    return tags.SAMPLES_PER_SEC if tags.SAMPLES_PER_SEC in scalars else None
 
 
 def seen_devices(run: CompareRun, scalars: Mapping[str, Any]) -> tuple[list[str], int | None]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
 from lab.views.compare import anatomy, derived
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, order_ranks, steady_windows
@@ -93,7 +94,7 @@ def global_batch(run: CompareRun) -> Any:
 
 def run_spread(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> Spread | None:
     """The run's steady throughput spread: summary.json's ``throughput``, else from its
-    ``derived.RATE_TAG`` events; None if unknown."""
+    ``tags.SAMPLES_PER_SEC`` events; None if unknown."""
     tp = (run.summary or {}).get("throughput")
     if isinstance(tp, dict) and tp.get("median") and tp.get("windows"):
         n = int(tp["windows"])
@@ -104,7 +105,7 @@ def run_spread(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> Spr
             n,
             round(order_ranks(n)[1], 4),
         )
-    series = (scalars or {}).get(derived.RATE_TAG)
+    series = (scalars or {}).get(tags.SAMPLES_PER_SEC)
     if series is not None and len(series.value):
         return median_spread(steady_windows(series.step, series.value))
     return None
@@ -137,7 +138,7 @@ def _from_events(
     the trainer's samples/s), epoch time, peak memory (the allocator's, else NVML's), devices."""
     tag = derived.rate_tag(throughput_tag, scalars)
     throughput, spread = derived.tag_rate(scalars.get(tag)) if tag else (None, None)
-    et = scalars.get("perf/epoch_time_s")
+    et = scalars.get(tags.EPOCH_TIME_S)
     peaks, peaks_of = derived.allocator_peaks(scalars), derived.PEAKS_ALLOCATOR
     if not peaks:
         peaks, peaks_of = derived.nvml_peaks(scalars), derived.PEAKS_NVML
@@ -155,7 +156,7 @@ def _from_events(
         "spread": spread,
         "throughput_of": None
         if throughput is None
-        else (derived.SAMPLES if tag == derived.RATE_TAG else tag),
+        else (derived.SAMPLES if tag == tags.SAMPLES_PER_SEC else tag),
         "epoch_time_s": float(np.mean(et.value)) if et is not None and len(et.value) else None,
         "peaks": peaks,
         "peaks_of": peaks_of if peaks else None,
@@ -205,9 +206,9 @@ def run_figures(
         steps_spread=rate_spread,
         loss_tag=tag,
         wall_time_s=derived.wall_time(run, sc),
-        final_train_loss=_final(final.get("train_loss", _last(sc, "train/loss"))),
-        final_val_loss=_final(final.get("val_loss", _last(sc, "val/loss"))),
-        final_val_acc=_final(final.get("val_acc", _last(sc, "val/acc"))),
+        final_train_loss=_final(final.get("train_loss", _last(sc, tags.TRAIN_LOSS))),
+        final_val_loss=_final(final.get("val_loss", _last(sc, tags.VAL_LOSS))),
+        final_val_acc=_final(final.get("val_acc", _last(sc, tags.VAL_ACC))),
         utilisation=utilisation(run, sc),
         profile=profile,
         comm_exposed_pct=anatomy.comm_share(profile),

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
 from lab.engine.launch.config import DP
 from lab.runfolder import parse_time
 from lab.views.compare.runs import CompareRun
@@ -51,7 +52,7 @@ def _mean(series: Any, window: tuple[float, float] | None) -> float | None:
 
 def gpu_tag(index: int) -> str:
     """The sys/ tag of one GPU's utilisation samples."""
-    return f"sys/gpu{index}/{_UTIL.leaf}"
+    return tags.sys_gpu(index, _UTIL.leaf)
 
 
 def utilisation(run: CompareRun, scalars: Mapping[str, Any] | None) -> Utilisation:
@@ -64,7 +65,7 @@ def utilisation(run: CompareRun, scalars: Mapping[str, Any] | None) -> Utilisati
         head, _, leaf = tag.rpartition("/")
         if (
             leaf == _UTIL.leaf
-            and head.startswith("sys/gpu")
+            and head.startswith(tags.SYS_GPU)
             and head[7:].isdigit()
             and len(sc[tag].value)
         ):

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lab import tags
 from lab.runfolder import FINAL_STATES, QUEUED, RUNNING, SCRIPT, STARTING, SUCCEEDED
 from lab.views.text import fmt_duration, fmt_rate
 
@@ -136,7 +137,7 @@ def _last_steps(
             continue
         first = min(first, float(s.wall_time[0])) if first is not None else float(s.wall_time[0])
         last = max(last, float(s.wall_time[-1])) if last is not None else float(s.wall_time[-1])
-        if not tag.startswith("sys/") and (best is None or s.step[-1] > best.step[-1]):
+        if not tag.startswith(tags.SYS) and (best is None or s.step[-1] > best.step[-1]):
             best = s  # the device samples count steps of their own
     span = None if first is None else last - first
     if best is None:

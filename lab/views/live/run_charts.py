@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
 from lab.views.runscalars import SYS_PREFIX
 from lab.views.text import ChartSpec
 
@@ -50,7 +51,7 @@ SYS_METRICS = {
         "GPU utilisation",
         "%",
         (0.0, 100.0),
-        "sys/cpu_pct",
+        tags.SYS_CPU_PCT,
         "CPU use of the run's processes",
         "% of one core",
         "CPU use of the run's whole process tree; 100 % = one core",
@@ -61,7 +62,7 @@ SYS_METRICS = {
         "GPU memory used",
         "MiB",
         None,
-        "sys/rss_mib",
+        tags.SYS_RSS_MIB,
         "Memory (RSS) of the run's processes",
         "MiB",
         "resident memory of the run's whole process tree",
@@ -73,11 +74,11 @@ CPU_NOTE = (
 )
 
 _TRAIN_CHARTS = (
-    ("Loss", "loss", ("train/loss", "val/loss")),
-    ("Accuracy", "accuracy", ("train/acc", "val/acc")),
-    ("Throughput", "samples/s", ("perf/samples_per_sec",)),
+    ("Loss", "loss", (tags.TRAIN_LOSS, tags.VAL_LOSS)),
+    ("Accuracy", "accuracy", (tags.TRAIN_ACC, tags.VAL_ACC)),
+    ("Throughput", "samples/s", (tags.SAMPLES_PER_SEC,)),
     # spikes: the health finding
-    ("Gradient norm", "norm", ("train/grad_norm", "train/grad_norm_warning")),
+    ("Gradient norm", "norm", (tags.GRAD_NORM, tags.GRAD_NORM_WARNING)),
 )
 
 
@@ -88,10 +89,10 @@ def train_charts(tb: Mapping[str, Any]) -> list[ChartSpec]:
     A chart appears only when at least one of its tags has points.
     """
     specs = []
-    for title, y_title, tags in _TRAIN_CHARTS:
+    for title, y_title, names in _TRAIN_CHARTS:
         traces = [
             (t, np.asarray(tb[t].step, dtype=float), np.asarray(tb[t].value, dtype=float))
-            for t in tags
+            for t in names
             if t in tb and len(tb[t].value)
         ]
         if traces:

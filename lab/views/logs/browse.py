@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from lab import tags
+
 X_AXES = ("step", "relative", "wall")
 X_TITLES = {"step": "step", "relative": "relative time (s)", "wall": "wall time"}
 CSV_COLUMNS = ["run", "tag", "step", "wall_time", "value"]
@@ -105,15 +107,15 @@ def filter_tags(tags: Iterable[str], pattern: str) -> tuple[list[str], str | Non
 
 # Tags a user looks at first come first; the rest follow alphabetically.
 _TAG_PRIORITY = (
-    "train/loss",
-    "val/loss",
-    "train/acc",
-    "val/acc",
-    "train/",
-    "val/",
-    "perf/",
-    "sys/",
-    "mem/",
+    tags.TRAIN_LOSS,
+    tags.VAL_LOSS,
+    tags.TRAIN_ACC,
+    tags.VAL_ACC,
+    tags.TRAIN,
+    tags.VAL,
+    tags.PERF,
+    tags.SYS,
+    tags.MEM,
 )
 
 

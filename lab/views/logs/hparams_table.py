@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lab import tags
 from lab.runfolder import RUN_JSON, read_json
 from lab.views.runscalars import PARTS
 
 if TYPE_CHECKING:  # pandas is imported where a table is built, not when the page imports this
     import pandas as pd
 
-DEFAULT_METRICS = ("train/loss", "val/loss", "train/acc", "val/acc")
+DEFAULT_METRICS = (tags.TRAIN_LOSS, tags.VAL_LOSS, tags.TRAIN_ACC, tags.VAL_ACC)
 RUN_COLUMN = "run"
 FROM_EVENTS, FROM_RUN_JSON = "event files", "run.json"
 
