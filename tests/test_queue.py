@@ -289,3 +289,33 @@ def test_a_second_sweep_queues_behind_the_first_whole(box):
     sts = [status(box, r) for r in ids]
     assert min(s["started_at"] for s in sts[2:]) >= max(s["ended_at"] for s in sts[:2])
     assert sts[1]["started_at"] >= sts[0]["ended_at"]  # interleaving kept within the sweep
+
+
+@pytest.mark.slow
+def test_the_queue_outlives_every_watcher(box):
+    a = launch(box, "a", "--gpus", "0")
+    b = launch(box, "b", "--gpus", "0")
+    wait_state(box, a, "running")
+    assert status(box, b)["state"] == "queued"
+    dead = [status(box, r)["supervisor_pid"] for r in (a, b)]
+    for pid in dead:  # the dashboard is not running; every watcher dies (the OOM killer)
+        os.kill(pid, signal.SIGKILL)
+    assert procs.wait_until(lambda: not any(procs.alive(p) for p in dead), 10)
+    r = lab(box, "status", "--json")  # the next command notices: a adopted, b given a supervisor
+    assert r.returncode == 0, r.stderr
+    st = status(box, b)
+    assert st.get("requeued") is True and st["state"] == "queued", st
+    assert procs.wait_until(
+        lambda: procs.alive(
+            status(box, b).get("supervisor_pid"), status(box, b).get("supervisor_ct")
+        ),
+        15,
+    )
+    open_gate(box, "b")
+    time.sleep(1.0)
+    assert status(box, b)["state"] == "queued"  # still behind a, whose command holds GPU 0
+    open_gate(box, "a")
+    assert wait_final(box, [b]) == ["succeeded"]
+    assert span(box, b)[0] >= span(box, a)[1] - 0.3  # it started once a's command had ended
+    assert lab(box, "status").returncode == 0  # requeues nothing twice, starts nothing more
+    assert [e["id"] for e in book.read(box)] == []

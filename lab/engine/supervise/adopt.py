@@ -28,15 +28,21 @@ import time
 from pathlib import Path
 
 from lab.engine import procs
-from lab.engine.supervise.supervisor import RunSupervisor
+from lab.engine.queue import book
+from lab.engine.supervise.supervisor import RunSupervisor, Status
+from lab.engine.sweep import record as sweep_record
 from lab.runfolder import (
     ADOPT_LOCK,
     ADOPT_LOG,
     HAS_PROCESSES,
+    QUEUED,
     REPO_ROOT,
+    RUN_JSON,
     RUNNING,
     STATUS_JSON,
+    STOP_REQUEST,
     SUMMARY_JSON,
+    SUPERVISOR_LOG,
     now_iso,
     read_json,
     root_or_default,
@@ -44,6 +50,7 @@ from lab.runfolder import (
 
 log = logging.getLogger("lab.engine.supervise.adopt")
 _MODULE = "lab.engine.supervise.adopt"
+SUPERVISOR = "lab.engine.supervise.supervisor"
 
 
 def orphaned(st: dict) -> bool:
@@ -56,30 +63,75 @@ def orphaned(st: dict) -> bool:
     )
 
 
-def adopt_orphans(root: Path | str | None = None) -> list[str]:
-    """Start a watcher for every orphaned run under ``root``; the run ids it started one for."""
-    root = root_or_default(root)
-    started = []
+def waiting_orphan(run_dir: Path, st: dict) -> bool:
+    """Does this status.json describe a run waiting its turn whose supervisor died (and that
+    nobody asked to stop)?"""
+    return (
+        st.get("state") == QUEUED
+        and bool(st.get("supervisor_pid"))
+        and not procs.alive(st.get("supervisor_pid"), st.get("supervisor_ct"))
+        and not (run_dir / STOP_REQUEST).exists()
+    )
+
+
+def _detached(argv: list[str], log_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    with open(log_path, "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", *argv],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _run_dirs(root: Path) -> list[Path]:
     try:
-        dirs = [d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")]
+        return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     except OSError:
         return []
-    for d in dirs:
+
+
+def adopt_orphans(root: Path | str | None = None) -> list[str]:
+    """Start a watcher for every orphaned run under ``root``, and a new supervisor for every
+    waiting run whose supervisor died (``requeue_orphans``); the run ids it did either for."""
+    root = root_or_default(root)
+    started = []
+    for d in _run_dirs(root):
         if orphaned(read_json(d / STATUS_JSON) or {}):
-            env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-            with open(d / ADOPT_LOG, "ab") as out:
-                subprocess.Popen(
-                    [sys.executable, "-m", _MODULE, str(d)],
-                    cwd=REPO_ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
+            _detached([_MODULE, str(d)], d / ADOPT_LOG)
             started.append(d.name)
-    return started
+    return started + requeue_orphans(root)
+
+
+def requeue_orphans(root: Path) -> list[str]:
+    """A waiting run whose supervisor died gets a new one, which joins the queue again at its end
+    (and waits there behind whatever still runs): a sweep's waiting runs one sweep supervisor for
+    the rest of the sweep, any other run its own. Checked and marked under the queue's lock, so two
+    commands at once requeue a run once."""
+    found: dict[tuple[str, ...], list[str]] = {}  # the new supervisor's arguments -> its runs
+    logs: dict[tuple[str, ...], Path] = {}
+    with book.editing(root):
+        for d in _run_dirs(root):
+            if not waiting_orphan(d, read_json(d / STATUS_JSON) or {}):
+                continue
+            sweep_id = (read_json(d / RUN_JSON) or {}).get("sweep_id")
+            sweep = sweep_record.path(root, sweep_id) if sweep_id else None
+            if sweep is not None and sweep.is_file():
+                key, logs[key] = ("--sweep", str(sweep)), sweep.with_suffix(".log")
+            else:
+                key, logs[key] = (str(d),), d / SUPERVISOR_LOG
+            found.setdefault(key, []).append(d.name)
+            # no dead supervisor on it any more: the next command does not requeue it again
+            Status(d).update(supervisor_pid=None, supervisor_ct=None, queue=None, requeued=True)
+    for key, runs in found.items():
+        _detached([SUPERVISOR, *key], logs[key])
+        log.info("requeued %s", ", ".join(runs))
+    return [r for runs in found.values() for r in runs]
 
 
 class _Orphan:

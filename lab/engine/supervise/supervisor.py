@@ -322,11 +322,14 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
     root = Path(sweep.get("runs_dir") or sweep_file.parent.parent)
     run_dirs = [root / r for r in sweep.get("run_ids") or []]
     me = [os.getpid(), procs.create_time(os.getpid())]
-    for d in run_dirs:  # recorded so the registry can tell a dead sweep's queued runs are lost
-        _mark(d, supervisor_pid=me[0], supervisor_ct=me[1])
 
     def queued(d: Path) -> bool:
         return (read_json(d / STATUS_JSON) or {"state": QUEUED}).get("state") == QUEUED
+
+    # recorded so the registry can tell a dead sweep's queued runs are lost (and a sweep started
+    # again, lab.engine.supervise.adopt.requeue_orphans, leaves its ended runs as they are)
+    for d in filter(queued, run_dirs):
+        _mark(d, supervisor_pid=me[0], supervisor_ct=me[1])
 
     def cancel_requested() -> None:
         for d in run_dirs:
