@@ -210,6 +210,7 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
         assert sp["ci_low"] <= sp["value"] <= sp["ci_high"] and g["verdict"]
         assert g["step_ms"] > 0 and g["comm_exposed_ms"] is not None  # profiled: the anatomy
     assert by[0]["speedup"]["value"] == pytest.approx(1.0)
-    assert not [w for w in got["warnings"] if "bucket" in w.lower()], got["warnings"]
+    # run names carry "bucket": only a busy machine (a shared one) may be said, no difference
+    assert not [w for w in got["warnings"] if "Busy machine" not in w], got["warnings"]
     text = _lab("compare", doc["sweep_id"], root=tmp_path)
     assert "by value: bucket-cap-mb=25" in text.stdout, text.stdout
