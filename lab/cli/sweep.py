@@ -1,5 +1,6 @@
 """``python -m lab sweep``: the same run in several modes, one after another, with repeats taking
-turns, so each has the machine to itself."""
+turns, so each has the machine to itself; ``--vary NAME=V1,V2`` crosses a run option's values
+with them (``lab.engine.sweep.vary``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
 from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM
+from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,
     compare_modes_configs,
@@ -24,6 +26,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from lab.engine.devices import nvml as devices
     from lab.engine.launch import launcher
 
+    axes = vary.parse(a.vary)  # a bad --vary is one line before anything else
     n = devices.usable_indices()
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -36,6 +39,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if script_options.wanted(a):
         from lab.engine.launch import script
 
+        if axes:
+            raise UserError(
+                "--vary varies the trainer's options; a script's options are its own: sweep "
+                "without --script, or run your script once per value"
+            )
         configs = _script_configs(a, modes, n)
         sweep_id, run_ids = script.launch_sweep(interleaved(configs, a.repeats), root())
     else:
@@ -45,8 +53,9 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             configs = _count_configs(a, modes, n)
         else:
             configs = _mode_configs(a, modes, n)
+        runs = interleaved(vary.crossed(configs, axes) if axes else configs, a.repeats)
         sweep_id, run_ids = launcher.launch_sweep(
-            interleaved(configs, a.repeats), root(), scaling=a.scaling
+            runs, root(), scaling=a.scaling, varied=[vary.varied(c, axes) for c in runs]
         )
     # after the launch, so that a refused sweep prints its one error line and nothing else
     if "dp" in modes and not any(c.gpus for c in configs):
@@ -152,6 +161,16 @@ def add_parser(sub) -> None:
         metavar="N,N,...",
         help="device counts to cross with the modes, e.g. 1,2,4,8: the first N usable GPUs of "
         "--gpus, or N DDP processes (gloo) on the CPU (default: all visible GPUs only)",
+    )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="cross a run option's values with the modes, counts and repeats, interleaved "
+        "(repeatable): NAME is its flag without dashes, e.g. bucket-cap-mb=1,25,100 or "
+        "accum-steps=1,4 (switches: off,on); DDP's options vary the ddp runs only; each "
+        "run.json records its values as varied",
     )
     run_options.add_run_options(p, with_mode=False)
     script_options.add_options(p, launch=False)

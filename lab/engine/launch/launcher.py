@@ -85,8 +85,10 @@ def _new_run(
     recorded_on: str,
     scaling: str | None = None,
     resumed_from: str | None = None,
+    varied: dict[str, Any] | None = None,
 ) -> str:
-    """Create the trainer run's folder and its run.json (``newrun.create``); return its id."""
+    """Create the trainer run's folder and its run.json (``newrun.create``); return its id.
+    ``varied``: the options a knob sweep varies and this run's values (run.json's, only then)."""
 
     def program(run_dir: Path, port: int) -> newrun.Program:
         uuids = devices.uuids(config.gpus)
@@ -102,7 +104,8 @@ def _new_run(
         program,
         recorded_on=recorded_on,
         sweep_id=sweep_id,
-        after={"scaling": scaling, "resumed_from": resumed_from},
+        after={"scaling": scaling, "resumed_from": resumed_from}
+        | ({} if varied is None else {"varied": varied}),
     )
     return run_dir.name
 
@@ -234,9 +237,12 @@ def launch_sweep(
     runs_dir: Path | None = None,
     *,
     scaling: str | list[str | None] | None = None,
+    varied: list[dict[str, Any] | None] | None = None,
 ) -> tuple[str, list[str]]:
     """Run ``configs`` one after another under one background supervisor.
 
+    ``varied`` (one per config, ``lab.engine.sweep.vary.varied``): what a knob sweep varies, and
+    each run's values, recorded in its run.json.
     ``scaling`` (``sweeps.SCALINGS``, one for all or one per config) is what the
     configs were made under (``sweeps.compare_modes_configs``); each run.json
     records its own, for the Compare page to label and compute efficiency by.
@@ -248,6 +254,9 @@ def launch_sweep(
         raise ValueError(
             f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config"
         )
+    varied = list(varied) if varied is not None else [None] * len(configs)
+    if len(varied) != len(configs):
+        raise ValueError("varied: give one per config")
     if len({c.backend for c in configs}) > 1:
         raise ConfigError("backend", "a sweep runs all on this machine or all on Slurm: not both")
     usable, recorded_on = newrun.machine()
@@ -258,16 +267,22 @@ def launch_sweep(
     root = root_or_default(runs_dir)
     sweep_id = sweep_record.new_id()
     if configs[0].backend == SLURM:
-        return sweep_id, _slurm_sweep(configs, scalings, root, sweep_id, scaling)
+        return sweep_id, _slurm_sweep(configs, scalings, root, sweep_id, scaling, varied)
     run_ids = [
-        _new_run(normalized(c), root, sweep_id, recorded_on, sc) for c, sc in zip(configs, scalings)
+        _new_run(normalized(c), root, sweep_id, recorded_on, sc, varied=v)
+        for c, sc, v in zip(configs, scalings, varied)
     ]
     start_sweep(root, sweep_id, run_ids, scaling)
     return sweep_id, run_ids
 
 
 def _slurm_sweep(
-    configs: list[RunConfig], scalings: list, root: Path, sweep_id: str, scaling: Any
+    configs: list[RunConfig],
+    scalings: list,
+    root: Path,
+    sweep_id: str,
+    scaling: Any,
+    varied: list,
 ) -> list[str]:
     """One Slurm job per run, each submitted to start after the previous one ended
     (``--dependency=afterany:<job id>``, kept in the run's sbatch_args), each with its own
@@ -275,11 +290,11 @@ def _slurm_sweep(
     run_ids: list[str] = []
     previous = None
     try:
-        for c, sc in zip(configs, scalings):
+        for c, sc, v in zip(configs, scalings, varied):
             if previous:
                 after = f"--dependency=afterany:{previous}"
                 c = dataclasses.replace(c, sbatch_args=(*c.sbatch_args, after))
-            run_ids.append(_new_run(normalized(c), root, sweep_id, slurm.describe(c), sc))
+            run_ids.append(_new_run(normalized(c), root, sweep_id, slurm.describe(c), sc, varied=v))
             sweep_record.write(root, sweep_id, run_ids, scaling)  # stop_sweep finds them all
             start_supervisor(root / run_ids[-1])
             previous = (registry.status(root / run_ids[-1]).get("slurm") or {}).get("job_id")

@@ -14,7 +14,7 @@ import numpy as np
 
 from lab import tags
 from lab.engine.launch.config import SINGLE
-from lab.views.compare import anatomy, derived, noise, scaling
+from lab.views.compare import anatomy, derived, noise, scaling, varied
 from lab.views.compare.fairness import FairnessWarning, fairness_warnings
 from lab.views.compare.figures import RunFigures, run_figures
 from lab.views.compare.headline import Card, headline, warning_summary
@@ -66,6 +66,8 @@ class Comparison:
     headline: tuple[Card, ...] = ()  # the answer first: one card per mode against the baseline
     # per mode and device count of a device-count sweep (scaling_curve.scaling_curve)
     scaling_curve: tuple[dict[str, Any], ...] = ()
+    # per option a knob sweep varied: each value's runs, throughput and speedup (varied.by_value)
+    by_value: Mapping[str, list[dict[str, Any]]] | None = None
 
     @property
     def warning_summary(self) -> str:
@@ -183,7 +185,8 @@ def compare(
     rows = tuple(
         _row(r, names[r.key], figures[r.key], speeds[r.key], baseline_key, sc) for r in runs
     )
-    warnings = fairness_warnings(runs, names, figures, speeds, baseline_key)
+    # what a knob sweep varied is the intended difference: no fairness warning for it
+    warnings = varied.exempt(fairness_warnings(runs, names, figures, speeds, baseline_key), runs)
     # how to read derived figures goes with the noise notes, so every rendering carries it
     derived_note = [derived.HOW_TO_READ] if any(not r.summary for r in runs) else []
     return Comparison(
@@ -198,4 +201,5 @@ def compare(
         provenance=tuple(provenance(runs)),
         headline=headline(rows),
         scaling_curve=tuple(scaling_curve(runs, figures)),
+        by_value=varied.by_value(runs, figures),
     )

@@ -77,10 +77,12 @@ class Card:
 
 
 def mode_of(row: Any) -> str:
-    """The asked mode; a weak-scaling run is a mode of its own (it trains a larger global batch)."""
+    """The asked mode; a weak-scaling run is a mode of its own (it trains a larger global batch),
+    and so is each value of a knob sweep (``ddp bucket-cap-mb=25``)."""
     m = row.figures
     mode = str(m.mode or m.effective_mode or "?")
-    return f"{mode} (weak)" if row.run.scaling == WEAK else mode
+    mode = f"{mode} (weak)" if row.run.scaling == WEAK else mode
+    return f"{mode} {row.run.varied_text}".strip()
 
 
 def reason(row: Any) -> str | None:

@@ -1,7 +1,8 @@
 """One colour per mode on the Compare page: the cards' markers, the throughput and speedup bars.
 
 A mode is what ``headline.mode_of`` names: the asked mode, or ``"<mode> (weak)"`` for a
-weak-scaling run (a lighter shade of its mode's colour). A mode the lab does not know (a script's,
+weak-scaling run (a lighter shade of its mode's colour), followed by a knob sweep's values
+(``ddp bucket-cap-mb=25``, its mode's colour). A mode the lab does not know (a script's,
 foreign logs') is grey. Written once here; the charts and the cards read it.
 """
 
@@ -28,9 +29,10 @@ WEAK_COLOURS = {
 def colour(mode: str | None) -> str:
     """The mode's colour (hex), the same on every chart and card of the page."""
     m = str(mode or "")
-    if m.endswith(WEAK_SUFFIX):
-        return WEAK_COLOURS.get(m[: -len(WEAK_SUFFIX)], OTHER)
-    return MODE_COLOURS.get(m, OTHER)
+    base = m.split(" ")[0]  # a knob sweep's values follow the mode: its colour still
+    if WEAK_SUFFIX in m:
+        return WEAK_COLOURS.get(base, OTHER)
+    return MODE_COLOURS.get(base, OTHER)
 
 
 def marker(mode: str | None) -> str:

@@ -14,11 +14,17 @@ from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import over_repeats
 
 
-def _mode(run: CompareRun) -> str:
+def asked_mode(run: CompareRun) -> str:
     """The asked mode; a weak-scaling run of a sweep is a mode of its own (it trains a different
     global batch)."""
     mode = str((run.summary or {}).get("mode") or run.option("mode") or "?")
     return f"{mode} (weak)" if run.scaling == WEAK else mode
+
+
+def _mode(run: CompareRun) -> str:
+    """The asked mode, and a knob sweep's values (``ddp bucket-cap-mb=25``): each value's runs are
+    a group of their own."""
+    return f"{asked_mode(run)} {run.varied_text}".strip()
 
 
 def devices(run: CompareRun) -> int:

@@ -56,6 +56,13 @@ class CompareRun:
     started_at: str | None = None
     ended_at: str | None = None
     interference: dict | None = None
+    # run.json's: the options its knob sweep varied and this run's values (lab.engine.sweep.vary)
+    varied: dict | None = None
+
+    @property
+    def varied_text(self) -> str:
+        """The varied options and values, ``"bucket-cap-mb=25 accum-steps=4"``; "" without."""
+        return " ".join(f"{k}={shown_value(v)}" for k, v in (self.varied or {}).items())
 
     @property
     def kind(self) -> str:
@@ -127,7 +134,15 @@ def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
         started_at=st.get("started_at"),
         ended_at=st.get("ended_at"),
         interference=interference if isinstance(interference, dict) else None,
+        varied=meta.get("varied") if isinstance(meta.get("varied"), dict) else None,
     )
+
+
+def shown_value(value: Any) -> str:
+    """A varied value as its flag takes it: ``25`` for 25.0, ``on``/``off`` for a switch."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _cores(meta: dict) -> int | None:

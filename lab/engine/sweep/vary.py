@@ -1,0 +1,147 @@
+"""Sweeps over knobs: ``sweep --vary NAME=V1,V2[,…]`` crosses a run option's values with the
+sweep's modes, device counts and repeats.
+
+``parse`` reads each ``--vary`` as the option's flag would be read: NAME is a run option's flag
+without its dashes (``bucket-cap-mb``), each value is converted to the type of ``RunConfig``'s
+default (a switch takes ``on``/``off``, ``true``/``false`` or ``1``/``0``) and checked against the
+option's choices; the ranges and the knobs' own checks are the launch's (``launch_sweep`` checks
+every config before anything starts). ``crossed`` makes one config per base config and
+combination of values, named with the values (``…-bucket-cap-mb25``; with several,
+``…-bcm25-as4``); a DDP-only knob (``knobs.DDP_ONLY``) is applied to the DDP runs only: the
+sweep's other runs run once, at its default, and their ``varied`` leaves it out. ``varied`` is
+what a run's run.json records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from lab.engine.launch.config import DDP, ConfigError, RunConfig
+from lab.engine.launch.form import FIELDS
+from lab.engine.launch.knobs import DDP_ONLY
+
+# what sets up a sweep's runs (its modes, devices, nodes, names) or is no single value to compare
+_NOT_VARIED = {
+    "mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "backend", "partition",
+    "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args", "name", "tags",
+    "extra_env", "resume", "dataset", "max_restarts", "stall_after", "stop_on_nan",
+    "checkpoint", "log_every", "val_every", "profile_steps", "grad_norm_warn",
+}  # fmt: skip
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+# flag without dashes -> RunConfig field
+VARIABLE = {
+    f.cli_flag()[2:]: f.name
+    for f in FIELDS
+    if f.name in _DEFAULTS and f.name not in _NOT_VARIED and not f.flag
+}
+# a run name's 40 characters less interleaved's "-r20" (lab.engine.launch.config's names)
+NAME_ROOM = 36
+_TRUE, _FALSE = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
+
+Axes = list[tuple[str, tuple[Any, ...]]]  # (flag without dashes, its values), in the given order
+
+
+def _value(flag: str, field: str, text: str) -> Any:
+    default = _DEFAULTS[field]
+    declared = next(f for f in FIELDS if f.name == field)
+    text = text.strip()
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in _TRUE + _FALSE:
+                raise ValueError
+            value: Any = text.lower() in _TRUE
+        else:
+            value = type(default)(text)
+    except ValueError:
+        kind = "on or off" if isinstance(default, bool) else f"a {type(default).__name__}"
+        raise ConfigError(
+            "vary", f"{flag}={text!r}: each value of {flag} must be {kind}, e.g. --vary "
+            f"{flag}={_example(field)}"
+        ) from None  # fmt: skip
+    if declared.options and value not in declared.options:
+        shown = ", ".join(o for o in declared.options if o)
+        raise ConfigError("vary", f"{flag}={text!r}: use values of {shown}")
+    return value
+
+
+def _example(field: str) -> str:
+    default = _DEFAULTS[field]
+    if isinstance(default, bool):
+        return "off,on"
+    return {"bucket_cap_mb": "1,25,100", "accum_steps": "1,4"}.get(field, f"{default},…")
+
+
+def parse(texts: list[str]) -> Axes:
+    """``--vary`` texts (``NAME=V1,V2``) as axes; an unknown name, a repeated one, fewer than two
+    values or a bad value is a ``ConfigError`` naming the fix."""
+    axes: Axes = []
+    for text in texts:
+        name, sep, values = text.partition("=")
+        name = name.strip().lstrip("-")
+        if name not in VARIABLE:
+            raise ConfigError(
+                "vary", f"{name or text!r} is no option a sweep can vary: use NAME=V1,V2 with NAME "
+                f"one of {', '.join(sorted(VARIABLE))}"
+            )  # fmt: skip
+        field = VARIABLE[name]
+        items = [v for v in values.split(",") if v.strip()] if sep else []
+        parsed = tuple(dict.fromkeys(_value(name, field, v) for v in items))
+        if len(parsed) < 2:
+            raise ConfigError(
+                "vary", f"{text!r}: give two values or more, e.g. --vary {name}={_example(field)}"
+            )
+        if name in dict(axes):
+            raise ConfigError("vary", f"{name} is varied twice: give its values in one --vary")
+        axes.append((name, parsed))
+    return axes
+
+
+def applies(flag: str, config: Any) -> bool:
+    """Whether the option of ``flag`` means something for ``config``: DDP's options in ddp only."""
+    return VARIABLE[flag] not in DDP_ONLY or config.mode == DDP
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _name(stem: str, pairs: list[tuple[str, Any]]) -> str:
+    """``<stem>-<flag><value>…`` in ``NAME_ROOM`` characters: where that is too long the flags
+    go by their initials (``bcm1-as4``), then the stem is cut: the values stay."""
+    suffix = "".join(f"-{flag}{_shown(v)}" for flag, v in pairs)
+    if len(stem) + len(suffix) > NAME_ROOM:
+        short = ("".join(w[0] for w in flag.split("-")) for flag, _ in pairs)
+        suffix = "".join(f"-{s}{_shown(v)}" for s, (_, v) in zip(short, pairs))
+    return (stem[: max(0, NAME_ROOM - len(suffix))] + suffix)[-NAME_ROOM:].lstrip("-._")
+
+
+def crossed(configs: list[RunConfig], axes: Axes) -> list[RunConfig]:
+    """Every config at every combination of the values that apply to it (in the axes' order, the
+    last varying fastest), named ``<name>-<flag><value>…``; a config no axis applies to stays as
+    it is. A DDP option in a sweep without ddp is a ``ConfigError``."""
+    for flag, _ in axes:
+        if not any(applies(flag, c) for c in configs):
+            raise ConfigError(
+                "vary", f"{flag} is an option of DistributedDataParallel and this sweep has no "
+                "ddp run: add ddp to --modes"
+            )  # fmt: skip
+    out = []
+    for c in configs:
+        mine = [(flag, values) for flag, values in axes if applies(flag, c)]
+        for combo in itertools.product(*(values for _, values in mine)):
+            pairs = list(zip((flag for flag, _ in mine), combo))
+            fields = {VARIABLE[flag]: v for flag, v in pairs}
+            out.append(dataclasses.replace(c, name=_name(c.name or c.sweep_stem, pairs), **fields))
+    return out
+
+
+def varied(config: Any, axes: Axes) -> dict[str, Any] | None:
+    """run.json's ``varied`` of a run of the sweep: ``{flag: its value}`` for each axis that
+    applies to it; None for a sweep that varies nothing."""
+    if not axes:
+        return None
+    return {flag: getattr(config, VARIABLE[flag]) for flag, _ in axes if applies(flag, config)}
