@@ -115,6 +115,8 @@ def requeue_orphans(root: Path) -> list[str]:
     commands at once requeue a run once."""
     found: dict[tuple[str, ...], list[str]] = {}  # the new supervisor's arguments -> its runs
     logs: dict[tuple[str, ...], Path] = {}
+    if not any(waiting_orphan(d, read_json(d / STATUS_JSON) or {}) for d in _run_dirs(root)):
+        return []  # the usual case: no lock taken, nothing written
     with book.editing(root):
         for d in _run_dirs(root):
             if not waiting_orphan(d, read_json(d / STATUS_JSON) or {}):
