@@ -152,10 +152,13 @@ def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
 
     fake([FakeGpu(util=10), FakeGpu(util=77, unsupported={"power"})])
     child = subprocess.Popen(
-        [sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(30)"]
-    )
+        [sys.executable, "-c", "x = bytearray(64 << 20); print('ready', flush=True); "
+         "import time; time.sleep(30)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
     try:
-        time.sleep(0.5)
+        assert child.stdout.readline().strip() == "ready"  # its 64 MiB are held from here on
         s = SysSampler(tmp_path, gpus=(1,))
         for _ in range(3):
             vals = s.sample([psutil.Process(child.pid)])
@@ -164,6 +167,7 @@ def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
     assert vals["sys/gpu1/util_pct"] == 77.0
     assert "sys/gpu1/power_w" not in vals and "sys/gpu0/util_pct" not in vals  # only the run's GPUs
     got = _load_scalars(tmp_path / "sys")
