@@ -173,6 +173,9 @@ def test_status_and_sys_events_on_a_full_disk_do_not_raise(small_disk, caplog):
     assert diskfull.write_status(status, {"state": "failed", "note": "y" * 300})
     assert read_json(status) == {"state": "failed", "note": "y" * 300}
     assert not diskfull.write_status(d / "new.json", {"state": "failed"})  # nowhere to put it
+    # longer than the old file's block: not written, and the old text still whole
+    assert not diskfull.write_status(status, {"state": "lost", "note": "z" * 9000})
+    assert read_json(status) == {"state": "failed", "note": "y" * 300}
     for _ in range(300):  # once its file's last page is full, tensorboard's writer hits ENOSPC
         sampler.sample([])
         if "no more sys/ events" in caplog.text:

@@ -84,10 +84,15 @@ def write_status(path: Path, data: dict) -> bool:
         if not is_full(e):
             raise
         first = e
+    text = json.dumps(data, indent=1, default=str).encode()
     try:  # the old file's blocks hold the new text when it is not longer
-        with open(path, "r+", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, default=str)
-            f.truncate()
+        with open(path, "r+b", buffering=0) as f:
+            old = f.read()
+            try:
+                _put(f, text)
+            except OSError:  # longer, and no block for the rest: the old text back, whole
+                _put(f, old)
+                raise
         log.warning("disk full: %s rewritten in place (%s)", path, first)
         return True
     except OSError as e:
@@ -95,3 +100,11 @@ def write_status(path: Path, data: dict) -> bool:
             raise
         log.warning("disk full: %s not written, kept in memory until there is room (%s)", path, e)
         return False
+
+
+def _put(f, data: bytes) -> None:
+    f.seek(0)
+    view = memoryview(data)
+    while view:
+        view = view[f.write(view) :]
+    f.truncate()
