@@ -177,7 +177,10 @@ def test_cpu_runs_read_no_machine_facts(monkeypatch):
 
     monkeypatch.setattr(devices, "read_gpus", boom)
     monkeypatch.setattr(estimate, "per_gpu", boom)
-    assert machine_facts(RunConfig(mode="ddp", nproc=2)) == MachineFacts()
+    monkeypatch.setattr(estimate, "estimate", boom)
+    room = 100 * 1024**3  # the runs folder's disk is read (preflight/disk.py): room for any run
+    facts = machine_facts(RunConfig(mode="ddp", nproc=2), free=lambda folder: room)
+    assert facts == MachineFacts(disk_folder=facts.disk_folder, disk_free=room)
 
 
 def test_refusals_need_facts_to_refuse():

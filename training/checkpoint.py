@@ -3,8 +3,8 @@
 Owns the checkpoint file format: a dict with ``model`` (the unwrapped model's
 state dict, so DP/DDP/single checkpoints are interchangeable), ``optimizer``,
 ``scaler``, ``step``, ``epoch``, ``batch_in_epoch`` (optimizer steps already
-taken inside ``epoch``) and ``config``. Files are written to a temp name and
-renamed so a crash never leaves half a checkpoint. Reading happens before the
+taken inside ``epoch``) and ``config``. Files are written to a temp name and renamed so a crash or
+a full disk never leaves half a checkpoint (tests/test_disk_full.py). Reading happens before the
 first step, and any problem is a ``BadInput``; ``misfit`` words a state dict
 that does not fit the model, naming the ``module.`` prefix of a model saved
 inside its DataParallel/DDP wrapper when that is the only difference. Tested
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 import torch
 
 from training.cli import BadInput
+from training.diskfull import writing
 
 LAST = "last.pt"
 WRAPPER_PREFIX = "module."  # what DataParallel and DDP put before every key of the model they wrap
@@ -66,16 +67,43 @@ def load(path: Path) -> dict[str, Any]:
     return state
 
 
+class _Sink:
+    """The file ``torch.save`` writes through: torch turns a failed write into a ``RuntimeError``
+    ("unexpected pos ..."), so the ``OSError`` itself (a full disk's ENOSPC) is kept here."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def save(path: Path, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``state`` to ``path`` atomically: into a temp file, then renamed over ``path``, so
+    the last complete checkpoint stays when a write fails (a full disk: ``DiskFull``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with writing(path.parent):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                sink = _Sink(f)
+                try:
+                    torch.save(state, sink)
+                except RuntimeError:
+                    if sink.error is not None:
+                        raise sink.error from None
+                    raise
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def _unprefixed(keys: Iterable[str]) -> set[str]:

@@ -3,8 +3,9 @@
 Owns the rank-0 outputs of docs/contracts.md section 2: TensorBoard scalars
 under ``tb/`` (through ``torch.utils.tensorboard.SummaryWriter``),
 ``progress.json`` every log window and ``summary.json`` at the end, both
-written atomically (temp file in the same folder, then ``os.replace``) so a
-reader never sees half a file. Also owns per-device memory in MiB: CUDA from
+written atomically (temp file in the same folder, then ``os.replace``) so a reader never sees half
+a file; a full disk raises ``training.diskfull.DiskFull``. Also owns per-device memory in MiB: CUDA
+from
 the caching allocator, CPU from the process's resident set (allocated =
 reserved = current RSS, peak = peak RSS), gathered from every rank in DDP
 without one rank's names overwriting another's (``merge_memory``), and the
@@ -33,6 +34,7 @@ from typing import Any
 import psutil
 import torch
 
+from training.diskfull import writing
 from training.distributed import Placement, gather_objects
 
 log = logging.getLogger(__name__)
@@ -190,7 +192,8 @@ class Recorder:
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter  # imports tensorboard: rank 0 only
 
-            self._writer = SummaryWriter(log_dir=str(self.log_dir / "tb"), flush_secs=10)
+            with writing(self.log_dir / "tb"):
+                self._writer = SummaryWriter(log_dir=str(self.log_dir / "tb"), flush_secs=10)
         return self._writer
 
     def open(self) -> None:
@@ -207,8 +210,9 @@ class Recorder:
             self.rate_windows.append(
                 (step, struct.unpack("f", struct.pack("f", float(values[RATE_TAG])))[0])
             )
-        for tag, value in values.items():
-            w.add_scalar(tag, float(value), step, walltime=now)
+        with writing(self.log_dir / "tb"):  # the writer's thread's error surfaces here
+            for tag, value in values.items():
+                w.add_scalar(tag, float(value), step, walltime=now)
 
     def memory(self, mem: dict[str, dict[str, float]], step: int) -> None:
         self.scalars(
@@ -220,16 +224,19 @@ class Recorder:
         if not self.enabled:
             return
         if self._writer is not None and time.monotonic() - self._flushed_at > FLUSH_EVERY_S:
-            self._writer.flush()  # so a live reader sees the events of (nearly) this window
+            with writing(self.log_dir / "tb"):
+                self._writer.flush()  # so a live reader sees the events of (nearly) this window
             self._flushed_at = time.monotonic()
-        write_json_atomic(self.log_dir / "progress.json", {**fields, "updated_at": time.time()})
+        with writing(self.log_dir):
+            write_json_atomic(self.log_dir / "progress.json", {**fields, "updated_at": time.time()})
 
     def summary(self, data: dict[str, Any]) -> None:
         if self.enabled:
-            write_json_atomic(self.log_dir / "summary.json", data)
+            with writing(self.log_dir):
+                write_json_atomic(self.log_dir / "summary.json", data)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        self._flushed_at = 0.0
+        writer, self._writer, self._flushed_at = self._writer, None, 0.0
+        if writer is not None:
+            with writing(self.log_dir / "tb"):
+                writer.close()

@@ -11,7 +11,9 @@ scaler skipped in ``amp_skipped_steps``. SIGTERM during the loop stops it after 
 (DDP: after the step all ranks agree on; exit 143, no checkpoint, ``"completed": false``); during
 set-up, or a second SIGTERM over ``REPEAT_GRACE_S`` after the first, exits at once with 143. SIGUSR1
 prints every thread's stack to stderr (``training.debug``, installed before torch loads);
-``--stop-on-nan`` ends a diverged run with exit 3."""
+``--stop-on-nan`` ends a diverged run with exit 3. A full disk (ENOSPC or EDQUOT while writing
+events, a checkpoint, progress or summary) ends it with one ``error: disk full: ...`` line naming
+the folder and its free space, and exit ``DISK_FULL_EXIT`` (4; ``training.diskfull``)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from training.debug import NAN_EXIT, NonFiniteLoss, enable_stack_dumps
+from training.diskfull import DISK_FULL_EXIT, DiskFull
 
 # first, before torch loads: the lab may ask a rank stuck at start-up for its stack
 enable_stack_dumps()
@@ -44,11 +47,13 @@ REPEAT_GRACE_S = 3.0
 
 
 class _Stop:
-    """Set by SIGTERM while the loop runs; polled after every step."""
+    """Set by SIGTERM while the loop runs; polled after every step. ``recorder``: rank 0's
+    writer, closed (what it holds written, if there is room) when a full disk ends the run."""
 
     in_loop = False
     requested = False
     at = 0.0
+    recorder = None  # closed when a full disk ends the run
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -229,14 +234,31 @@ def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, lo
 
 @record
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the trainer; return the process exit code (0, 2, 3 on a NaN loss with --stop-on-nan, or
-    143)."""
+    """Run the trainer; return the process exit code (0, 2, 3 on a NaN loss with --stop-on-nan,
+    ``DISK_FULL_EXIT`` when the run folder's disk is full, or 143)."""
+    try:
+        return _main(argv)
+    except DiskFull as e:
+        try:  # what was queued for the event file goes out if there is room; the line first
+            print(e.line(), file=sys.stderr, flush=True)
+        except OSError:  # stderr on the full disk too: the exit code still says it
+            pass
+        if _Stop.recorder is not None:
+            try:
+                _Stop.recorder.close()
+            except DiskFull:
+                pass
+        return DISK_FULL_EXIT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args, log_dir, placement, bundle, ckpt_path, recorder, loop = _set_up(argv)
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    _Stop.recorder = recorder
     from training import memory
     from training.distributed import barrier_then_destroy, gather_objects
     from training.metrics import gathered_memory_mib, local_memory_mib, merge_memory

@@ -15,12 +15,14 @@ It also holds the seeds' checks, each one line that says whether it refuses or w
   more GPUs than are visible is refused by ``config`` itself.
 - warned: a driver older only in the CUDA minor version (CUDA's minor-version
   compatibility starts it); free memory within ``CONTEXT_MIB`` of the
-  estimate; ``nnodes > 1`` with a loopback rendezvous host; a chosen GPU
+  estimate; the runs folder's free space below what the run's checkpoints and events may take
+  (``lab.engine.preflight.disk``); ``nnodes > 1`` with a loopback rendezvous host; a chosen GPU
   already busy with another process.
 
 ``machine_facts`` reads what those need (NVML through ``devices``, the
 estimate, PyTorch's CUDA version), only when GPUs are chosen, so a CPU run
-imports no torch.
+imports no torch (unless its runs folder has under 50 GiB free: the disk estimate counts the
+model's parameters, ``lab.engine.preflight.disk``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 from lab.engine.devices import nvml as devices
 from lab.engine.devices.notes import holders, limits
@@ -37,7 +40,7 @@ from lab.engine.devices.nvml import DeviceSnapshot
 from lab.engine.launch import nccl
 from lab.engine.launch.environment import omp_threads
 from lab.engine.launch.runconfig import ConfigError, RunConfig
-from lab.engine.preflight import estimate
+from lab.engine.preflight import disk, estimate
 
 log = logging.getLogger(__name__)
 # the CUDA context and the allocator's slack come on top of the estimate: warn within this
@@ -58,12 +61,23 @@ class MachineFacts:
     free_mib: Mapping[int, float] = field(default_factory=dict)
     need_mib: Mapping[int, float] = field(default_factory=dict)
     need_text: Mapping[int, str] = field(default_factory=dict)
+    # the runs folder's free bytes, and what the run may write there (``disk``)
+    disk_folder: str = ""
+    disk_free: int | None = None
+    disk_need: int | None = None
+    disk_text: str = ""
 
 
-def machine_facts(config: RunConfig, gpus: Iterable[Any] | None = None) -> MachineFacts:
-    """The facts for ``config``'s GPUs (read now when ``gpus``, device records, are not given)."""
+def machine_facts(
+    config: RunConfig,
+    gpus: Iterable[Any] | None = None,
+    free: Callable[[Path], int | None] | None = None,
+) -> MachineFacts:
+    """The facts for ``config``'s GPUs (read now when ``gpus``, device records, are not given)
+    and its runs folder's disk (``free``: how its free bytes are read, ``disk``'s by default)."""
+    room = disk.facts(config, free)
     if not config.gpus:
-        return MachineFacts()
+        return MachineFacts(**room)
     records = (
         devices.read_gpus(tuple(config.gpus), with_processes=False) if gpus is None else tuple(gpus)
     )
@@ -86,6 +100,7 @@ def machine_facts(config: RunConfig, gpus: Iterable[Any] | None = None) -> Machi
         free,
         {g: e.total_mib for g, e in need.items()},
         {g: e.describe() for g, e in need.items()},
+        **room,
     )
 
 
@@ -150,6 +165,9 @@ def warning_lines(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFac
                 "slack may "
                 "not fit; lower the batch size or free that GPU."
             )
+    full = disk.warning(facts.disk_free, facts.disk_need, facts.disk_text, facts.disk_folder)
+    if full:
+        out.append(full)
     if c.nnodes > 1 and _is_loopback(c.rdzv_endpoint or ""):
         out.append(
             f"Warning: the rendezvous host of {c.rdzv_endpoint} is this machine's loopback: only "

@@ -7,7 +7,9 @@ cause in one sentence, the fix, and where torchrun says so, the failed rank, its
 the last lines of its traceback. Every diagnosis in status.json is a ``Diagnosis``
 (``to_dict``), including the supervisor's own failures (``supervisor_failure``). A program that
 exits 2 after argparse's ``usage:`` and ``prog: error: ...`` lines (a user's script given bad
-arguments) is ``bad_input`` with that line."""
+arguments) is ``bad_input`` with that line. ``disk_full``'s cause names the folder and its free
+space now (``lab.engine.supervise.diskfull``); a failure nothing explains on a (nearly) full disk
+is one too."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.logs import RANK_FILES, rank_dirs
+from lab.engine.supervise import diskfull
 from lab.engine.supervise.failures import KNOWN
 from lab.runfolder import ERROR_JSON, LOGS_DIR, RUN_JSON, SCRIPT, STDOUT_LOG, read_json
 
@@ -154,13 +157,17 @@ def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | N
             continue
         if key == "killed" and rank is not None:
             cause = f"Rank {rank} " + cause[0].lower() + cause[1:]
+        if key == "disk_full":
+            cause = diskfull.cause(run_dir, everything)
         if key in _AROUND:
             m = pat.search(src) or pat.search(everything)
             excerpt = _around(src if pat.search(src) else everything, m)  # type: ignore[arg-type]
         else:
             excerpt = _traceback_excerpt(src)
         return Diagnosis(key, cause, fix, rank, code, excerpt)
-    refused = _argparse_refusal(run_dir, rank_text or stdout, rank, code)
+    refused = _argparse_refusal(run_dir, rank_text or stdout, rank, code) or _full(
+        run_dir, everything, rank, code
+    )
     if refused:
         return refused
     if root is not None or rank is not None:
@@ -220,6 +227,17 @@ def _argparse_refusal(
         rank,
         code,
         found[-1],
+    )
+
+
+def _full(run_dir: Path, text: str, rank: int | None, code: int | None) -> Diagnosis | None:
+    """``disk_full`` for a failure no log line explains whose run folder's disk is (nearly) full:
+    the last line may have found no room in the logs."""
+    if code in (None, 0) or not diskfull.nearly_full(run_dir):
+        return None
+    fix = next(f for k, _, _, f in KNOWN if k == "disk_full")
+    return Diagnosis(
+        "disk_full", diskfull.cause(run_dir, text), fix, rank, code, _traceback_excerpt(text)
     )
 
 

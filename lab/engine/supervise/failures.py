@@ -4,8 +4,9 @@ sentence and the fix.
 The table holds the failures the seeds quote (a port or address that cannot be had, a driver too
 old, out of memory, two ranks on one GPU, a collective timeout, unused parameters under DDP, a
 checkpoint's ``module.`` prefix, bad device_ids, DP's scatter/gather sizes, tensors on different
-devices, NCCL, a batch that does not split, a NaN loss under ``--stop-on-nan``, SIGKILL). Order
-matters: the specific before the generic. ``lab.engine.supervise.diagnose`` matches it.
+devices, NCCL, a batch that does not split, a NaN loss under ``--stop-on-nan``, a full disk,
+SIGKILL). Order matters: the specific before the generic. ``lab.engine.supervise.diagnose`` matches
+it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,17 @@ KNOWN: list[tuple[str, re.Pattern[str] | _PrefixOnly, str, str]] = [
         "--master-addr or the "
         "rendezvous host, and the same address on the other nodes; a host name may resolve to an "
         "old address (/etc/hosts).",
+    ),
+    (
+        "disk_full",  # the trainer's line (training.diskfull), or any program's OSError 28/122
+        re.compile(
+            r"error: disk full: |No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]"
+            r"|\bENOSPC\b|\bEDQUOT\b"
+        ),
+        "The disk holding the run folder is full: a write failed with ENOSPC.",
+        "Free space on that disk (old runs' checkpoints/ and tb/ folders are the big ones) or "
+        "point LAB_RUNS_DIR at a folder on a disk with room, then launch again (resume from the "
+        "kept checkpoints/last.pt to go on from there).",
     ),
     (
         "driver_too_old",

@@ -8,7 +8,7 @@ summed), what else used the machine through ``lab.engine.supervise.interference`
 status.json's record), the link traffic of the run's GPUs through
 ``lab.engine.devices.links`` (``sys/gpu<i>/pcie_{rx,tx}_mib_s``, ``nvlink_{rx,tx}_mib_s``; what the
 driver does not give is the record's ``link_note``), and each value is written as a scalar event
-under ``RUN_DIR/sys``.
+under ``RUN_DIR/sys``; on a full disk the events stop (one warning in the log), the run goes on.
 The events are written with tensorboard's own ``EventFileWriter`` and protos,
 never torch (importing torch costs the supervisor seconds and hundreds of MB).
 Step = sample number, wall time = sample time.
@@ -24,6 +24,7 @@ from lab import tags
 from lab.engine import procs
 from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
+from lab.engine.supervise.diskfull import is_full
 from lab.engine.supervise.interference import InterferenceMeter
 from lab.runfolder import SYS_DIR
 
@@ -62,7 +63,7 @@ class SysSampler:
     def __init__(self, run_dir: Path, gpus: tuple[int, ...]) -> None:
         self.gpus = tuple(gpus)
         self.step = 0
-        self._writer = ScalarWriter(Path(run_dir) / SYS_DIR)
+        self._writer: ScalarWriter | None = ScalarWriter(Path(run_dir) / SYS_DIR)
         self._meter = procs.TreeMeter()
         self._others = InterferenceMeter()
         self._links = links.LinkMeter()
@@ -85,10 +86,22 @@ class SysSampler:
         values[tags.SYS_CPU_PCT], values[tags.SYS_RSS_MIB] = self._meter.read(tree)
         values.update(self._others.sample(tree, gpus))
         values.update(self._links.sample(tuple(g.index for g in gpus)))
-        self._writer.add(values, self.step, now)
-        self._writer.flush()
+        self._write(values, now)
         self.step += 1
         return values
+
+    def _write(self, values: dict[str, float], now: float) -> None:
+        """One event; on a full disk the sampling goes on without writing (logged once)."""
+        if self._writer is None:
+            return
+        try:
+            self._writer.add(values, self.step, now)
+            self._writer.flush()
+        except OSError as e:
+            if not is_full(e):
+                raise
+            log.warning("disk full: no more sys/ events for this run (%s)", e)
+            self._writer = None
 
     def interference(self) -> dict:
         """status.json's ``interference`` record of the samples so far, with ``link_note``: the
@@ -97,6 +110,7 @@ class SysSampler:
 
     def close(self) -> None:
         try:
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
         except Exception as e:  # closing must not turn a finished run into a crash
             log.warning("closing sys events failed: %s", e)

@@ -3,15 +3,15 @@
 ``python -m lab.engine.supervise.supervisor RUN_DIR`` or ``python -m lab.engine.supervise.supervisor
 --sweep FILE``, started detached by the launcher so a run outlives the dashboard. It starts the
 training command from run.json as its child in a new session (stdout and stderr to
-RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's script), keeps status.json up to
-date (atomically, at every change; ``kind``, ``events_dirs`` through
-``lab.engine.supervise.linked``, ``resumed_from``), samples devices into RUN_DIR/sys every interval,
-records what else used the machine (``interference``), watches its health
-(``lab.engine.health.watch``: ``health``, ``restarts``, stacks), stops the run on a ``stop.request``
-file or on SIGTERM (SIGTERM to the groups, SIGKILL after the grace period, stragglers found through
-the recorded process tree), and on a non-zero exit stores a diagnosis. It is status.json's writer
-(the launcher writes it only where no supervisor exists, see docs/contracts.md). It never imports
-torch."""
+RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's script), keeps status.json up
+to date (atomically, at every change, and on a full disk in place or later, never crashing;
+``kind``, ``events_dirs`` through ``lab.engine.supervise.linked``, ``resumed_from``), samples
+devices into RUN_DIR/sys every interval, records what else used the machine (``interference``),
+watches its health (``lab.engine.health.watch``: ``health``, ``restarts``, stacks), stops the run
+on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after the grace period,
+stragglers found through the recorded process tree), and on a non-zero exit stores a diagnosis. It
+is status.json's writer (the launcher writes it only where no supervisor exists, see
+docs/contracts.md). It never imports torch."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from lab.engine.health.watch import HealthWatch
 from lab.engine.queue.ticket import turn
 from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
 from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
+from lab.engine.supervise.diskfull import write_status
 from lab.engine.supervise.linked import EventLinker
 from lab.runfolder import (
     FAILED,
@@ -45,7 +46,6 @@ from lab.runfolder import (
     SUPERVISOR_LOG,
     now_iso,
     read_json,
-    write_json_atomic,
 )
 
 log = logging.getLogger("lab.engine.supervise.supervisor")
@@ -69,7 +69,7 @@ class Status:
     def update(self, **kw) -> None:
         self.data.update(kw)
         self.data["updated_at"] = now_iso()
-        write_json_atomic(self.path, self.data)
+        write_status(self.path, self.data)  # a full disk: logged, kept for the next update
 
 
 def _stop_request(run_dir: Path) -> dict | None:
