@@ -33,28 +33,42 @@ def _rate(curve: Sequence[dict[str, Any]]) -> str:
     return str(curve[0].get("rate") or "samples/s") if curve else "samples/s"
 
 
-def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
-    """One line per mode (its colour), each point's interval as an error bar, and the ideal line
-    from the (single, 1) point when there is one."""
-    fig = go.Figure()
+def _mode_lines(fig: go.Figure, curve: Sequence[dict[str, Any]], key: str, centre: str) -> None:
+    """One line per mode (its colour) of each point's ``key`` figure at ``centre``, its 95%
+    interval as an error bar."""
     for mode, points in _by_mode(curve).items():
-        shown = [p for p in points if p["throughput"]]
-        tp = [p["throughput"] for p in shown]
+        shown = [p for p in points if p[key]]
+        figs = [p[key] for p in shown]
         fig.add_trace(
             go.Scatter(
                 x=[p["devices"] for p in shown],
-                y=[t["median"] for t in tp],
+                y=[f[centre] for f in figs],
                 error_y=dict(
                     type="data",
                     symmetric=False,
-                    array=[t["ci_high"] - t["median"] for t in tp],
-                    arrayminus=[t["median"] - t["ci_low"] for t in tp],
+                    array=[f["ci_high"] - f[centre] for f in figs],
+                    arrayminus=[f[centre] - f["ci_low"] for f in figs],
                 ),
                 mode="lines+markers",
                 name=mode,
                 line=dict(color=modes.colour(mode)),
             )
         )
+
+
+def _axes(fig: go.Figure, curve: Sequence[dict[str, Any]], x: str, y: str) -> go.Figure:
+    base_layout(fig, None)
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(title=x, tickvals=sorted({p["devices"] for p in curve}))
+    fig.update_yaxes(title=y, rangemode="tozero")
+    return fig
+
+
+def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
+    """Throughput per mode with its interval, and the ideal line from the (single, 1) point when
+    there is one."""
+    fig = go.Figure()
+    _mode_lines(fig, curve, "throughput", "median")
     base = next((p for p in curve if (p["mode"], p["devices"]) == ("single", 1)), None)
     counts = sorted({p["devices"] for p in curve})
     if base and base["throughput"] and counts:
@@ -68,40 +82,15 @@ def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
                 line=dict(color="#555", dash="dot"),
             )
         )
-    base_layout(fig, None)
-    fig.update_layout(hovermode="closest")
-    fig.update_xaxes(title="devices (GPUs, or DDP processes on the CPU)", tickvals=counts)
-    fig.update_yaxes(title=_rate(curve), rangemode="tozero")
-    return fig
+    return _axes(fig, curve, "devices (GPUs, or DDP processes on the CPU)", _rate(curve))
 
 
 def efficiency_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
     """Speedup / devices per mode, with the interval, against a line at 1 (perfect)."""
     fig = go.Figure()
-    for mode, points in _by_mode(curve).items():
-        shown = [p for p in points if p["efficiency"]]
-        eff = [p["efficiency"] for p in shown]
-        fig.add_trace(
-            go.Scatter(
-                x=[p["devices"] for p in shown],
-                y=[e["value"] for e in eff],
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=[e["ci_high"] - e["value"] for e in eff],
-                    arrayminus=[e["value"] - e["ci_low"] for e in eff],
-                ),
-                mode="lines+markers",
-                name=mode,
-                line=dict(color=modes.colour(mode)),
-            )
-        )
+    _mode_lines(fig, curve, "efficiency", "value")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#555")
-    base_layout(fig, None)
-    fig.update_layout(hovermode="closest")
-    fig.update_xaxes(title="devices", tickvals=sorted({p["devices"] for p in curve}))
-    fig.update_yaxes(title="efficiency (speedup / devices)", rangemode="tozero")
-    return fig
+    return _axes(fig, curve, "devices", "efficiency (speedup / devices)")
 
 
 def _cell(point: dict[str, Any]) -> str:
