@@ -112,12 +112,15 @@ def processes_mentioning(text: str) -> list[psutil.Process]:
 
 
 @contextmanager
-def streamlit_server(runs_dir: Path, log_dir: Path):
-    """The app on a free port, LAB_RUNS_DIR=runs_dir; nothing of it survives the block."""
+def streamlit_server(
+    runs_dir: Path, log_dir: Path, address: str = "127.0.0.1", env: dict | None = None
+):
+    """The app on a free port, LAB_RUNS_DIR=runs_dir, listening on ``address``, with ``env``
+    added to the environment; nothing of it survives the block."""
     port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / "streamlit.log"
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), PYTHONUNBUFFERED="1", **(env or {}))
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
@@ -131,7 +134,7 @@ def streamlit_server(runs_dir: Path, log_dir: Path):
                 "--server.headless",
                 "true",
                 "--server.address",
-                "127.0.0.1",
+                address,
             ],
             cwd=REPO,
             env=env,

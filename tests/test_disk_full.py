@@ -56,7 +56,10 @@ def small_disk(tmp_path):
             timeout=30,
         )
         if res.returncode != 0:
-            pytest.skip(f"cannot mount a small tmpfs here: {res.stderr.strip()}")
+            why = f"cannot mount a small tmpfs here: {res.stderr.strip()}"
+            if os.environ.get("CI") == "true":  # issue 24: an error under CI, a skip elsewhere
+                pytest.fail(why)
+            pytest.skip(why)
         mounted.append(where)
         return where
 
