@@ -230,6 +230,25 @@ def test_gpu_charts_one_trace_per_gpu(tmp_path):
     assert specs[1].title == "GPU memory used"
 
 
+def test_link_traffic_is_drawn_per_gpu_where_the_driver_gave_it(tmp_path):
+    run = tmp_path / "run"
+    _write(
+        run / "sys",
+        {
+            "sys/gpu0/util_pct": [90, 95, 97],
+            "sys/gpu0/pcie_rx_mib_s": [2100.0, 2200.0, 2150.0],  # DP's GPU 0 takes in the most
+            "sys/gpu1/pcie_rx_mib_s": [300.0, 310.0, 290.0],
+            "sys/gpu0/pcie_tx_mib_s": [50.0, 60.0, 55.0],
+        },
+    )
+    _, sysd = split_sys(_read(run))
+    specs = {s.title: s for s in run_charts.sys_charts(sysd)[0]}
+    assert set(specs) == {"GPU utilisation", "GPU PCIe receive", "GPU PCIe transmit"}  # no NVLink
+    rx = specs["GPU PCIe receive"]
+    assert [t[0] for t in rx.traces] == ["gpu0", "gpu1"] and rx.y_title == "MiB/s"
+    np.testing.assert_allclose(rx.traces[1][2], [300.0, 310.0, 290.0])
+
+
 def test_sys_charts_empty_without_samples():
     assert run_charts.sys_charts({}) == ([], None)
 

@@ -28,7 +28,7 @@ from lab.views.runscalars import SYS_PREFIX
 CURVE_TAGS = [tags.TRAIN_LOSS, tags.VAL_LOSS, tags.TRAIN_ACC, tags.VAL_ACC]
 X_AXES = {"step": "optimizer step", "samples": "samples seen", "wall": "wall time since start (s)"}
 # what the page offers: key -> label
-SYSTEM_METRICS = {k: SYS_METRICS[k].label for k in ("util", "mem")}
+SYSTEM_METRICS = {k: SYS_METRICS[k].label for k in ("util", "mem", "pcie_rx", "nvlink_rx")}
 
 STEP_NOTE = """\
 Overlaying loss against the *step* is fair only when the runs use the same

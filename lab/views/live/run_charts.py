@@ -24,7 +24,7 @@ from lab import tags
 from lab.views.runscalars import SYS_PREFIX
 from lab.views.text import ChartSpec
 
-_GPU_TAG = re.compile(r"^sys/gpu(\d+)/(util_pct|mem_used_mib|power_w|temp_c)$")
+_GPU_TAG = re.compile(r"^sys/gpu(\d+)/([a-z_]+)$")  # the leaf: one of SYS_METRICS' (or temp_c)
 CPU_TRACE = "cpu (process tree)"  # the trace of a run without GPU samples
 
 
@@ -68,6 +68,11 @@ SYS_METRICS = {
         "resident memory of the run's whole process tree",
     ),
     "power": SysMetric("power", "power_w", "GPU power", "W"),
+    # the links' traffic (lab.engine.devices.links): DP's GPU 0 intake against DDP's even traffic
+    "pcie_rx": SysMetric("PCIe receive", "pcie_rx_mib_s", "GPU PCIe receive", "MiB/s"),
+    "pcie_tx": SysMetric("PCIe transmit", "pcie_tx_mib_s", "GPU PCIe transmit", "MiB/s"),
+    "nvlink_rx": SysMetric("NVLink receive", "nvlink_rx_mib_s", "GPU NVLink receive", "MiB/s"),
+    "nvlink_tx": SysMetric("NVLink transmit", "nvlink_tx_mib_s", "GPU NVLink transmit", "MiB/s"),
 }
 CPU_NOTE = (
     "No GPU samples: this run used the CPU, so these charts show its processes' CPU and memory."
