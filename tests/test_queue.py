@@ -319,3 +319,53 @@ def test_the_queue_outlives_every_watcher(box):
     assert span(box, b)[0] >= span(box, a)[1] - 0.3  # it started once a's command had ended
     assert lab(box, "status").returncode == 0  # requeues nothing twice, starts nothing more
     assert [e["id"] for e in book.read(box)] == []
+
+
+@pytest.mark.slow
+def test_wait_for_idle_waits_while_others_busy_the_cpu(box):
+    # REAL: two busy loops (one per core here) are the foreign work; the run waits them out
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile 1: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        a = launch(box, "a", "--wait-for-idle")
+        open_gate(box, "a")
+        assert procs.wait_until(lambda: (status(box, a).get("queue") or {}).get("waiting_for"), 20)
+        why = status(box, a)["queue"]["waiting_for"][0]
+        assert why.startswith("other processes use") and "cores of" in why, why
+        time.sleep(2.0)
+        assert status(box, a)["state"] == "queued"  # still waiting while the hogs run
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    ended = time.time()
+    assert wait_final(box, [a]) == ["succeeded"]
+    assert span(box, a)[0] >= ended - 0.5  # it started once the machine was quiet
+
+
+def test_a_foreign_gpu_process_keeps_an_idle_waiting_run_waiting(monkeypatch):
+    # FAKE: NVML (no GPU here); GPU 1 lists a process that is not this one
+    from lab.engine.devices import nvml
+    from lab.engine.queue import idle
+    from lab.engine.supervise.interference import OtherCpu
+    from tests.fake_nvml import FakeGpu, FakeNvml
+
+    # not our child (its parent exits at once): a descendant of ours would count as our own
+    orphan = "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+    orphan += "'import time; time.sleep(30)']).pid)"
+    pid = int(subprocess.run([sys.executable, "-c", orphan], capture_output=True, text=True).stdout)
+    try:
+        gpus = [FakeGpu(uuid="GPU-0"), FakeGpu(uuid="GPU-1", processes=[(pid, 500)])]
+        monkeypatch.setattr(nvml, "pynvml", FakeNvml(gpus))
+        cpu = OtherCpu()
+        assert idle.busy_reason([0], cpu) is None  # GPU 0 is free (and the CPU not yet read)
+        why = idle.busy_reason([1], cpu)
+        assert why == f"GPU 1 holds other processes (pid {pid})"
+        seen: list[str] = []
+        calls = iter([False, False, True])  # cancelled on the third look
+        assert idle.wait_idle([1], seen.append, lambda: next(calls), sleep=lambda s: None) is False
+        assert seen == [why]  # said once, not at every reading
+    finally:
+        os.kill(pid, signal.SIGKILL)

@@ -361,8 +361,8 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
         slurm.describe(dataclasses.replace(cfg, nnodes=2, partition="gpu"))
         == "Slurm: 2 nodes x 4 GPUs, partition gpu"
     )
-    with pytest.raises(ConfigError, match="a sweep runs on this machine"):
-        launcher.launch_sweep([cfg], tmp_path)
+    with pytest.raises(ConfigError, match="all on this machine or all on Slurm"):
+        launcher.launch_sweep([cfg, RunConfig(mode="single")], tmp_path)  # a Slurm sweep is whole
     assert not list(tmp_path.iterdir())  # refused before any folder
 
 

@@ -51,7 +51,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
     cfg = run_options.run_config(a, a.mode, usable)
     if a.dry_run:
         return _show_command(cfg, usable, a.json)
-    run_id = launcher.launch(cfg, root(), exclusive=a.exclusive)
+    run_id = launcher.launch(cfg, root(), exclusive=a.exclusive, wait_for_idle=a.wait_for_idle)
     rec = registry.get_run(run_id, root())
     if a.json:
         print_json({"run_id": run_id, "state": rec.state, "run_dir": rec.run_dir, "mode": cfg.mode})
@@ -72,6 +72,12 @@ def add_parser(sub) -> None:
         "--exclusive",
         action="store_true",
         help="start only when no other lab run runs, and let none start beside it (the queue)",
+    )
+    p.add_argument(
+        "--wait-for-idle",
+        action="store_true",
+        help="once its turn comes, wait until its GPUs hold no other process and others use "
+        "under 20%% of every core, three readings in a row (the wait and why: status --json)",
     )
     script_options.add_options(p)
     p.set_defaults(func=cmd_launch)

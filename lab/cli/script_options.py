@@ -160,7 +160,12 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
         for i, other in enumerate(p.other_nodes, start=1):
             print(f"# on node {i} (same script, same environment):\n{shell_line(other, cwd=p.cwd)}")
         return 0
-    run_id = script.launch(cfg, root, exclusive=getattr(a, "exclusive", False))
+    run_id = script.launch(
+        cfg,
+        root,
+        exclusive=getattr(a, "exclusive", False),
+        wait_for_idle=getattr(a, "wait_for_idle", False),
+    )
     rec = registry.get_run(run_id, root)
     if a.json:
         print(

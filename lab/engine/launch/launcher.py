@@ -215,12 +215,14 @@ def launch(
     *,
     resumed_from: str | None = None,
     exclusive: bool = False,
+    wait_for_idle: bool = False,
 ) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up.
 
     ``resumed_from``: the run whose checkpoint ``config.resume`` names
     (``lab.engine.launch.resume``), kept in run.json. ``exclusive``: the queue starts it only when
-    no other lab run runs (``lab.engine.queue``)."""
+    no other lab run runs (``lab.engine.queue``); ``wait_for_idle``: and then only once no foreign
+    work holds its GPUs or the CPU (``lab.engine.queue.idle``)."""
     usable, recorded_on = newrun.machine()
     validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
@@ -228,6 +230,8 @@ def launch(
     run_id = _new_run(normalized(config), root, None, where, resumed_from=resumed_from)
     if exclusive:
         queue_book.ask_exclusive(root / run_id)
+    if wait_for_idle:
+        queue_book.ask_idle(root / run_id)
     start_supervisor(root / run_id)
     return run_id
 

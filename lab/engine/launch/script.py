@@ -343,15 +343,23 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str, sweep_id: str | None
     )
 
 
-def launch(config: ScriptConfig, runs_dir: Path | None = None, *, exclusive: bool = False) -> str:
+def launch(
+    config: ScriptConfig,
+    runs_dir: Path | None = None,
+    *,
+    exclusive: bool = False,
+    wait_for_idle: bool = False,
+) -> str:
     """Validate, create the run folder, start the supervisor; return the run id once it is up
-    (``exclusive``: as ``launcher.launch``'s)."""
+    (``exclusive``, ``wait_for_idle``: as ``launcher.launch``'s)."""
     usable, recorded_on = newrun.machine()
     validate(config, usable)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)  # type: ignore[arg-type]
     run_dir = _new_run(normalized(config), root_or_default(runs_dir), where)
     if exclusive:
         queue_book.ask_exclusive(run_dir)
+    if wait_for_idle:
+        queue_book.ask_idle(run_dir)
     launcher.start_supervisor(run_dir)  # a Slurm run: lab.engine.slurm.watch submits job.sbatch
     return run_dir.name
 

@@ -107,6 +107,13 @@ def ask_exclusive(run_dir: Path) -> None:
     write_json_atomic(Path(run_dir) / RUN_JSON, dict(run, exclusive=True))
 
 
+def ask_idle(run_dir: Path) -> None:
+    """Record in a new run's run.json that it waits for foreign work to end too
+    (``--wait-for-idle``, ``lab.engine.queue.idle``)."""
+    run = read_json(Path(run_dir) / RUN_JSON) or {}
+    write_json_atomic(Path(run_dir) / RUN_JSON, dict(run, wait_for_idle=True))
+
+
 def listing(root: Path) -> list[dict]:
     """The queue as shown (``lab queue``, Home): each live entry with its ``position`` (0 when
     running) and ``waiting_for`` (the ids of the entries it waits for)."""

@@ -36,7 +36,7 @@ from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused,
 from lab.engine.slurm.states import Job
 from lab.engine.supervise.diagnose import diagnose, supervisor_failure
 from lab.engine.supervise.linked import EventLinker
-from lab.engine.supervise.supervisor import Status
+from lab.engine.supervise.status import Status
 from lab.runfolder import (
     FAILED,
     JOB_EXIT,

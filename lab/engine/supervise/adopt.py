@@ -29,7 +29,8 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.queue import book
-from lab.engine.supervise.supervisor import RunSupervisor, Status
+from lab.engine.supervise.status import Status
+from lab.engine.supervise.supervisor import RunSupervisor
 from lab.engine.sweep import record as sweep_record
 from lab.runfolder import (
     ADOPT_LOCK,

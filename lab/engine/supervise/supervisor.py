@@ -26,11 +26,12 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.health.watch import HealthWatch
+from lab.engine.queue.idle import wait_idle
 from lab.engine.queue.ticket import turn
 from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
 from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
-from lab.engine.supervise.diskfull import write_status
 from lab.engine.supervise.linked import EventLinker
+from lab.engine.supervise.status import Status
 from lab.runfolder import (
     FAILED,
     QUEUED,
@@ -57,19 +58,6 @@ _PORT_RETRIES = 2
 
 class _Flags:
     stop_all = False  # set by SIGTERM: stop the current run and cancel the rest
-
-
-class Status:
-    """status.json of one run: merge-and-rewrite atomically on every change."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / STATUS_JSON
-        self.data = read_json(self.path) or {"state": QUEUED}
-
-    def update(self, **kw) -> None:
-        self.data.update(kw)
-        self.data["updated_at"] = now_iso()
-        write_status(self.path, self.data)  # a full disk: logged, kept for the next update
 
 
 def _stop_request(run_dir: Path) -> dict | None:
@@ -297,7 +285,8 @@ def _gpus(run_dirs: list[Path]) -> list[int]:
 def supervise_queued(run_dir: Path, interval_s: float) -> str:
     """Wait for the run's turn in the runs folder's queue (``lab.engine.queue``), then run it."""
     me = [os.getpid(), procs.create_time(os.getpid())]
-    exclusive = bool((read_json(run_dir / RUN_JSON) or {}).get("exclusive"))
+    run = read_json(run_dir / RUN_JSON) or {}
+    exclusive = bool(run.get("exclusive"))
 
     def mark(queue: dict | None) -> None:
         # The supervisor's pid goes in with the wait's place in line, or with the start: the
@@ -314,6 +303,12 @@ def supervise_queued(run_dir: Path, interval_s: float) -> str:
         mark,
         lambda: _stop_request(run_dir) is not None,
     ):
+        if run.get("wait_for_idle"):  # its turn came; now until foreign work is gone too
+            wait_idle(
+                _gpus([run_dir]),
+                lambda why: mark({"position": 0, "waiting_for": [why]}),
+                lambda: _stop_request(run_dir) is not None,
+            )
         return supervise(run_dir, interval_s)  # a cancelled wait: it records the run stopped
 
 
