@@ -29,7 +29,7 @@ from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import ConfigError, problems
 from lab.engine.launch.runconfig import MODES
 from lab.engine.preflight.checks import machine_facts
-from lab.engine.sweep import plan
+from lab.engine.sweep import plan, vary
 from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view
 from ui.gate import require_password
@@ -255,6 +255,15 @@ with right:
             help=scaling_view.CHOICE_HELP,
             disabled=kind == paths.SCRIPT,  # a script's batch is its own arguments'
         )
+        sweep_vary = st.text_area(
+            "Vary (optional, the lab's trainer)",
+            key="launch_cmp_vary",
+            height=70,
+            disabled=kind == paths.SCRIPT,  # a script's options are its own
+            help="One option per line as NAME=V1,V2,… (the flag without dashes), crossed with the "
+            "modes and counts: e.g. bucket-cap-mb=1,25,100 or precision=fp32,bf16. Compare then "
+            "gives each value's speedup against the first, with no fairness warning about it.",
+        )
         if st.button("Compare modes of this config", key="launch_cmp_go"):
             if not access.allowed:
                 st.error(f"Not started: {access.message}")
@@ -263,13 +272,16 @@ with right:
             else:
                 from lab.engine.launch import launcher
 
-                start = script.launch_sweep if kind == paths.SCRIPT else launcher.launch_sweep
                 try:
+                    axes = vary.parse((sweep_vary or "").splitlines())
                     configs = plan.device_count_configs(
                         cfg, usable, sweep_modes, sweep_counts, sweep_scaling, os.cpu_count() or 1
                     )
-                    sweep = start(
-                        plan.interleaved(configs, int(sweep_repeats)), scaling=sweep_scaling
+                    runs, varied = vary.sweep_runs(configs, axes, int(sweep_repeats))
+                    sweep = (
+                        script.launch_sweep(runs, scaling=sweep_scaling)
+                        if kind == paths.SCRIPT
+                        else launcher.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
                     )
                     st.session_state["launch_sweep"] = sweep
                 except Exception as e:  # the engine names the fix; never show a traceback

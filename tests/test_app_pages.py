@@ -379,3 +379,29 @@ def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     assert {m.label for m in at.metric} >= {"ddp on 1 device", "ddp on 2 devices"}  # its sweep
     heads = [h.value for h in at.subheader]
     assert "Throughput against device count" in heads, heads  # the scaling view of the sweep
+
+
+def test_launch_varies_an_option_across_the_sweep_or_names_the_fix(runs_dir):
+    import json
+
+    from lab.engine.launch import launcher
+    from lab.engine.registry import list_runs
+
+    at = _app("pages/1_Launch.py")
+    at.multiselect(key="launch_cmp_modes").set_value(["single"])
+    at.text_area(key="launch_cmp_vary").set_value("precison=fp32,bf16")  # misspelt
+    at.run()
+    at.button(key="launch_cmp_go").click()
+    at.run(timeout=60)
+    assert any("is no option a sweep can vary" in e.value for e in at.error), at.error
+    assert not list_runs(runs_dir)  # nothing started
+    at.text_area(key="launch_cmp_vary").set_value("precision=fp32,bf16\n")
+    at.run()
+    at.button(key="launch_cmp_go").click()
+    at.run(timeout=60)
+    assert not at.exception and any("Sweep" in s.value for s in at.success)
+    runs = sorted(list_runs(runs_dir), key=lambda r: r.run_id)
+    varied = [json.loads((runs_dir / r.run_id / "run.json").read_text())["varied"] for r in runs]
+    assert sorted(v["precision"] for v in varied) == ["bf16", "fp32"]
+    for r in runs:  # the values are the point here, not the training
+        launcher.stop(r.run_id, runs_dir)

@@ -214,3 +214,30 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
     assert not [w for w in got["warnings"] if "Busy machine" not in w], got["warnings"]
     text = _lab("compare", doc["sweep_id"], root=tmp_path)
     assert "by value: bucket-cap-mb=25" in text.stdout, text.stdout
+
+
+def test_bf16_against_fp32_on_the_cpu_compares_memory_and_throughput_with_intervals(tmp_path):
+    res = _lab(
+        "sweep", "--modes", "single", "--vary", "precision=fp32,bf16", "--json", *TINY,
+        root=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    for rid in doc["run_ids"]:
+        assert launcher.wait(rid, tmp_path, 240) == "succeeded", (
+            tmp_path / rid / "stdout.log"
+        ).read_text()
+    summaries = [json.loads((tmp_path / r / "summary.json").read_text()) for r in doc["run_ids"]]
+    assert [s["precision"] for s in summaries] == ["fp32", "bf16"]  # bf16 autocast on the CPU
+    got = json.loads(_lab("compare", doc["sweep_id"], "--json", root=tmp_path).stdout)
+    by = got["by_value"]["precision"]
+    assert [g["value"] for g in by] == ["fp32", "bf16"]
+    for g in by:
+        t = g["throughput"]
+        assert 0 < t["ci_low"] <= t["median"] <= t["ci_high"]
+    sp = by[1]["speedup"]
+    assert sp["ci_low"] <= sp["value"] <= sp["ci_high"] and by[1]["verdict"]
+    for row in got["runs"]:  # each run's memory beside its throughput
+        assert row["peak_mem_mib"] and all(v > 0 for v in row["peak_mem_mib"].values()), row
+    # precision was the intended difference: no warning about it (a busy machine may be said)
+    assert not [w for w in got["warnings"] if "Busy machine" not in w], got["warnings"]

@@ -53,10 +53,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             configs = _count_configs(a, modes, n)
         else:
             configs = _mode_configs(a, modes, n)
-        runs = interleaved(vary.crossed(configs, axes) if axes else configs, a.repeats)
-        sweep_id, run_ids = launcher.launch_sweep(
-            runs, root(), scaling=a.scaling, varied=[vary.varied(c, axes) for c in runs]
-        )
+        runs, varied = vary.sweep_runs(configs, axes, a.repeats)
+        sweep_id, run_ids = launcher.launch_sweep(runs, root(), scaling=a.scaling, varied=varied)
     # after the launch, so that a refused sweep prints its one error line and nothing else
     if "dp" in modes and not any(c.gpus for c in configs):
         print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)

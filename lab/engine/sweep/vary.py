@@ -77,7 +77,7 @@ def parse(texts: list[str]) -> Axes:
     """``--vary`` texts (``NAME=V1,V2``) as axes; an unknown name, a repeated one, fewer than two
     values or a bad value is a ``ConfigError`` naming the fix."""
     axes: Axes = []
-    for text in texts:
+    for text in (t for t in texts if t.strip()):  # the Launch page's blank lines
         name, sep, values = text.partition("=")
         name = name.strip().lstrip("-")
         if name not in VARIABLE:
@@ -145,3 +145,14 @@ def varied(config: Any, axes: Axes) -> dict[str, Any] | None:
     if not axes:
         return None
     return {flag: getattr(config, VARIABLE[flag]) for flag, _ in axes if applies(flag, config)}
+
+
+def sweep_runs(
+    configs: list[RunConfig], axes: Axes, repeats: int
+) -> tuple[list[RunConfig], list[dict[str, Any] | None]]:
+    """The sweep's runs in the order they run (each value crossed in, then the repeats taking
+    turns) and each one's ``varied``: what ``launcher.launch_sweep`` is given."""
+    from lab.engine.sweep.plan import interleaved
+
+    runs = interleaved(crossed(configs, axes) if axes else configs, repeats)
+    return runs, [varied(c, axes) for c in runs]

@@ -87,7 +87,8 @@ def by_value(
     option, the values in the order the runs were made (the sweep's), the speedup against the first
     value ``with`` the same mode, device count and other values; empty without a knob sweep."""
     out: dict[str, list[dict[str, Any]]] = {}
-    runs = sorted(runs, key=lambda r: (r.created_at, r.run_id))  # the sweep's order
+    # the sweep's order: by creation, then (the same second) as given, a sweep's record's order
+    runs = sorted(runs, key=lambda r: r.created_at or "")
     flags = list(dict.fromkeys(k for r in runs for k in (r.varied or {})))
     for flag in flags:
         grouped: dict[tuple[str, str, str], list[CompareRun]] = {}
