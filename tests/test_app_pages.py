@@ -379,3 +379,19 @@ def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     assert {m.label for m in at.metric} >= {"ddp on 1 device", "ddp on 2 devices"}  # its sweep
     heads = [h.value for h in at.subheader]
     assert "Throughput against device count" in heads, heads  # the scaling view of the sweep
+
+
+def test_home_link_check_shows_the_gloo_table(runs_dir):
+    at = _app()
+    at.number_input(key="home_link_max_mib").set_value(0.01)  # 1 KiB and 4 KiB: seconds
+    at.button(key="home_linkcheck").click()
+    at.run(timeout=120)
+    assert not at.exception, at.exception
+    assert not _texts(at, "error")
+    assert any("gloo, 2 ranks on the CPU" in c for c in _texts(at, "caption"))
+    tables = [d.value for d in at.dataframe if "busbw (GB/s)" in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0]
+    assert list(table.columns) == ["bytes", "time_ms", "algbw (GB/s)", "busbw (GB/s)"]
+    assert list(table["bytes"]) == [1024, 4096] and (table["busbw (GB/s)"] > 0).all()
+    assert len(list((runs_dir / "linkchecks").glob("*.json"))) == 1
