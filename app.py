@@ -16,6 +16,7 @@ from lab.engine.launch.access import launch_access
 from lab.engine.supervise.adopt import adopt_orphans
 from lab.engine.sweep.plan import MAX_REPEATS
 from lab.views import device_strip as strip
+from lab.views import linkcheck as linkcheck_view
 from lab.views import text as ui_text
 from lab.views import topology as topology_view
 from lab.views.compare import scaling as scaling_view
@@ -181,6 +182,36 @@ if sweep:
         except Exception as e:
             st.error(f"Could not stop sweep {sweep[0]}: {e}")
         st.session_state.pop("home_sweep", None)
+
+st.subheader("Link check")
+st.markdown(
+    "How fast this machine's devices all-reduce, size by size (`lab linkcheck`): NCCL over the "
+    "usable GPUs, else 2 gloo processes on the CPU. Saved under the runs folder; the Compare "
+    "page measures runs' all-reduces against the latest check."
+)
+max_mib = st.number_input(
+    "Largest message (MiB, 0: the default)",
+    min_value=0.0,
+    value=0.0,
+    step=1.0,
+    key="home_link_max_mib",
+    help=linkcheck_view.MAX_MIB_HELP,
+)
+link_clicked = st.button("Check the link", key="home_linkcheck")
+if link_clicked and not access.allowed:
+    st.error(f"Not started: {access.message}")
+elif link_clicked:
+    from lab.engine import linkcheck
+    from lab.engine.devices.nvml import usable_indices
+
+    try:
+        with st.spinner("All-reducing, size by size…"):
+            check = linkcheck.plan(None, None, usable_indices())
+            rec = linkcheck.run(root, check, max_bytes=linkcheck_view.max_bytes(max_mib))
+        st.caption(linkcheck_view.heading(rec))
+        st.dataframe(linkcheck_view.rows(rec), hide_index=True, key="home_linkcheck_table")
+    except linkcheck.LinkCheckError as e:
+        st.error(str(e))
 
 st.subheader("Pages")
 c1, c2, c3, c4 = st.columns(4)

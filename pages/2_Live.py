@@ -191,6 +191,23 @@ def _traces(rec) -> None:
         )
 
 
+def _snapshots(rec) -> None:
+    files = anatomy.snapshot_downloads(rec.run_dir, rec.run_id)
+    if not files:
+        return
+    st.markdown(f"**CUDA memory snapshots** (open them at {anatomy.SNAPSHOT_VIEWER})")
+    for col, (label, file_name, path) in zip(st.columns(min(len(files), 4)) * len(files), files):
+        col.download_button(
+            label,
+            lambda p=path: p.read_bytes(),
+            file_name=file_name,
+            mime="application/octet-stream",
+            on_click="ignore",
+            key=f"live_snapshot_{file_name}",
+            help=f"The caching allocator's history: open it at {anatomy.SNAPSHOT_VIEWER}",
+        )
+
+
 def _log(rec) -> None:
     from lab.engine.logs import ranks, tail
 
@@ -230,6 +247,7 @@ def live_view(run_id: str, started_active: bool) -> None:
     _failure(rec)
     _charts(rec, scalars)
     _traces(rec)
+    _snapshots(rec)
     _log(rec)
 
 

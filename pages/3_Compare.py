@@ -199,21 +199,27 @@ def _reading(c: Comparison) -> None:
 
 def _traces(chosen, names: dict[str, str]) -> None:
     found = [(r, anatomy.trace_downloads(r.run_dir, r.run_id)) for r in chosen]
+    found = [(r, files + anatomy.snapshot_downloads(r.run_dir, r.run_id)) for r, files in found]
     found = [(r, files) for r, files in found if files]
     if not found:
         return
-    with st.expander("Each rank's trace (open it in ui.perfetto.dev)"):
+    with st.expander(
+        "Each rank's trace (open it in ui.perfetto.dev) and memory snapshot "
+        f"(open it at {anatomy.SNAPSHOT_VIEWER})"
+    ):
         for r, files in found:
             cols = st.columns(len(files) + 1)
             cols[0].markdown(f"**{names[r.key]}**")
             for col, (label, file_name, path) in zip(cols[1:], files):
+                pickle = file_name.endswith(".pickle")
                 col.download_button(
                     label,
                     lambda p=path: p.read_bytes(),
                     file_name=file_name,
-                    mime="application/gzip",
+                    mime="application/octet-stream" if pickle else "application/gzip",
                     on_click="ignore",
                     key=f"cmp_trace_{r.key}_{file_name}",
+                    help=f"Open it at {anatomy.SNAPSHOT_VIEWER}" if pickle else None,
                 )
 
 

@@ -211,6 +211,26 @@ def test_breakdown_found_without_summary_and_not_outside_the_run(tmp_path):
     assert anatomy.trace_files(tmp_path / "nothing") == []
 
 
+def test_memory_snapshots_offered_per_rank_named_after_the_run(tmp_path):
+    d = tmp_path / "r1"
+    assert anatomy.snapshot_downloads(d, "r1") == []  # no profile folder yet
+    (d / "profile").mkdir(parents=True)
+    for name in ("memory_snapshot_rank1.pickle", "memory_snapshot_rank0.pickle", "x.pickle"):
+        (d / "profile" / name).write_bytes(b"p")
+    assert anatomy.snapshot_downloads(d, "r1") == [
+        (
+            "rank 0 memory",
+            "r1-memory_snapshot_rank0.pickle",
+            d / "profile/memory_snapshot_rank0.pickle",
+        ),
+        (
+            "rank 1 memory",
+            "r1-memory_snapshot_rank1.pickle",
+            d / "profile/memory_snapshot_rank1.pickle",
+        ),
+    ]
+
+
 def test_figure_rows_and_one_colour_per_segment(profiled):
     fig = anatomy.figure(profiles(profiled))
     rows = [

@@ -405,3 +405,19 @@ def test_launch_varies_an_option_across_the_sweep_or_names_the_fix(runs_dir):
     assert sorted(v["precision"] for v in varied) == ["bf16", "fp32"]
     for r in runs:  # the values are the point here, not the training
         launcher.stop(r.run_id, runs_dir)
+
+
+def test_home_link_check_shows_the_gloo_table(runs_dir):
+    at = _app()
+    at.number_input(key="home_link_max_mib").set_value(0.01)  # 1 KiB and 4 KiB: seconds
+    at.button(key="home_linkcheck").click()
+    at.run(timeout=120)
+    assert not at.exception, at.exception
+    assert not _texts(at, "error")
+    assert any("gloo, 2 ranks on the CPU" in c for c in _texts(at, "caption"))
+    tables = [d.value for d in at.dataframe if "busbw (GB/s)" in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0]
+    assert list(table.columns) == ["bytes", "time_ms", "algbw (GB/s)", "busbw (GB/s)"]
+    assert list(table["bytes"]) == [1024, 4096] and (table["busbw (GB/s)"] > 0).all()
+    assert len(list((runs_dir / "linkchecks").glob("*.json"))) == 1

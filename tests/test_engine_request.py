@@ -128,6 +128,7 @@ def test_text_values_are_read_and_unreadable_ones_reported_beside_the_config():
             2,
         ),
         (RunConfig(profile_steps="20:25"), 0),
+        (RunConfig(gpus=(0,), memory_snapshot=5), 1),
     ],
 )
 def test_form_values_give_the_config_back(cfg, gpu_count):
@@ -165,3 +166,17 @@ def test_preview_has_placeholders_and_only_the_changed_environment(monkeypatch, 
     assert len(two.other_nodes) == 1 and "--node-rank" in two.other_nodes[0]
     # several nodes meet at the rendezvous endpoint instead
     assert request.PORT_PLACEHOLDER not in two.argv
+
+
+def test_a_memory_snapshot_reaches_the_trainer_on_a_gpu_and_is_refused_without_one():
+    gpu = RunConfig(gpus=(0,), memory_snapshot=5)
+    assert form.trainer_flags(gpu)[-2:] == ["--memory-snapshot", "5"]
+    assert "--memory-snapshot" not in form.trainer_flags(RunConfig(gpus=(0,)))
+    assert problems(gpu, 1) == []
+    cpu = [(e.field, str(e)) for e in problems(RunConfig(gpus=(), memory_snapshot=5), 0)]
+    assert len(cpu) == 1 and cpu[0][0] == "memory_snapshot" and "no GPU" in cpu[0][1]
+    assert "\n" not in cpu[0][1]
+    slurm = RunConfig(backend="slurm", gpus=(), gpus_per_node=2, memory_snapshot=5)
+    assert not [e for e in problems(slurm, 0) if e.field == "memory_snapshot"]
+    too_many = problems(RunConfig(gpus=(0,), memory_snapshot=-1), 1)
+    assert [e.field for e in too_many] == ["memory_snapshot"]

@@ -202,3 +202,26 @@ def test_lines_for_the_profiled_runs_of_a_comparison(tmp_path):
         "ddp: all-reduce at 1 GB/s bus bandwidth (1.00 MiB a call), 50% of the 2 GB/s the link "
         "check 20250101-000000-gloo-2-aaaa reached at 1.00 MiB"
     ]
+
+
+def test_home_table_has_one_row_per_size_and_the_box_keeps_the_default():
+    from lab.views import linkcheck as shown
+
+    rec = {
+        "id": "c1",
+        "backend": "gloo",
+        "world_size": 2,
+        "gpus": [],
+        "results": [
+            {"bytes": 4096, "time_ms": 0.5, "algbw_gbps": 0.0082, "busbw_gbps": 0.0082},
+            {"bytes": 1024, "time_ms": 0.25, "algbw_gbps": 0.0041, "busbw_gbps": 0.0041},
+        ],
+    }
+    assert shown.rows(rec) == [
+        {"bytes": 1024, "time_ms": 0.25, "algbw (GB/s)": 0.004, "busbw (GB/s)": 0.004},
+        {"bytes": 4096, "time_ms": 0.5, "algbw (GB/s)": 0.008, "busbw (GB/s)": 0.008},
+    ]
+    assert shown.heading(rec) == "All-reduce, gloo, 2 ranks on the CPU (saved as c1)"
+    assert "GPU 0, GPU 1" in shown.heading({**rec, "gpus": [0, 1], "backend": "nccl"})
+    assert shown.rows({"results": None}) == []
+    assert (shown.max_bytes(0), shown.max_bytes(0.5)) == (None, 512 * 1024)

@@ -346,7 +346,7 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
         [
             ["precision", "accum_steps", "channels_last"],
             ["bucket_cap_mb", ("grad_as_bucket_view", "static_graph", "find_unused_parameters")],
-            ["nccl_preset"],
+            ["nccl_preset", "memory_snapshot"],
         ],
     ),
     (

@@ -8,7 +8,8 @@ The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--p
 ``--static-graph`` and ``--find-unused-parameters``; the NCCL preset is the lab's own
 (``lab.engine.launch.nccl``: its variables go into the run's environment). Refused with one line
 where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
-precision, an accumulation that does not divide each process's batch, an unknown preset.
+precision, an accumulation that does not divide each process's batch, an unknown preset, a memory
+snapshot (``--memory-snapshot N``, CUDA only) without a GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from lab.engine.launch.runconfig import DDP, DP, SLURM
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
-MAX_ACCUM, MAX_BUCKET_MB = 1024, 10_000
+MAX_ACCUM, MAX_BUCKET_MB, MAX_SNAPSHOT_STEPS = 1024, 10_000, 10_000
 _DDP = ("mode", DDP)
 
 FIELDS: tuple[FormField, ...] = (
@@ -119,6 +120,20 @@ FIELDS: tuple[FormField, ...] = (
         cli_help=f"a named set of NCCL variables: {', '.join(nccl.NAMES)} (docs/cli.md; "
         "starting points to measure, no effect under gloo)",
     ),
+    FormField(
+        "memory_snapshot",
+        "Memory snapshot (first N steps, 0 = off)",
+        "int",
+        "launch_memory_snapshot",
+        help="Record the CUDA caching allocator's history over the first N steps into "
+        "profile/memory_snapshot_rank<i>.pickle (download it on Live, open it at "
+        "https://pytorch.org/memory_viz). CUDA only.",
+        cli_help="CUDA only: record the caching allocator's history over the first N steps into "
+        "profile/memory_snapshot_rank<i>.pickle (open at pytorch.org/memory_viz; default 0: off)",
+        trainer_flag="--memory-snapshot",
+        limits=(0, MAX_SNAPSHOT_STEPS),
+        unit="steps",
+    ),
 )
 
 
@@ -185,6 +200,14 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
     accum = _accum_problem(c)
     if accum:
         out.append(("accum_steps", accum))
+    if c.memory_snapshot and not _has_gpus(c):
+        out.append(
+            (
+                "memory_snapshot",
+                "a memory snapshot records CUDA memory and this run has no GPU: choose GPUs or "
+                "set it to 0",
+            )
+        )
     preset = nccl.preset_problem(c.nccl_preset)
     if preset:
         out.append(("nccl_preset", preset))

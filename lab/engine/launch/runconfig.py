@@ -108,6 +108,7 @@ class RunConfig:
     static_graph: bool = False  # ddp
     find_unused_parameters: bool = False  # ddp
     nccl_preset: str = ""  # a name of lab.engine.launch.nccl.PRESETS: its variables in the env
+    memory_snapshot: int = 0  # the trainer's --memory-snapshot N (CUDA only); 0 = off
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -27,7 +27,7 @@ _NOT_VARIED = {
     "mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "backend", "partition",
     "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args", "name", "tags",
     "extra_env", "resume", "dataset", "max_restarts", "stall_after", "stop_on_nan",
-    "checkpoint", "log_every", "val_every", "profile_steps", "grad_norm_warn",
+    "checkpoint", "log_every", "val_every", "profile_steps", "grad_norm_warn", "memory_snapshot",
 }  # fmt: skip
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
 # flag without dashes -> RunConfig field

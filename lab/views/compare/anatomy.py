@@ -64,6 +64,8 @@ SEGMENTS: dict[str, Segment] = {
     "comm_hidden": Segment("communication, hidden", "#9d2b2b", "/"),
 }
 _TRACE = re.compile(r"^trace_rank(\d+)\.json\.gz$")
+_SNAPSHOT = re.compile(r"^memory_snapshot_rank(\d+)\.pickle$")
+SNAPSHOT_VIEWER = "https://pytorch.org/memory_viz"
 
 
 @dataclass(frozen=True)
@@ -98,15 +100,15 @@ def breakdown(run_dir: Path | str, summary: Mapping[str, Any] | None = None) -> 
     return data if ok else None
 
 
+def _rank_files(run_dir: Path | str, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    folder = Path(run_dir) / PROFILE_DIR
+    found = [(int(m.group(1)), p) for p in folder.glob("*") if (m := pattern.match(p.name))]
+    return sorted(found)
+
+
 def trace_files(run_dir: Path | str) -> list[tuple[int, Path]]:
     """``(rank, path)`` of every rank's trace written so far, by rank."""
-    folder = Path(run_dir) / PROFILE_DIR
-    found = [
-        (int(m.group(1)), p)
-        for p in folder.glob("trace_rank*.json.gz")
-        if (m := _TRACE.match(p.name))
-    ]
-    return sorted(found)
+    return _rank_files(run_dir, _TRACE)
 
 
 def trace_downloads(run_dir: Path | str, run_id: str) -> list[tuple[str, str, Path]]:
@@ -114,6 +116,16 @@ def trace_downloads(run_dir: Path | str, run_id: str) -> list[tuple[str, str, Pa
     downloads do not clash."""
     return [
         (f"rank {rank} trace", f"{run_id}-{path.name}", path) for rank, path in trace_files(run_dir)
+    ]
+
+
+def snapshot_downloads(run_dir: Path | str, run_id: str) -> list[tuple[str, str, Path]]:
+    """``(button label, file name, path)`` per rank's CUDA memory snapshot (the trainer's
+    ``--memory-snapshot N``: ``profile/memory_snapshot_rank<i>.pickle``), by rank, named after the
+    run; each opens at ``SNAPSHOT_VIEWER``."""
+    return [
+        (f"rank {rank} memory", f"{run_id}-{path.name}", path)
+        for rank, path in _rank_files(run_dir, _SNAPSHOT)
     ]
 
 

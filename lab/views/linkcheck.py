@@ -1,0 +1,42 @@
+"""Home's link check, shown: a saved ``lab.engine.linkcheck`` record as a heading and one table row
+per message size (bytes, time, nccl-tests' algbw and busbw)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+# the form's "largest message" box: 0 keeps the engine's default
+MAX_MIB_HELP = (
+    "The largest all-reduced message, in MiB; 0: the default (256 MiB on GPUs, 16 MiB on the CPU). "
+    "Sizes start at 1 KiB."
+)
+
+
+def max_bytes(max_mib: float) -> int | None:
+    """The engine's ``max_bytes`` for the box's MiB: None (its default) for 0 or less."""
+    return int(max_mib * 1024**2) if max_mib > 0 else None
+
+
+def heading(rec: Mapping[str, Any]) -> str:
+    """One line: the backend, ranks, where and the check's id."""
+    gpus = rec.get("gpus") or []
+    where = ", ".join(f"GPU {g}" for g in gpus) or "the CPU"
+    return (
+        f"All-reduce, {rec.get('backend', '?')}, {rec.get('world_size', '?')} ranks on {where} "
+        f"(saved as {rec.get('id', '?')})"
+    )
+
+
+def rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per message size, smallest first: bytes, time_ms, algbw and busbw (GB/s)."""
+    out = [
+        {
+            "bytes": int(r["bytes"]),
+            "time_ms": round(float(r["time_ms"]), 3),
+            "algbw (GB/s)": round(float(r["algbw_gbps"]), 3),
+            "busbw (GB/s)": round(float(r["busbw_gbps"]), 3),
+        }
+        for r in rec.get("results") or []
+        if isinstance(r, Mapping)
+    ]
+    return sorted(out, key=lambda row: row["bytes"])
