@@ -26,6 +26,7 @@ from lab.views.compare import (
     report,
     scaling,
     scaling_chart,
+    why_tables,
 )
 from lab.views.compare import curves as compare_curves
 from lab.views.compare import memory as compare_memory
@@ -238,11 +239,19 @@ def _anatomy(c: Comparison, names: dict[str, str]) -> list:
     st.caption(anatomy.INTRO + " *How to read this*, above, reads them with these runs' numbers.")
     for line in linkshare.lines(c):  # the all-reduces against the latest `lab linkcheck`
         st.caption(f"{line}. {linkshare.WHY}")
+    moved = why_tables.collectives_frame(c)
+    if moved is not None:
+        st.markdown(f"**{why_tables.COLLECTIVES_CAPTION}** — {why_tables.COLLECTIVES_INTRO}")
+        st.dataframe(moved, hide_index=True, key="cmp_collectives")
     _traces(c.runs, names)
     return figures
 
 
 def _repeats(c: Comparison) -> None:
+    values = why_tables.by_value_frame(c)
+    if values is not None:
+        st.markdown(f"**{why_tables.BY_VALUE_CAPTION}** — against the first value")
+        st.dataframe(values, hide_index=True, key="cmp_by_value")
     by_mode = compare_table.repeats_frame(c)
     if by_mode is not None:
         st.markdown(
