@@ -34,6 +34,9 @@ def _run(model: str, folder: Path) -> dict:
     argv += ["--max-steps", "4", "--batch-size", "64", "--log-every", "2", "--image-size", "32"]
     argv += ["--workers", "0", "--checkpoint", "none", "--device", "cpu", "--log-dir", str(folder)]
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    # A claim about memory: the trainer is not traced by coverage here (scripts/test.sh traces
+    # subprocesses through this variable), whose tracer would be part of what is measured.
+    env.pop("COVERAGE_PROCESS_CONFIG", None)
     subprocess.run(argv, cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=600)
     return json.loads((folder / "summary.json").read_text())
 

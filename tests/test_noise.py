@@ -289,6 +289,7 @@ def test_a_weak_scaling_run_is_not_a_repeat_of_the_strong_ones(tmp_path):
             summary={"mode": mode},
             scaling=scaling,
             option=lambda key: None,
+            varied_text="",  # no knob sweep
         )
 
     runs = [
