@@ -21,10 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from events_read import fast_records  # noqa: E402
-
+from bench.events_read import fast_records  # noqa: E402
 from lab import tags  # noqa: E402
 from lab.events import LogdirReader  # noqa: E402
 from lab.views import charts  # noqa: E402

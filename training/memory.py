@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from training import models
-from training.metrics import local_memory_mib
+from training.metrics import local_memory_mib, proc_status_kib
 
 MIB = 2**20
 PARTS = ("parameters", "gradients", "optimizer", "activations")
@@ -104,16 +104,6 @@ def device_estimates(
     return {n: _mib(b) for n in names}
 
 
-def _proc_status_kib(field: str) -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 class Measure:
     """The baseline taken before the model is built, and the peaks since (see the module)."""
 
@@ -143,8 +133,8 @@ class Measure:
                 n: {"peak": torch.cuda.max_memory_allocated(i) / MIB, "baseline": self.baseline[n]}
                 for n, i in zip(p.device_names, ids)
             }
-        hwm = _proc_status_kib("VmHWM") if self.reset else None
-        (name, now), *_ = local_memory_mib(p).items()  # rss, and the lifetime peak (ru_maxrss)
+        hwm = proc_status_kib("VmHWM") if self.reset else None
+        (name, now), *_ = local_memory_mib(p).items()  # rss, and VmHWM (or the lifetime peak)
         peak = now["peak"] if hwm is None else max(hwm / 1024, now["allocated"])
         return {name: {"peak": peak, "baseline": self.baseline[name]}}
 

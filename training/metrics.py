@@ -70,9 +70,24 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
             }
     else:
         rss = psutil.Process().memory_info().rss / MIB
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB  # Linux reports KiB
+        hwm = proc_status_kib("VmHWM")  # Linux: the peak, reset where training.memory resets it
+        if hwm is not None:
+            peak = hwm / 1024
+        else:  # elsewhere the lifetime peak (Linux reports KiB)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB
         out[placement.device_names[0]] = {"allocated": rss, "peak": max(peak, rss), "reserved": rss}
     return out
+
+
+def proc_status_kib(field: str) -> float | None:
+    """A ``kB`` field of ``/proc/self/status`` (e.g. ``VmHWM``), or None where there is none."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def merge_memory(parts: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
