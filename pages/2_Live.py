@@ -175,37 +175,40 @@ def _charts(rec, scalars) -> None:
         chart_grid(specs, f"live_{label.replace(' ', '')}")
 
 
-def _traces(rec) -> None:
-    files = anatomy.trace_downloads(rec.run_dir, rec.run_id)
+def _download_row(title: str, files, mime: str, key: str, help: str | None = None) -> None:
+    """One download button per file, four to a row, under ``title``."""
     if not files:
         return
-    st.markdown("**Profiler traces** (open them in ui.perfetto.dev)")
+    st.markdown(title)
     for col, (label, file_name, path) in zip(st.columns(min(len(files), 4)) * len(files), files):
         col.download_button(
             label,
             lambda p=path: p.read_bytes(),
             file_name=file_name,
-            mime="application/gzip",
+            mime=mime,
             on_click="ignore",
-            key=f"live_trace_{file_name}",
+            key=f"{key}_{file_name}",
+            help=help,
         )
+
+
+def _traces(rec) -> None:
+    _download_row(
+        "**Profiler traces** (open them in ui.perfetto.dev)",
+        anatomy.trace_downloads(rec.run_dir, rec.run_id),
+        "application/gzip",
+        "live_trace",
+    )
 
 
 def _snapshots(rec) -> None:
-    files = anatomy.snapshot_downloads(rec.run_dir, rec.run_id)
-    if not files:
-        return
-    st.markdown(f"**CUDA memory snapshots** (open them at {anatomy.SNAPSHOT_VIEWER})")
-    for col, (label, file_name, path) in zip(st.columns(min(len(files), 4)) * len(files), files):
-        col.download_button(
-            label,
-            lambda p=path: p.read_bytes(),
-            file_name=file_name,
-            mime="application/octet-stream",
-            on_click="ignore",
-            key=f"live_snapshot_{file_name}",
-            help=f"The caching allocator's history: open it at {anatomy.SNAPSHOT_VIEWER}",
-        )
+    _download_row(
+        f"**CUDA memory snapshots** (open them at {anatomy.SNAPSHOT_VIEWER})",
+        anatomy.snapshot_downloads(rec.run_dir, rec.run_id),
+        "application/octet-stream",
+        "live_snapshot",
+        help=f"The caching allocator's history: open it at {anatomy.SNAPSHOT_VIEWER}",
+    )
 
 
 def _log(rec) -> None:

@@ -101,25 +101,33 @@ def adopt_orphans(root: Path | str | None = None) -> list[str]:
     """Start a watcher for every orphaned run under ``root``, and a new supervisor for every
     waiting run whose supervisor died (``requeue_orphans``); the run ids it did either for."""
     root = root_or_default(root)
-    started = []
-    for d in _run_dirs(root):
-        if orphaned(read_json(d / STATUS_JSON) or {}):
+    started, waiting = [], []
+    for d in _run_dirs(root):  # each status.json read once per command
+        st = read_json(d / STATUS_JSON) or {}
+        if orphaned(st):
             _detached([_MODULE, str(d)], d / ADOPT_LOG)
             started.append(d.name)
-    return started + requeue_orphans(root)
+        elif waiting_orphan(d, st):
+            waiting.append(d)
+    return started + requeue_orphans(root, waiting)
 
 
-def requeue_orphans(root: Path) -> list[str]:
+def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[str]:
     """A waiting run whose supervisor died gets a new one, which joins the queue again at its end
     (and waits there behind whatever still runs): a sweep's waiting runs one sweep supervisor for
-    the rest of the sweep, any other run its own. Checked and marked under the queue's lock, so two
-    commands at once requeue a run once."""
+    the rest of the sweep, any other run its own. ``candidates``: the run folders seen so (all of
+    ``root``'s are read when not given); each is checked again and marked under the queue's lock,
+    so two commands at once requeue a run once."""
     found: dict[tuple[str, ...], list[str]] = {}  # the new supervisor's arguments -> its runs
     logs: dict[tuple[str, ...], Path] = {}
-    if not any(waiting_orphan(d, read_json(d / STATUS_JSON) or {}) for d in _run_dirs(root)):
+    if candidates is None:
+        candidates = [
+            d for d in _run_dirs(root) if waiting_orphan(d, read_json(d / STATUS_JSON) or {})
+        ]
+    if not candidates:
         return []  # the usual case: no lock taken, nothing written
     with book.editing(root):
-        for d in _run_dirs(root):
+        for d in candidates:
             if not waiting_orphan(d, read_json(d / STATUS_JSON) or {}):
                 continue
             sweep_id = (read_json(d / RUN_JSON) or {}).get("sweep_id")
