@@ -217,6 +217,54 @@ def test_single_process_killed_by_signal_9_points_at_host_memory(tmp_path):
     assert diag.key == "killed" and "out of memory" in diag.cause and diag.exit_code == -9
 
 
+# torchrun's summary when rank 1 is kill -9'd mid all-reduce (recorded here with torch 2.14 and
+# gloo), with the order torchrun prints under load: rank 0 raised "Connection reset by peer" and
+# exited before torchrun polled rank 1, so rank 0 is its "first observed failure"
+PEER_LOST = """k.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-02_02:56:34
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 10577)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 10577
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_02:56:34
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : {code} (pid: 10576)
+  error_file: /tmp/torchelastic_p9c8c9u0/attempt_0/0/error.json
+  traceback : Traceback (most recent call last):
+    File "/tmp/k9/k.py", line 9, in main
+      dist.all_reduce(t)
+  {error}
+============================================================
+"""
+RESET = (
+    "RuntimeError: [third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+    "[127.0.0.1]:34706: Connection reset by peer."
+)
+
+
+def test_a_rank_killed_by_signal_9_is_the_cause_when_torchrun_names_the_peer_it_cut_off(
+    tmp_path,
+):
+    diag = diagnose(_captured(tmp_path, PEER_LOST.format(code=1, error=RESET)), 1)
+    assert (diag.key, diag.rank, diag.exit_code) == ("killed", 1, -9), diag
+    assert diag.cause.startswith("Rank 1 ")
+
+
+def test_a_rank_killed_in_torchruns_teardown_does_not_hide_the_real_error(tmp_path):
+    # rank 0 failed on its own; rank 1 hung and was SIGKILLed by torchrun's teardown
+    err = "ValueError: Expected input batch_size (64) to match target batch_size (32)."
+    diag = diagnose(_captured(tmp_path, PEER_LOST.format(code=1, error=err)), 1)
+    assert diag.rank == 0 and diag.key != "killed", diag
+
+
 def test_torchrun_error_file_message_is_used(tmp_path):
     err = {
         "message": {

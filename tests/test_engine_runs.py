@@ -189,10 +189,9 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     rec = registry.get_run(to_kill, runs_dir)
     assert rec.state == "failed"
     assert rec.diagnosis["key"] == "killed" and rec.diagnosis["exit_code"] == -9
-    # torchrun tears the group down when rank 1 dies; once in three full runs under coverage the
-    # diagnosis named rank 0 (whose end was read first): the rank is known-racy, the cause is not
-    assert rec.diagnosis["rank"] in (0, 1)
-    assert f"Rank {rec.diagnosis['rank']}" in rec.diagnosis["cause"]
+    # under load torchrun may name rank 0 (it lost its peer and exited first) as the first observed
+    # failure: the diagnosis still names the rank that was killed
+    assert rec.diagnosis["rank"] == 1 and rec.diagnosis["cause"].startswith("Rank 1 "), rec
     wait_for(lambda: alive_of(d_kill) == [], 5, "no process of the failed run")
 
 

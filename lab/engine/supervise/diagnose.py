@@ -65,6 +65,42 @@ _ROOT = re.compile(
 )
 
 
+# one entry of torchrun's failure summary ("[1]:" then time, host, rank, exitcode, traceback)
+_ENTRY = re.compile(
+    r"^\[\d+\]:\s*$.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?exitcode\s*:\s*(-?\d+)"
+    r".*?(?=^\[\d+\]:\s*$|^-{10,}|^={10,}|\Z)",
+    re.S | re.M,
+)
+# what a rank says when a peer died under it: the peer's death is the cause, not this
+_PEER_LOST = re.compile(
+    r"Connection (?:reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
+    r"Socket Timeout|peer closed",
+    re.I,
+)
+
+
+def _root_cause(stdout: str) -> re.Match | None:
+    """The entry of torchrun's last failure summary that began the failure.
+
+    torchrun names the first failure it *observed*: when rank 1 is killed (-9) mid all-reduce,
+    rank 0 may raise "Connection reset by peer" and exit before torchrun polls rank 1, and is
+    then named the root cause. A rank that died of SIGKILL while the named root lost its peer is
+    where it began (torchrun's own teardown signal is SIGTERM, -15, so it is never the one)."""
+    root = None
+    for m in _ROOT.finditer(stdout):
+        root = m
+    if root is None or int(root.group(3)) < 0 or not _PEER_LOST.search(root.group(4)):
+        return root
+    summary = stdout[: root.start()]
+    start = summary.rfind("Failures:")
+    if start < 0:
+        return root
+    for m in _ENTRY.finditer(summary, start):
+        if int(m.group(3)) == -9:
+            return m
+    return root
+
+
 def _read_tail(path: Path) -> str:
     try:
         with open(path, "rb") as f:
@@ -131,9 +167,7 @@ def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | N
     stdout = _read_tail(run_dir / STDOUT_LOG)
     ranks = _rank_logs(run_dir)
     errors = _error_files(run_dir)
-    root = None
-    for m in _ROOT.finditer(stdout):
-        root = m
+    root = _root_cause(stdout)
     rank = int(root.group(1)) if root else None
     local = int(root.group(2)) if root else None
     code = int(root.group(3)) if root else exit_code
