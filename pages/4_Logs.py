@@ -6,7 +6,8 @@ ignored, charts in sections by tag prefix, each chart's data as CSV or JSON.
 Layout only: the folder's runs are ``lab.views.logs.folder``, the choosing of
 runs ``lab.views.logs.run_select``, the table ``lab.views.logs.hparams_table``, the
 charts ``lab.views.logs.scalar_chart``, the rest ``lab.views.logs.browse``; the
-readers are the shared cached ones (``ui.shared``).
+folder's listing and readers are the shared cached ones (``ui.shared.log_folder``): a large folder
+reads only the runs drawn until the user asks for every run's hyperparameters.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from lab import runfolder as paths
 from lab.views.logs import browse, hparams_table, run_select, scalar_chart
 from lab.views.logs.folder import LogFolder
 from ui.gate import require_password
-from ui.shared import event_reader, hparams_reader
+from ui.shared import log_folder
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 require_password()
@@ -102,6 +103,14 @@ def hparams_section(
     folder: LogFolder, where: str, matching: list[str], selected: list[str]
 ) -> None:
     rows = hparams_table.rows_for(folder.hp_rows(), matching)
+    if folder.lazy:
+        st.button(
+            f"Read every run's hyperparameters and final metrics ({len(folder.run_names)} runs)",
+            key="logs_read_all",
+            on_click=folder.read_everything,
+            help="A large folder is read run by run as you draw them; the table shows the "
+            "metrics of the runs read so far.",
+        )
     if not rows:
         st.session_state.pop(TABLE_DRAWN, None)
         return
@@ -205,8 +214,8 @@ def draw_sections(charts: list[scalar_chart.ScalarChart], log_y: bool, outliers:
 
 
 where = pick_folder()
-folder = LogFolder(where, event_reader(where), hparams_reader(where))
-folder.refresh()  # incremental: only bytes written since the last rerun
+folder = log_folder(where)
+folder.refresh()  # incremental: folders that changed, bytes written since the last rerun
 if not folder.run_names:
     st.info(f"No runs with scalars under {where} yet.")
     st.stop()

@@ -11,7 +11,6 @@ import shutil
 import numpy as np
 import pytest
 
-from lab.events import LogdirReader
 from lab.events.hparams import HparamsReader
 from lab.runfolder import SAMPLE_RUNS, read_json
 from lab.views.logs import hparams_table as hpt
@@ -73,7 +72,7 @@ def mixed(tmp_path_factory):
 @pytest.fixture
 def folder(mixed):
     root, _ = mixed
-    f = LogFolder(root, LogdirReader(root), HparamsReader(root))
+    f = LogFolder(root, HparamsReader(root))
     f.refresh()
     return f
 

@@ -59,5 +59,5 @@ def test_pages_keep_no_reader_of_their_own(page):
 
 
 def test_the_pages_that_read_events_use_the_shared_reader():
-    users = {p.name for p in PAGES if "event_reader" in _calls(p)}
+    users = {p.name for p in PAGES if {"event_reader", "log_folder"} & _calls(p)}
     assert users == {"2_Live.py", "3_Compare.py", "4_Logs.py"}

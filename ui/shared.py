@@ -15,6 +15,7 @@ import streamlit as st
 from lab.events import LogdirReader
 from lab.events.hparams import HparamsReader
 from lab.views import charts, text
+from lab.views.logs.folder import LogFolder
 from lab.views.text import ChartSpec
 
 
@@ -35,6 +36,16 @@ def hparams_reader(path: str) -> HparamsReader:
     Kept like ``event_reader``: one per folder, shared by sessions (it locks itself).
     """
     return HparamsReader(path)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def log_folder(path: str) -> LogFolder:
+    """The Logs page's view of the folder ``path``: its run listing and readers, kept for every
+    session and rerun, so a rerun lists only what changed and reads only what was appended.
+
+    It locks itself, so sessions may share it.
+    """
+    return LogFolder(path, hparams_reader(path))
 
 
 def chart_grid(specs: Sequence[ChartSpec], key: str, *, titles_above: bool = False) -> None:

@@ -12,7 +12,9 @@ live run and checks the id first. ``process_owner`` tells which run a process be
 says its ``kind`` (the trainer's or a user's script) and ``events_dirs`` (the folders of its curves,
 as the supervisor linked them), its ``health`` findings and torchrun ``restarts`` (status.json), and
 the resume links: ``resumed_from`` (the supervisor's, from run.json) and ``resumed_by`` (computed on
-read from the other runs' run.json)."""
+read from the other runs' run.json). A listing is incremental: a file whose inode, mtime and size
+are as they were is not read again (``runfolder.read_json_kept``), so listing 1,000 unchanged runs
+costs a few ``stat`` calls each; whether a live run's supervisor is alive is asked every time."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from lab.runfolder import (
     LOST,
     PROGRESS_JSON,
     QUEUED,
+    RUN_FILES,
     RUN_JSON,
     STATUS_JSON,
     SUCCEEDED,
@@ -43,7 +46,9 @@ from lab.runfolder import (
     damaged_files,
     is_live,
     read_json,
+    read_json_kept,
     root_or_default,
+    settled_signature,
 )
 
 # a run is queued from the moment run.json is written until its supervisor
@@ -114,12 +119,12 @@ def status(run_dir: Path | str) -> dict:
     without status.json implies (``queued`` when run.json is there; a trainer run made by hand, with
     only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
     run_dir = Path(run_dir)
-    st = read_json(run_dir / STATUS_JSON)
+    st = read_json_kept(run_dir / STATUS_JSON)
     if st is None and (run_dir / STATUS_JSON).is_file() and STATUS_JSON in damaged_files(run_dir):
         return {"state": UNREADABLE, "unreadable": [STATUS_JSON]}
     if st is None:
-        run = read_json(run_dir / RUN_JSON)
-        summary = read_json(run_dir / SUMMARY_JSON)
+        run = read_json_kept(run_dir / RUN_JSON)
+        summary = read_json_kept(run_dir / SUMMARY_JSON)
         if run is not None:  # queued until its supervisor writes status.json
             st = {"state": QUEUED, "updated_at": run.get("created_at")}
         # python -m training.train --log-dir by hand: only the trainer's files
@@ -143,14 +148,36 @@ def _state(run_dir: Path, st: dict) -> tuple[str, list[str]]:
     return state, damaged
 
 
+# run folder -> (its files' signature, its resumed_by, its record): a finished run's record, kept
+# while none of its files changed (a live run's is rebuilt each time: its supervisor may die)
+_kept: dict[str, tuple[tuple, list[str], RunRecord]] = {}
+_KEPT_MAX = 20_000
+_SIGNED = (*RUN_FILES, TB_DIR)
+_MOVING = (*LIVE_STATES, LOST)  # states the processes, not the files, may change
+
+
 def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | None:
+    key = os.fspath(run_dir)
+    sig = settled_signature(key, _SIGNED)
+    hit = _kept.get(key)
+    if sig is not None and hit is not None and hit[0] == sig and hit[1] == resumed_by:
+        return hit[2]
+    rec = _read_record(run_dir, resumed_by)
+    if sig is not None and rec is not None and resumed_by is not None and rec.state not in _MOVING:
+        if len(_kept) >= _KEPT_MAX:
+            _kept.pop(next(iter(_kept)), None)  # the oldest entry
+        _kept[key] = (sig, resumed_by, rec)
+    return rec
+
+
+def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | None:
     st = status(run_dir)
     if not st:
         return None
-    run = read_json(run_dir / RUN_JSON) or {}
+    run = read_json_kept(run_dir / RUN_JSON) or {}
     state, damaged = _state(run_dir, st)
     health = st.get("health")
-    summary = read_json(run_dir / SUMMARY_JSON)
+    summary = read_json_kept(run_dir / SUMMARY_JSON)
     cfg = (
         run.get("config")
         if isinstance(run.get("config"), dict)
@@ -167,7 +194,7 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
         diagnosis=st.get("diagnosis"),
         config=cfg,
         sweep_id=run.get("sweep_id"),
-        progress=read_json(run_dir / PROGRESS_JSON),
+        progress=read_json_kept(run_dir / PROGRESS_JSON),
         summary=summary,
         kind=str(st.get("kind") or run.get("kind") or TRAINER),
         events_dirs=_events_dirs(run_dir, st, run),
@@ -187,7 +214,7 @@ def _resumed_by(run_dir: Path) -> list[str]:
     return sorted(
         d.name
         for d in _run_dirs(run_dir.parent)
-        if (read_json(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name
+        if (read_json_kept(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name
     )
 
 
@@ -226,7 +253,7 @@ def list_runs(root: Path | None = None) -> list[RunRecord]:
     dirs = _run_dirs(root_or_default(root))
     links: dict[str, list[str]] = {}
     for d in dirs:  # the links back (resumed_by), from every run.json
-        src = (read_json(d / RUN_JSON) or {}).get("resumed_from")
+        src = (read_json_kept(os.path.join(d, RUN_JSON)) or {}).get("resumed_from")
         if src:
             links.setdefault(str(src), []).append(d.name)
     out = [r for r in (_record(d, sorted(links.get(d.name, []))) for d in dirs) if r is not None]

@@ -8,6 +8,7 @@ this module reads only run.json, status.json and the event files of the folders 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,7 +27,7 @@ from lab.runfolder import (
     SUCCEEDED,
     SUMMARY_JSON,
     SYS_DIR,
-    read_json,
+    read_json_kept,
 )
 from lab.views.live.script_run import outside_dirs
 from lab.views.runscalars import folder_scalars
@@ -120,8 +121,8 @@ class CompareRun:
 
 def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
     """A registry record as a ``CompareRun`` (``sample`` runs get keys of their own)."""
-    meta = read_json(Path(record.run_dir) / RUN_JSON) or {}
-    st = read_json(Path(record.run_dir) / STATUS_JSON) or {}
+    meta = read_json_kept(Path(record.run_dir) / RUN_JSON) or {}
+    st = read_json_kept(Path(record.run_dir) / STATUS_JSON) or {}
     interference = st.get("interference")
     return CompareRun(
         key=(SAMPLE_PREFIX if sample else "") + record.run_id,
@@ -159,7 +160,7 @@ def _cores(meta: dict) -> int | None:
 
 
 def _holds_run(folder: Path) -> bool:
-    return any(read_json(folder / name) is not None for name in _RUN_FILES)
+    return any(read_json_kept(folder / name) is not None for name in _RUN_FILES)
 
 
 def _foreign(folder: Path) -> CompareRun:
@@ -209,7 +210,8 @@ def foreign_runs(root: Path) -> list[CompareRun]:
     found = [
         _foreign(f.resolve())
         for f in folders
-        if (f / SYS_DIR).is_dir() and discover(f / SYS_DIR) and not _holds_run(f)
+        # a lab run answers from the listing's memory; only the rest are walked
+        if not _holds_run(f) and (f / SYS_DIR).is_dir() and discover(f / SYS_DIR)
     ]
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
@@ -269,10 +271,8 @@ def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
     def base(r: CompareRun) -> str:
         return ("sample: " if r.sample and not r.name.startswith("sample") else "") + r.name
 
-    names = [base(r) for r in runs]
-    return {
-        r.key: base(r) if names.count(base(r)) == 1 else f"{base(r)} ({r.run_id})" for r in runs
-    }
+    count = Counter(base(r) for r in runs)
+    return {r.key: base(r) if count[base(r)] == 1 else f"{base(r)} ({r.run_id})" for r in runs}
 
 
 def provenance(runs: Sequence[CompareRun]) -> list[str]:
