@@ -105,7 +105,7 @@ def hparams_section(
     rows = hparams_table.rows_for(folder.hp_rows(), matching)
     if folder.lazy:
         st.button(
-            f"Read every run's hyperparameters and final metrics ({len(folder.run_names)} runs)",
+            f"Read every run's final metrics ({len(folder.run_names)} runs)",
             key="logs_read_all",
             on_click=folder.read_everything,
             help="A large folder is read run by run as you draw them; the table shows the "
@@ -183,9 +183,16 @@ def choose_runs(folder: LogFolder, where: str) -> list[str]:
 
 def draw_sections(charts: list[scalar_chart.ScalarChart], log_y: bool, outliers: bool) -> None:
     """The charts in collapsible sections by tag prefix, two to a row, each with its data to
-    download."""
-    for name, group in scalar_chart.sections(charts):
-        with st.expander(f"{name} · {len(group)}", expanded=True):
+    download; the sections past the first screen's charts start closed."""
+    groups = scalar_chart.sections(charts)
+    for (name, group), start in zip(groups, scalar_chart.starts_open(groups)):
+        # stateful: a closed section builds no figure until the user opens it
+        box = st.expander(
+            f"{name} · {len(group)}", expanded=start, key=f"logs_section_{name}", on_change="rerun"
+        )
+        if not box.open:
+            continue
+        with box:
             cols = st.columns(2)
             for i, chart in enumerate(group):
                 with cols[i % 2]:

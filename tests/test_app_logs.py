@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
+from lab.views.logs.scalar_chart import FIRST_SCREEN_CHARTS, starts_open
 from tests.logs_fixtures import make_experiments, run_names, write_events
 
 REPO = Path(__file__).resolve().parent.parent
@@ -222,3 +223,26 @@ def test_sample_runs_show_their_config(runs_dir):
     df = at.dataframe[0].value
     n_samples = sum(1 for p in SAMPLE_RUNS.iterdir() if (p / "run.json").is_file())
     assert len(df) == n_samples and set(df["mode"]) == {"single", "dp", "ddp"}
+
+
+def test_sections_past_the_first_screen_start_closed_and_draw_when_opened(runs_dir):
+    at = _open(SAMPLE_RUNS)
+    sections = [e.label for e in at.expander if " · " in e.label and e.label[0] != "1"]
+    counts = {label.split(" · ")[0]: int(label.split(" · ")[1]) for label in sections}
+    drawn = len(at.get("plotly_chart"))
+    assert sum(counts.values()) > FIRST_SCREEN_CHARTS >= drawn > 0, (counts, drawn)
+    closed = [name for name in counts if not at.session_state[f"logs_section_{name}"]]
+    assert closed, counts  # the expander's state says which sections were not built
+    at.session_state[f"logs_section_{closed[-1]}"] = True
+    at.run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == drawn + counts[closed[-1]]
+
+
+def test_sections_start_open_within_the_first_screens_budget():
+    def groups(*sizes):
+        return [(str(i), [None] * n) for i, n in enumerate(sizes)]
+
+    assert starts_open(groups(3, 4, 2), budget=8) == [True, True, False]
+    assert starts_open(groups(12, 1), budget=8) == [True, False]  # the first always opens
+    assert starts_open(groups(2, 9, 1), budget=8) == [True, False, False]  # in order, no gaps

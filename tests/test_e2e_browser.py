@@ -189,8 +189,9 @@ def test_logs_filters_300_runs_by_regex(server, browser_page, tmp_path):
     path = page.get_by_label("Path of a folder with event files (searched recursively)")
     path.fill(str(root))
     path.press("Enter")
+    # the sample runs' charts are on the page already: wait for the typed folder's own line
+    expect(page.get_by_text("300 runs · 6 selected, 6 drawn")).to_be_visible(timeout=60_000)
     _charts_drawn(page, at_least=2)
-    expect(page.get_by_text("300 runs · 6 selected, 6 drawn")).to_be_visible()
     regex = page.get_by_label("Filter runs (regex)")
     regex.fill(r"^exp3/lr0\.1-")
     regex.press("Enter")
