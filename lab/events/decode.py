@@ -196,19 +196,7 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
     updated in place.
     """
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
-    fast = np.flatnonzero(ok)
-    rest = np.flatnonzero(~ok)
-    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(
-        u8, buf, starts[rest], ends[rest], rest
-    )
-    rec = np.concatenate([fast, g_rec])
-    tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
-    tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
-    steps = np.concatenate([f_step[fast], g_step])
-    wall_pos = np.concatenate([starts[fast] + 1, g_wall])
-    wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
-    values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
+    rec, tag_s, tag_e, steps, wall_time, values, todo = _columns(u8, buf, starts, ends)
     tags, tag_idx = _group_tags(u8, tag_s, tag_e)
     undecodable = 0
     if todo:
@@ -225,17 +213,47 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
         steps = np.concatenate([steps, np.array(slow.step, dtype=np.int64)])
         wall_time = np.concatenate([wall_time, np.array(slow.wall, dtype=np.float64)])
         values = np.concatenate([values, np.array(slow.value, dtype=np.float64)])
-    if len(rest) and len(rec) > 1:  # put the paths back into record order
-        order = np.argsort(rec, kind="stable")
-        tag_idx, steps, wall_time, values = (
-            tag_idx[order],
-            steps[order],
-            wall_time[order],
-            values[order],
-        )
+        if len(rec) > 1:  # put the paths back into record order
+            order = np.argsort(rec, kind="stable")
+            tag_idx, steps, wall_time, values = (
+                tag_idx[order],
+                steps[order],
+                wall_time[order],
+                values[order],
+            )
     return Points(
         tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64), values, undecodable
     )
+
+
+def _columns(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray):
+    """The simple_value points of the records, in record order, and the work for protobuf.
+
+    Returns (record, tag start, tag end, step, wall_time, value, todo).
+    """
+    ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
+    fast = np.flatnonzero(ok)
+    rest = np.flatnonzero(~ok)
+    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(
+        u8, buf, starts[rest], ends[rest], rest
+    )
+    if not len(g_rec):  # records the template missed gave no point (e.g. a file's header)
+        wall_time = _gather(u8, starts[fast] + 1, 8, "<f8")
+        values = _gather(u8, f_val[fast], 4, "<f4").astype(np.float64)
+        return fast, f_tag_s[fast], f_tag_e[fast], f_step[fast], wall_time, values, todo
+    rec = np.concatenate([fast, g_rec])
+    tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
+    tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
+    steps = np.concatenate([f_step[fast], g_step])
+    wall_pos = np.concatenate([starts[fast] + 1, g_wall])
+    wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
+    values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
+    if len(fast) and len(rec) > 1:
+        order = np.argsort(rec, kind="stable")
+        rec, tag_s, tag_e, steps, wall_time, values = (
+            a[order] for a in (rec, tag_s, tag_e, steps, wall_time, values)
+        )
+    return rec, tag_s, tag_e, steps, wall_time, values, todo
 
 
 def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray):
