@@ -119,4 +119,3 @@ def decode_many(ms: tfrecord.ManyScan) -> list[Columns | None]:
         arrays = (step[a:b], wall[a:b], value[a:b])
         cols[tags[kk % ntags]] = in_order(*arrays) if k in messy else arrays
     return result
-
