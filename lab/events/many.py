@@ -14,6 +14,8 @@ always; so this path changes no result, only the speed.
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 # the longest file's record count says, and the joined bytes are held at once.
 SMALL = 256 << 10
 BATCH_BYTES = 64 << 20  # files are batched up to this many bytes together
+MIN_BATCH_BYTES = 4 << 20  # below this a batch's fixed cost outweighs a second thread
 
 Columns = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
@@ -34,14 +37,12 @@ Columns = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 def read_small(loaders: list[EventFileLoader]) -> dict[str, tuple[Columns, int]]:
     """(columns of the new points, bytes read) of each small, clean file, by path.
 
-    Their offsets are advanced.
-
-    A loader missing from the result was not touched: read it with ``load()``.
+    Their offsets are advanced. A loader missing from the result was not touched: read it
+    with ``load()``. Batches are decoded on a thread per core (numpy's gathers and ufuncs
+    release the GIL), each large enough that its numpy set-up stays small beside its work.
     """
     out: dict[str, tuple[Columns, int]] = {}
-    picked: list[EventFileLoader] = []
-    bufs: list[bytes] = []
-    held = 0
+    picked: list[tuple[EventFileLoader, bytes]] = []
     for loader in loaders:
         data = loader.peek_small(SMALL)
         if data is None:  # unreadable, large, empty: the loader's own path decides
@@ -49,28 +50,39 @@ def read_small(loaders: list[EventFileLoader]) -> dict[str, tuple[Columns, int]]
         if not data:  # read to its end already: nothing to do
             out[loader.path] = ({}, 0)
             continue
-        picked.append(loader)
-        bufs.append(data)
-        held += len(data)
-        if held >= BATCH_BYTES:
-            _batch(picked, bufs, out)
-            picked, bufs, held = [], [], 0
-    if picked:
-        _batch(picked, bufs, out)
+        picked.append((loader, data))
+    if not picked:
+        return out
+    total = sum(len(d) for _, d in picked)
+    workers = max(1, min(os.cpu_count() or 1, total // MIN_BATCH_BYTES))
+    target = min(BATCH_BYTES, -(-total // workers))
+    batches: list[list[tuple[EventFileLoader, bytes]]] = [[]]
+    held = 0
+    for item in picked:
+        if held >= target:
+            batches.append([])
+            held = 0
+        batches[-1].append(item)
+        held += len(item[1])
+    if len(batches) == 1:
+        results = [_batch(batches[0])]
+    else:
+        with ThreadPoolExecutor(min(workers, len(batches)), "lab-events") as pool:
+            results = list(pool.map(_batch, batches))
+    for batch, got in zip(batches, results):
+        for (loader, data), cols in zip(batch, got):
+            if cols is not None:
+                loader.advance(len(data))
+                out[loader.path] = (cols, len(data))
     return out
 
 
-def _batch(loaders: list[EventFileLoader], bufs: list[bytes], out: dict) -> None:
+def _batch(items: list[tuple[EventFileLoader, bytes]]) -> list[Columns | None]:
     try:
-        ms = tfrecord.scan_many(bufs)
-        got = decode_many(ms)
+        return decode_many(tfrecord.scan_many([data for _, data in items]))
     except Exception:  # a bug here must not stop reading: every file goes its own way
-        log.exception("batched read of %d small event files; reading them one by one", len(bufs))
-        return
-    for loader, data, cols in zip(loaders, bufs, got):
-        if cols is not None:
-            loader.advance(len(data))
-            out[loader.path] = (cols, len(data))
+        log.exception("batched read of %d small event files; reading them one by one", len(items))
+        return [None] * len(items)
 
 
 def decode_many(ms: tfrecord.ManyScan) -> list[Columns | None]:
