@@ -116,6 +116,9 @@ def _distinct(h: np.ndarray, peel: int = 32) -> tuple[np.ndarray, np.ndarray]:
     return np.array(first, dtype=np.int64), inv
 
 
+_KEEP = np.array([(1 << (8 * j)) - 1 for j in range(9)], dtype=np.uint64)  # low j bytes
+
+
 def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Distinct tags of n byte spans and each span's index into them, vectorised.
 
@@ -128,21 +131,19 @@ def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str]
         return [], np.zeros(0, dtype=np.int32)
     ln = e - s
     nwords = max(1, (int(ln.max()) + 7) // 8)
-    padded = np.concatenate([u8, np.zeros(8, dtype=np.uint8)])  # a word may run past the buffer
-    win = np.lib.stride_tricks.as_strided(padded, shape=(len(u8) + 1, 8), strides=(1, 1))
+    if int(s.max()) + 8 * nwords > len(u8):  # a word may run past the buffer: pad a copy
+        u8 = np.concatenate([u8, np.zeros(8 * nwords, dtype=np.uint8)])
+    # Every 8 bytes from each offset as one (unaligned) uint64: one gather a word.
+    word_at = np.ndarray((len(u8) - 7,), dtype="<u8", buffer=u8, strides=(1,))
     words = np.empty((n, nwords), dtype=np.uint64)
     h = ln.astype(np.uint64)
+    short = int(ln.min())
     for k in range(nwords):
-        w = win[np.minimum(s + 8 * k, len(u8))].view("<u8").ravel()
-        keep = np.clip(ln - 8 * k, 0, 8).astype(np.uint64)
-        # zero the bytes beyond the tag (shift by 64 is undefined: special-case 8)
-        mask = np.where(
-            keep >= 8,
-            np.uint64(0xFFFFFFFFFFFFFFFF),
-            (np.uint64(1) << (keep * np.uint64(8))) - np.uint64(1),
-        )
-        words[:, k] = w & mask
-        h = (h * np.uint64(1099511628211)) ^ words[:, k] ^ (words[:, k] >> np.uint64(29))
+        w = word_at[s + 8 * k]
+        if short < 8 * (k + 1):  # zero the bytes beyond the tag
+            w &= _KEEP[np.clip(ln - 8 * k, 0, 8)]
+        words[:, k] = w
+        h = (h ^ w) * np.uint64(1099511628211)
     first, inv = _distinct(h)
     rep = first[inv]
     same = (words == words[rep]).all(axis=1) & (ln == ln[rep])
