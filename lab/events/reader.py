@@ -16,7 +16,6 @@ import logging
 import os
 import re
 import threading
-from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -213,15 +212,27 @@ def discover(root: str | os.PathLike) -> list[str]:
     """Every run below ``root``: folders directly holding event files, as relative paths.
 
     The root itself is ``"."``. Unreadable folders are skipped, and so is the event cache
-    (``.lab-cache``).
+    (``.lab-cache``). One ``scandir`` a folder and no ``stat``: the directory entries'
+    types say what is a folder (symbolic links to folders are not followed, as ``os.walk``).
     """
-    root = str(root)
-    runs = []
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != CACHE_DIRNAME]
-        if any(is_event_file(n) for n in files):
-            rel = os.path.relpath(dirpath, root)
-            runs.append("." if rel == os.curdir else Path(rel).as_posix())
+    runs: list[str] = []
+    todo = [(str(root), "")]
+    while todo:
+        path, rel = todo.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        holds = False
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != CACHE_DIRNAME:
+                    todo.append((e.path, f"{rel}/{e.name}" if rel else e.name))
+            elif not holds and is_event_file(e.name) and e.is_file():
+                holds = True
+        if holds:
+            runs.append(rel or ".")
     return sorted(runs)
 
 
