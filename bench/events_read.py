@@ -15,11 +15,16 @@ Measured side by side in one process, one run folder, CRCs checked by all:
    runs, each a ``tb/`` of 6 tags x 200 steps and a ``sys/`` of 4 tags x 300 samples, i.e.
    1,200 points a file, by our record writer), read by a fresh ``LogdirReader`` three ways,
    alternated, median and spread of ``--repeats``: uncached (``cache=False``), cold (the
-   event cache deleted first, so its entries are written) and warm (the cache present).
+   event cache deleted first, so its entries are written) and warm (the cache present);
+5. with ``--tensorboard`` (only that): whole processes from their start until every run's
+   series is answered, the lab cold (cache deleted) and warm against TensorBoard's Rust data
+   server (``tensorboard --load_fast=true``), on few big runs (6 x 200,000 scalars) and on
+   the ``--runs`` folder, alternated, median of ``--repeats`` (``bench/tb_race.py``).
 
 Generated files are cached under /tmp/lab_bench_events. Run:
 ``python bench/events_read.py`` (about 2-3 minutes on 2 busy cores), or only the
-many-small-files shape: ``python bench/events_read.py --many-only --runs 2000``.
+many-small-files shape: ``python bench/events_read.py --many-only --runs 2000``, or the
+race: ``python bench/events_read.py --tensorboard --runs 2000 --repeats 3`` (about 4 minutes).
 """
 
 from __future__ import annotations
