@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lab.events import decode, tfrecord
+from lab.events.cache import HEAD
 from lab.events.columns import in_order
 from lab.events.file_loader import EventFileLoader
 
@@ -32,23 +33,25 @@ BATCH_BYTES = 64 << 20  # files are batched up to this many bytes together
 MIN_BATCH_BYTES = 4 << 20  # below this a batch's fixed cost outweighs a second thread
 
 Columns = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+Read = tuple[Columns, int, "bytes | None"]
 
 
-def read_small(loaders: list[EventFileLoader]) -> dict[str, tuple[Columns, int]]:
-    """(columns of the new points, bytes read) of each small, clean file, by path.
+def read_small(loaders: list[EventFileLoader]) -> dict[str, Read]:
+    """(columns of the new points, bytes read, the file's first bytes) of each small, clean file.
 
+    By path. The first bytes (``cache.HEAD`` of them) only when the read began at byte 0.
     Their offsets are advanced. A loader missing from the result was not touched: read it
     with ``load()``. Batches are decoded on a thread per core (numpy's gathers and ufuncs
     release the GIL), each large enough that its numpy set-up stays small beside its work.
     """
-    out: dict[str, tuple[Columns, int]] = {}
+    out: dict[str, Read] = {}
     picked: list[tuple[EventFileLoader, bytes]] = []
     for loader in loaders:
         data = loader.peek_small(SMALL)
         if data is None:  # unreadable, large, empty: the loader's own path decides
             continue
         if not data:  # read to its end already: nothing to do
-            out[loader.path] = ({}, 0)
+            out[loader.path] = ({}, 0, None)
             continue
         picked.append((loader, data))
     if not picked:
@@ -72,8 +75,9 @@ def read_small(loaders: list[EventFileLoader]) -> dict[str, tuple[Columns, int]]
     for batch, got in zip(batches, results):
         for (loader, data), cols in zip(batch, got):
             if cols is not None:
+                start = data[:HEAD] if loader.offset == 0 else None
                 loader.advance(len(data))
-                out[loader.path] = (cols, len(data))
+                out[loader.path] = (cols, len(data), start)
     return out
 
 

@@ -83,7 +83,7 @@ class RunReader:
                 self._warn(f"{self.path}: unexpected error while reading ({exc}); will retry")
                 return []
 
-    def _finish(self, batched: dict[str, tuple[many.Columns, int]]) -> int:
+    def _finish(self, batched: dict[str, many.Read]) -> int:
         """Read every file, taking the columns ``lab.events.many`` read already; new points."""
         with self._lock:
             if not self._ready:
@@ -124,13 +124,13 @@ class RunReader:
             fc.begin()  # before any byte is read, batched or not: the entry's content time
         return list(self._files.values())
 
-    def _read_all(self, batched: dict[str, tuple[many.Columns, int]]) -> int:
+    def _read_all(self, batched: dict[str, many.Read]) -> int:
         added = 0
         for p, loader in list(self._files.items()):
             fc = self._file_caches.get(p)
             got = batched.get(p)
             if got is not None:
-                added += self._commit(loader, fc, got[0], True, got[1] > 0)
+                added += self._commit(loader, fc, got[0], True, got[1] > 0, got[2])
                 continue
             added += self._read(loader, fc)
             if loader.state == DELETED:  # a file of that name written later is a new file
@@ -183,6 +183,7 @@ class RunReader:
         joined: many.Columns,
         presorted: bool,
         grew: bool,
+        start: bytes | None = None,
     ) -> int:
         """Points read from one file into the columns (and its cache entry); how many."""
         added = 0
@@ -191,7 +192,7 @@ class RunReader:
             col.extend(*arrays, presorted=presorted)
             added += len(arrays[0])
         if fc is not None:  # every point yielded is in ``joined``, up to loader.offset
-            fc.update(loader.offset, joined, self._plugins, loader.notes, grew)
+            fc.update(loader.offset, joined, self._plugins, loader.notes, grew, start)
         return added
 
     def tags(self) -> list[str]:
