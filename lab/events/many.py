@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,8 +30,10 @@ log = logging.getLogger(__name__)
 # A file with at most this many new bytes joins the batch: a pass of ``scan_many`` costs what
 # the longest file's record count says, and the joined bytes are held at once.
 SMALL = 256 << 10
-BATCH_BYTES = 64 << 20  # files are batched up to this many bytes together
-MIN_BATCH_BYTES = 4 << 20  # below this a batch's fixed cost outweighs a second thread
+# Files are batched up to this many bytes: large enough that a batch's ~1,000 numpy passes
+# cost little beside its work, small enough that THREADS batches in flight stay modest.
+BATCH_BYTES = 32 << 20
+THREADS = 8
 
 Columns = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 Read = tuple[Columns, int, "bytes | None"]
@@ -41,44 +44,52 @@ def read_small(loaders: list[EventFileLoader]) -> dict[str, Read]:
 
     By path. The first bytes (``cache.HEAD`` of them) only when the read began at byte 0.
     Their offsets are advanced. A loader missing from the result was not touched: read it
-    with ``load()``. Batches are decoded on a thread per core (numpy's gathers and ufuncs
-    release the GIL), each large enough that its numpy set-up stays small beside its work.
+    with ``load()``. Batches of ``BATCH_BYTES`` are decoded on a thread per core (numpy's
+    gathers and ufuncs release the GIL), at most ``THREADS`` of them at once, so the bytes
+    held stay bounded however large the folder.
     """
     out: dict[str, Read] = {}
-    picked: list[tuple[EventFileLoader, bytes]] = []
-    for loader in loaders:
-        data = loader.peek_small(SMALL)
-        if data is None:  # unreadable, large, empty: the loader's own path decides
-            continue
-        if not data:  # read to its end already: nothing to do
-            out[loader.path] = ({}, 0, None)
-            continue
-        picked.append((loader, data))
-    if not picked:
-        return out
-    total = sum(len(d) for _, d in picked)
-    workers = max(1, min(os.cpu_count() or 1, total // MIN_BATCH_BYTES))
-    target = min(BATCH_BYTES, -(-total // workers))
-    batches: list[list[tuple[EventFileLoader, bytes]]] = [[]]
+    workers = max(1, min(os.cpu_count() or 1, THREADS))
+    pool: ThreadPoolExecutor | None = None
+    flying: deque = deque()
+    batch: list[tuple[EventFileLoader, bytes]] = []
     held = 0
-    for item in picked:
-        if held >= target:
-            batches.append([])
-            held = 0
-        batches[-1].append(item)
-        held += len(item[1])
-    if len(batches) == 1:
-        results = [_batch(batches[0])]
-    else:
-        with ThreadPoolExecutor(min(workers, len(batches)), "lab-events") as pool:
-            results = list(pool.map(_batch, batches))
-    for batch, got in zip(batches, results):
-        for (loader, data), cols in zip(batch, got):
-            if cols is not None:
-                start = data[:HEAD] if loader.offset == 0 else None
-                loader.advance(len(data))
-                out[loader.path] = (cols, len(data), start)
+    try:
+        for loader in loaders:
+            data = loader.peek_small(SMALL)
+            if data is None:  # unreadable, large, empty: the loader's own path decides
+                continue
+            if not data:  # read to its end already: nothing to do
+                out[loader.path] = ({}, 0, None)
+                continue
+            batch.append((loader, data))
+            held += len(data)
+            if held >= BATCH_BYTES:
+                if workers > 1:
+                    pool = pool or ThreadPoolExecutor(workers, "lab-events")
+                    flying.append((batch, pool.submit(_batch, batch)))
+                else:
+                    _take(batch, None, out)
+                batch, held = [], 0
+                while len(flying) >= workers:
+                    _take(*flying.popleft(), out)
+        if batch:
+            flying.append((batch, None))
+        while flying:
+            _take(*flying.popleft(), out)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return out
+
+
+def _take(batch: list[tuple[EventFileLoader, bytes]], future, out: dict[str, Read]) -> None:
+    got = future.result() if future is not None else _batch(batch)
+    for (loader, data), cols in zip(batch, got):
+        if cols is not None:
+            start = data[:HEAD] if loader.offset == 0 else None
+            loader.advance(len(data))
+            out[loader.path] = (cols, len(data), start)
 
 
 def _batch(items: list[tuple[EventFileLoader, bytes]]) -> list[Columns | None]:
