@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import threading
+from contextlib import ExitStack
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -282,12 +283,16 @@ class LogdirReader:
                 self._runs[name] = RunReader(
                     path, self._cache if self._cache is not None else False
                 )
-        # Every run lists its files first, so the small ones of all runs are read as one batch.
-        loaders = [f for r in self._runs.values() for f in r._prepare()]
-        batched = many.read_small(loaders)
-        added = 0
-        for name, r in list(self._runs.items()):
-            added += r._finish(batched)
+        # Every run lists its files first, so the small ones of all runs are read as one batch;
+        # each run is held from its listing to its last file, as its own refresh() holds it.
+        runs = list(self._runs.items())
+        with ExitStack() as held:
+            for _, r in runs:
+                held.enter_context(r._lock)
+            loaders = [f for _, r in runs for f in r._prepare()]
+            batched = many.read_small(loaders)
+            added = sum(r._finish(batched) for _, r in runs)
+        for name, r in runs:
             if r.gone:  # final: a deleted run does not come back under this reader
                 self._own_warnings.append(f"{name}: run folder deleted; dropped")
                 del self._runs[name]
