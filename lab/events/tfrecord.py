@@ -90,17 +90,23 @@ def _tables(length: int) -> tuple[np.ndarray, np.uint32]:
 
 
 def group_by_value(values: np.ndarray) -> list[np.ndarray]:
-    """Indices of ``values`` grouped by equal value (few distinct values expected)."""
-    groups = []
-    left = np.arange(len(values))
-    while len(left) and len(groups) < 32:
-        same = values[left] == values[left[0]]
-        groups.append(left[same])
-        left = left[~same]
-    if len(left):
-        order = left[np.argsort(values[left], kind="stable")]
-        groups += np.split(order, np.flatnonzero(np.diff(values[order])) + 1)
-    return groups
+    """Indices of ``values`` (integers) grouped by equal value, each group in index order.
+
+    Groups come in value order. Values within 65,536 of each other (tag indices, record
+    lengths) take one stable radix sort and a count, several times cheaper than a compare
+    pass per distinct value.
+    """
+    if len(values) == 0:
+        return []
+    lo = int(values.min())
+    span = int(values.max()) - lo
+    if span < 1 << 16:
+        key = (values - lo).astype(np.uint16)
+        order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
+        counts = np.bincount(key, minlength=span + 1)
+        return np.split(order, np.cumsum(counts[counts > 0])[:-1])
+    order = np.argsort(values, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(values[order])) + 1)
 
 
 def _crcs(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
