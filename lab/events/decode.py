@@ -167,25 +167,34 @@ def _template(u8: np.ndarray, s: np.ndarray, e: np.ndarray):
     Returns (ok mask, step, tag start, tag end, value position).
     """
     last = len(u8) - 1
+    # Every 2 bytes from each offset as one (unaligned) uint16: a type byte and the length
+    # after it in one gather. A position past the buffer reads garbage that fails the "ends
+    # where its parent does" test (every end is inside the buffer).
+    u16 = np.ndarray((max(last, 0),), dtype="<u2", buffer=u8, strides=(1,))
 
-    def at(pos: np.ndarray) -> np.ndarray:
-        return u8[np.minimum(pos, last)].astype(np.int64)
+    def pair(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = u16[np.minimum(pos, last - 1)]
+        return w & 0xFF, (w >> 8).astype(np.int64)
 
-    ok = (at(s) == 0x09) & (e - s >= 17)
+    kind, _ = pair(s)
+    ok = (kind == 0x09) & (e - s >= 17)
     q = s + 9
-    has_step = at(q) == 0x10
+    kind, _ = pair(q)
+    has_step = kind == 0x10
     step, nb = _varint(u8, q + 1)
     ok &= ~has_step | (nb > 0)
     step = np.where(has_step, step, 0)
     q = np.where(has_step, q + 1 + nb, q)
-    ok &= (at(q) == 0x2A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    kind, size = pair(q)
+    ok &= (kind == 0x2A) & (size < 0x80) & (size + q + 2 == e)
     q = q + 2
-    ok &= (at(q) == 0x0A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    kind, size = pair(q)
+    ok &= (kind == 0x0A) & (size < 0x80) & (size + q + 2 == e)
     q = q + 2
-    tag_len = at(q + 1)
+    kind, tag_len = pair(q)
     tag_s = q + 2
     tag_e = tag_s + tag_len
-    ok &= (at(q) == 0x0A) & (tag_len < 0x80) & (at(tag_e) == 0x15) & (tag_e + 5 == e)
+    ok &= (kind == 0x0A) & (tag_len < 0x80) & (pair(tag_e)[0] == 0x15) & (tag_e + 5 == e)
     return ok, step, tag_s, tag_e, tag_e + 1
 
 

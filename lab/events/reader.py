@@ -7,7 +7,8 @@ file's points merged into per-tag columns of ``lab.events.columns``), the
 log-directory reader (``LogdirReader``: new run folders appear, deleted ones
 are dropped) and ``to_frame``. Nothing here raises on bad files: each
 problem is a line in ``.warnings`` and what can be trusted is kept. One
-file's offsets, truncation and errors live in ``lab.events.file_loader``.
+file's offsets, truncation and errors live in ``lab.events.file_loader``; the small
+files of every run of a refresh are read together by ``lab.events.many``.
 """
 
 from __future__ import annotations
