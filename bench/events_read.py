@@ -15,11 +15,16 @@ Measured side by side in one process, one run folder, CRCs checked by all:
    runs, each a ``tb/`` of 6 tags x 200 steps and a ``sys/`` of 4 tags x 300 samples, i.e.
    1,200 points a file, by our record writer), read by a fresh ``LogdirReader`` three ways,
    alternated, median and spread of ``--repeats``: uncached (``cache=False``), cold (the
-   event cache deleted first, so its entries are written) and warm (the cache present).
+   event cache deleted first, so its entries are written) and warm (the cache present);
+5. with ``--tensorboard`` (only that): whole processes from their start until every run's
+   series is answered, the lab cold (cache deleted) and warm against TensorBoard's Rust data
+   server (``tensorboard --load_fast=true``), on few big runs (6 x 200,000 scalars) and on
+   the ``--runs`` folder, alternated, median of ``--repeats`` (``bench/tb_race.py``).
 
 Generated files are cached under /tmp/lab_bench_events. Run:
 ``python bench/events_read.py`` (about 2-3 minutes on 2 busy cores), or only the
-many-small-files shape: ``python bench/events_read.py --many-only --runs 2000``.
+many-small-files shape: ``python bench/events_read.py --many-only --runs 2000``, or the
+race: ``python bench/events_read.py --tensorboard --runs 2000 --repeats 3`` (about 4 minutes).
 """
 
 from __future__ import annotations
@@ -222,8 +227,44 @@ def many_folder(runs: int) -> Path:
 
 
 def drop_cache(d: Path) -> None:
-    for c in d.glob("*/*/.lab-cache"):
+    for c in [*d.glob("*/.lab-cache"), *d.glob("*/*/.lab-cache")]:
         shutil.rmtree(c)
+
+
+def big_runs_folder(runs: int = 6, steps: int = 20_000) -> Path:
+    """``runs`` run folders of one file each: 10 tags x ``steps`` steps (200,000 scalars)."""
+    d = CACHE / f"big_{runs}x{len(TAGS) * steps}"
+    done = d / ".complete"
+    if not done.exists():
+        shutil.rmtree(d, ignore_errors=True)
+        for i in range(runs):
+            f = d / f"run{i}" / f"events.out.tfevents.{1764000000 + i}.bench.0.0"
+            f.parent.mkdir(parents=True)
+            f.write_bytes(b"".join(fast_records(0, steps, 1_764_000_000.0 + i)))
+        done.write_text("")
+        time.sleep(2.5)  # finished runs: not modified just before they are read
+    return d
+
+
+def tensorboard_bench(runs: int, repeats: int) -> None:
+    """Whole processes: the lab cold and warm against TensorBoard's data server, both shapes."""
+    from bench import tb_race
+
+    if not tb_race.data_server_present():
+        print("tensorboard_data_server's binary is missing: no data-server comparison")
+        return
+    big_steps = 20_000
+    big = big_runs_folder(6, big_steps)
+    expect = {f"run{i}": {t: big_steps - 1 for t in TAGS} for i in range(6)}
+    tb_race.race("few big runs", big, expect, 6 * len(TAGS) * big_steps, repeats, drop_cache)
+    many = many_folder(runs)
+    expect = {}
+    for i in range(-(-runs // 2)):
+        for part, tags, steps in (("tb", TB_TAGS, 200), ("sys", SYS_TAGS, 300)):
+            if 2 * i + (part == "sys") < runs:
+                expect[f"run{i:05d}/{part}"] = {t: steps - 1 for t in tags}
+    points = sum(len(t) * (last + 1) for t in expect.values() for last in [next(iter(t.values()))])
+    tb_race.race("many small runs", many, expect, points, repeats, drop_cache)
 
 
 def read_many(d: Path, cache: bool) -> tuple[float, float, int]:
@@ -281,7 +322,15 @@ def main() -> None:
     )
     ap.add_argument("--runs", type=int, default=2000, help="run folders of the many-files shape")
     ap.add_argument("--many-only", action="store_true", help="only the many-small-files shape")
+    ap.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="only the whole-process race against TensorBoard's data server (--load_fast=true)",
+    )
     args = ap.parse_args()
+    if args.tensorboard:
+        tensorboard_bench(args.runs, args.repeats)
+        return
     if args.many_only:
         many_bench(args.runs, args.repeats)
         return

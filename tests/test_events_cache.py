@@ -63,15 +63,21 @@ def cache_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def count_scans(monkeypatch):
-    """Bytes handed to the record scanner, per call."""
+    """Bytes handed to the record scanners, per file (alone or in a batch of small files)."""
     seen: list[int] = []
-    real = tfrecord.scan
+    real, real_many = tfrecord.scan, tfrecord.scan_many
 
     def scan(buf):
         seen.append(len(buf))
         return real(buf)
 
+    def scan_many(bufs):
+        ms = real_many(bufs)
+        seen.extend(len(b) for b, ok in zip(bufs, ms.clean) if ok)  # the others: scan() next
+        return ms
+
     monkeypatch.setattr(tfrecord, "scan", scan)
+    monkeypatch.setattr(tfrecord, "scan_many", scan_many)
     return seen
 
 

@@ -161,6 +161,7 @@ class EventCache:
         self.explicit = bool(os.environ.get("LAB_EVENTS_CACHE_DIR"))
         self.runs = str(runs_dir())
         self._dirs: dict[str, tuple[str, str]] = {}
+        self.made: set[str] = set()  # entry folders made or seen by this reader
         self.failed: set[str] = set()  # entry folders that could not be written
 
     def file(self, path: str) -> FileCache:
@@ -187,9 +188,12 @@ class EventCache:
         # One temp name per process and thread: no two writers share one, and no mkstemp cost.
         tmp = f"{entry_path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
+            if folder not in self.made:  # a cold folder has none yet: no failed open first
+                os.makedirs(folder, exist_ok=True)
+                self.made.add(folder)
             try:
                 fh = open(tmp, "wb")
-            except FileNotFoundError:
+            except FileNotFoundError:  # removed meanwhile
                 os.makedirs(folder, exist_ok=True)
                 fh = open(tmp, "wb")
             with fh:
@@ -220,6 +224,7 @@ class FileCache:
         self._written = 0.0
         self._first = True  # the first load after a restore rewrites an entry it moved past
         self._read_ns = 0
+        self._start: bytes | None = None
 
     def _load(self) -> Entry | None:
         try:
@@ -234,12 +239,12 @@ class FileCache:
 
     def restore(self) -> Entry | None:
         """The entry if it still describes the file's start; None to read the file from scratch."""
+        e = self._load()  # first: a cold folder has no entry, and then needs no stat
+        if e is None:
+            return None
         try:
             st = os.stat(self.path)
         except OSError:
-            return None
-        e = self._load()
-        if e is None:
             return None
         exact = st.st_size == e.size and st.st_mtime_ns == e.mtime_ns
         if not (exact and e.mtime_ns < e.read_ns - RACY_NS):
@@ -253,10 +258,24 @@ class FileCache:
         """Called before each load: the time an entry's content was read from."""
         self._read_ns = time.time_ns()
 
-    def update(self, offset: int, new: Columns, plugins: dict, notes: list, grew: bool) -> None:
-        """Points a load added up to ``offset``; the entry is rewritten when it is due."""
+    def update(
+        self,
+        offset: int,
+        new: Columns,
+        plugins: dict,
+        notes: list,
+        grew: bool,
+        start: bytes | None = None,
+    ) -> None:
+        """Points a load added up to ``offset``; the entry is rewritten when it is due.
+
+        ``start``: the file's first bytes as that load read them, when it read from byte 0
+        (at least ``HEAD`` of them, or all up to ``offset``): the entry's head CRC without
+        opening the file again.
+        """
         if self.stopped:
             return
+        self._start = start[: min(offset, HEAD)] if start is not None else None
         for tag, arrays in new.items():
             self._delta.setdefault(tag, []).append(arrays)
         now = time.monotonic()
@@ -292,7 +311,11 @@ class FileCache:
             st = os.stat(self.path)
         except OSError:
             return False
-        head = _head_crc(self.path, offset)
+        start = self._start
+        if start is not None and len(start) == min(offset, HEAD):
+            head: int | None = tfrecord.crc32c(start)
+        else:
+            head = _head_crc(self.path, offset)
         if head is None:
             return False
         tags = list(parts)

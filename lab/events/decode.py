@@ -116,6 +116,9 @@ def _distinct(h: np.ndarray, peel: int = 32) -> tuple[np.ndarray, np.ndarray]:
     return np.array(first, dtype=np.int64), inv
 
 
+_KEEP = np.array([(1 << (8 * j)) - 1 for j in range(9)], dtype=np.uint64)  # low j bytes
+
+
 def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Distinct tags of n byte spans and each span's index into them, vectorised.
 
@@ -128,21 +131,19 @@ def _group_tags(u8: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[list[str]
         return [], np.zeros(0, dtype=np.int32)
     ln = e - s
     nwords = max(1, (int(ln.max()) + 7) // 8)
-    padded = np.concatenate([u8, np.zeros(8, dtype=np.uint8)])  # a word may run past the buffer
-    win = np.lib.stride_tricks.as_strided(padded, shape=(len(u8) + 1, 8), strides=(1, 1))
+    if int(s.max()) + 8 * nwords > len(u8):  # a word may run past the buffer: pad a copy
+        u8 = np.concatenate([u8, np.zeros(8 * nwords, dtype=np.uint8)])
+    # Every 8 bytes from each offset as one (unaligned) uint64: one gather a word.
+    word_at = np.ndarray((len(u8) - 7,), dtype="<u8", buffer=u8, strides=(1,))
     words = np.empty((n, nwords), dtype=np.uint64)
     h = ln.astype(np.uint64)
+    short = int(ln.min())
     for k in range(nwords):
-        w = win[np.minimum(s + 8 * k, len(u8))].view("<u8").ravel()
-        keep = np.clip(ln - 8 * k, 0, 8).astype(np.uint64)
-        # zero the bytes beyond the tag (shift by 64 is undefined: special-case 8)
-        mask = np.where(
-            keep >= 8,
-            np.uint64(0xFFFFFFFFFFFFFFFF),
-            (np.uint64(1) << (keep * np.uint64(8))) - np.uint64(1),
-        )
-        words[:, k] = w & mask
-        h = (h * np.uint64(1099511628211)) ^ words[:, k] ^ (words[:, k] >> np.uint64(29))
+        w = word_at[s + 8 * k]
+        if short < 8 * (k + 1):  # zero the bytes beyond the tag
+            w &= _KEEP[np.clip(ln - 8 * k, 0, 8)]
+        words[:, k] = w
+        h = (h ^ w) * np.uint64(1099511628211)
     first, inv = _distinct(h)
     rep = first[inv]
     same = (words == words[rep]).all(axis=1) & (ln == ln[rep])
@@ -166,25 +167,34 @@ def _template(u8: np.ndarray, s: np.ndarray, e: np.ndarray):
     Returns (ok mask, step, tag start, tag end, value position).
     """
     last = len(u8) - 1
+    # Every 2 bytes from each offset as one (unaligned) uint16: a type byte and the length
+    # after it in one gather. A position past the buffer reads garbage that fails the "ends
+    # where its parent does" test (every end is inside the buffer).
+    u16 = np.ndarray((max(last, 0),), dtype="<u2", buffer=u8, strides=(1,))
 
-    def at(pos: np.ndarray) -> np.ndarray:
-        return u8[np.minimum(pos, last)].astype(np.int64)
+    def pair(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = u16[np.minimum(pos, last - 1)]
+        return w & 0xFF, (w >> 8).astype(np.int64)
 
-    ok = (at(s) == 0x09) & (e - s >= 17)
+    kind, _ = pair(s)
+    ok = (kind == 0x09) & (e - s >= 17)
     q = s + 9
-    has_step = at(q) == 0x10
+    kind, _ = pair(q)
+    has_step = kind == 0x10
     step, nb = _varint(u8, q + 1)
     ok &= ~has_step | (nb > 0)
     step = np.where(has_step, step, 0)
     q = np.where(has_step, q + 1 + nb, q)
-    ok &= (at(q) == 0x2A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    kind, size = pair(q)
+    ok &= (kind == 0x2A) & (size < 0x80) & (size + q + 2 == e)
     q = q + 2
-    ok &= (at(q) == 0x0A) & (at(q + 1) < 0x80) & (at(q + 1) + q + 2 == e)
+    kind, size = pair(q)
+    ok &= (kind == 0x0A) & (size < 0x80) & (size + q + 2 == e)
     q = q + 2
-    tag_len = at(q + 1)
+    kind, tag_len = pair(q)
     tag_s = q + 2
     tag_e = tag_s + tag_len
-    ok &= (at(q) == 0x0A) & (tag_len < 0x80) & (at(tag_e) == 0x15) & (tag_e + 5 == e)
+    ok &= (kind == 0x0A) & (tag_len < 0x80) & (pair(tag_e)[0] == 0x15) & (tag_e + 5 == e)
     return ok, step, tag_s, tag_e, tag_e + 1
 
 
@@ -196,19 +206,7 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
     updated in place.
     """
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
-    fast = np.flatnonzero(ok)
-    rest = np.flatnonzero(~ok)
-    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(
-        u8, buf, starts[rest], ends[rest], rest
-    )
-    rec = np.concatenate([fast, g_rec])
-    tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
-    tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
-    steps = np.concatenate([f_step[fast], g_step])
-    wall_pos = np.concatenate([starts[fast] + 1, g_wall])
-    wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
-    values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
+    rec, tag_s, tag_e, steps, wall_time, values, todo = _columns(u8, buf, starts, ends)
     tags, tag_idx = _group_tags(u8, tag_s, tag_e)
     undecodable = 0
     if todo:
@@ -225,17 +223,47 @@ def decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, plugins: dict[str, 
         steps = np.concatenate([steps, np.array(slow.step, dtype=np.int64)])
         wall_time = np.concatenate([wall_time, np.array(slow.wall, dtype=np.float64)])
         values = np.concatenate([values, np.array(slow.value, dtype=np.float64)])
-    if len(rest) and len(rec) > 1:  # put the paths back into record order
-        order = np.argsort(rec, kind="stable")
-        tag_idx, steps, wall_time, values = (
-            tag_idx[order],
-            steps[order],
-            wall_time[order],
-            values[order],
-        )
+        if len(rec) > 1:  # put the paths back into record order
+            order = np.argsort(rec, kind="stable")
+            tag_idx, steps, wall_time, values = (
+                tag_idx[order],
+                steps[order],
+                wall_time[order],
+                values[order],
+            )
     return Points(
         tags, tag_idx, steps.astype(np.int64), wall_time.astype(np.float64), values, undecodable
     )
+
+
+def _columns(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray):
+    """The simple_value points of the records, in record order, and the work for protobuf.
+
+    Returns (record, tag start, tag end, step, wall_time, value, todo).
+    """
+    ok, f_step, f_tag_s, f_tag_e, f_val = _template(u8, starts, ends)
+    fast = np.flatnonzero(ok)
+    rest = np.flatnonzero(~ok)
+    g_rec, g_step, g_tag_s, g_tag_e, g_val, g_wall, todo = _general(
+        u8, buf, starts[rest], ends[rest], rest
+    )
+    if not len(g_rec):  # records the template missed gave no point (e.g. a file's header)
+        wall_time = _gather(u8, starts[fast] + 1, 8, "<f8")
+        values = _gather(u8, f_val[fast], 4, "<f4").astype(np.float64)
+        return fast, f_tag_s[fast], f_tag_e[fast], f_step[fast], wall_time, values, todo
+    rec = np.concatenate([fast, g_rec])
+    tag_s = np.concatenate([f_tag_s[fast], g_tag_s])
+    tag_e = np.concatenate([f_tag_e[fast], g_tag_e])
+    steps = np.concatenate([f_step[fast], g_step])
+    wall_pos = np.concatenate([starts[fast] + 1, g_wall])
+    wall_time = np.where(wall_pos >= 0, _gather(u8, np.maximum(wall_pos, 0), 8, "<f8"), 0.0)
+    values = _gather(u8, np.concatenate([f_val[fast], g_val]), 4, "<f4").astype(np.float64)
+    if len(fast) and len(rec) > 1:
+        order = np.argsort(rec, kind="stable")
+        rec, tag_s, tag_e, steps, wall_time, values = (
+            a[order] for a in (rec, tag_s, tag_e, steps, wall_time, values)
+        )
+    return rec, tag_s, tag_e, steps, wall_time, values, todo
 
 
 def _general(u8: np.ndarray, buf: bytes, starts: np.ndarray, ends: np.ndarray, rec: np.ndarray):

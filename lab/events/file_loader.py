@@ -74,6 +74,34 @@ class EventFileLoader:
         """``"reading"``, or final: ``"deleted"``."""
         return self._state
 
+    def peek_small(self, limit: int) -> bytes | None:
+        """The bytes after the offset when they are at most ``limit`` (``lab.events.many``).
+
+        ``b""``: nothing new, and nothing to say about it. None for anything else (more
+        bytes, an empty or shrunk file, an error): ``load()`` then reads the file its usual
+        way and says what is wrong. Reads without moving the offset.
+        """
+        if self._state != READING:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.pread(fd, limit + 1, self._offset)
+            if not data and (self._offset == 0 or os.fstat(fd).st_size < self._offset):
+                return None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) <= limit else None
+
+    def advance(self, consumed: int) -> None:
+        """``consumed`` bytes after the offset were read (cleanly) by ``lab.events.many``."""
+        self._offset += consumed
+        self._last_error = None
+
     def load(self) -> Iterator[points.Points]:
         """Points of the records appended since the last call, one batch per chunk read."""
         if self._state != READING:

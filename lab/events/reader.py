@@ -7,7 +7,8 @@ file's points merged into per-tag columns of ``lab.events.columns``), the
 log-directory reader (``LogdirReader``: new run folders appear, deleted ones
 are dropped) and ``to_frame``. Nothing here raises on bad files: each
 problem is a line in ``.warnings`` and what can be trusted is kept. One
-file's offsets, truncation and errors live in ``lab.events.file_loader``.
+file's offsets, truncation and errors live in ``lab.events.file_loader``; the small
+files of every run of a refresh are read together by ``lab.events.many``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import logging
 import os
 import re
 import threading
-from pathlib import Path
+from contextlib import ExitStack
 from typing import Iterable, Mapping
 
 import numpy as np
 
-from lab.events import tfrecord
+from lab.events import many, tfrecord
 from lab.events.cache import CACHE_DIRNAME, EventCache, FileCache, enabled
 from lab.events.columns import Column, Series
 from lab.events.file_loader import DELETED, EventFileLoader
@@ -59,6 +60,8 @@ class RunReader:
         self._cols: dict[str, Column] = {}
         self._plugins: dict[str, str] = {}
         self._lock = threading.RLock()
+        self._restored = 0
+        self._ready = False
 
     def _warn(self, msg: str) -> None:
         log.info("%s", msg)  # .warnings is how users see it; the log is for us
@@ -68,16 +71,35 @@ class RunReader:
     def refresh(self) -> int:
         """Read what was appended since the last call; the number of new points."""
         with self._lock:
+            return self._finish(many.read_small(self._prepare()))
+
+    def _prepare(self) -> list[EventFileLoader]:
+        """List the folder (new files, restored from the cache): the files to read next."""
+        with self._lock:
+            self._restored = 0
+            self._ready = False  # set once the folder was listed: only then are files read
             try:
-                return self._refresh()
+                return self._list()
             except Exception as exc:  # the page must keep drawing what it has
+                log.exception("reading %s", self.path)
+                self._warn(f"{self.path}: unexpected error while reading ({exc}); will retry")
+                return []
+
+    def _finish(self, batched: dict[str, many.Read]) -> int:
+        """Read every file, taking the columns ``lab.events.many`` read already; new points."""
+        with self._lock:
+            if not self._ready:
+                return 0
+            try:
+                return self._restored + self._read_all(batched)
+            except Exception as exc:
                 log.exception("reading %s", self.path)
                 self._warn(f"{self.path}: unexpected error while reading ({exc}); will retry")
                 return 0
 
-    def _refresh(self) -> int:
+    def _list(self) -> list[EventFileLoader]:
         if self.gone:
-            return 0
+            return []
         try:
             names = sorted(
                 e.name for e in os.scandir(self.path) if is_event_file(e.name) and e.is_file()
@@ -86,23 +108,32 @@ class RunReader:
             if not self._listed:  # never there yet: it may still be created
                 if not self.warnings or "no such folder" not in self.warnings[-1]:
                     self._warn(f"{self.path}: no such folder yet")
-                return 0
+                return []
             self.gone = True  # deleted: final
             self._warn(f"{self.path}: folder deleted; showing what was read before")
-            return 0
+            return []
         except OSError as exc:
             self._warn(f"{self.path}: cannot list folder ({exc.strerror}); will retry")
-            return 0
-        self._listed = True
-        added = 0
+            return []
+        self._listed = self._ready = True
         for name in names:
             p = os.path.join(self.path, name)
             if p not in self._files:
                 loader = self._files[p] = EventFileLoader(p, self._warn, self._plugins)
                 if self._cache is not None:
-                    added += self._restore(loader, self._cache.file(p))
+                    self._restored += self._restore(loader, self._cache.file(p))
+        for fc in self._file_caches.values():
+            fc.begin()  # before any byte is read, batched or not: the entry's content time
+        return list(self._files.values())
+
+    def _read_all(self, batched: dict[str, many.Read]) -> int:
+        added = 0
         for p, loader in list(self._files.items()):
             fc = self._file_caches.get(p)
+            got = batched.get(p)
+            if got is not None:
+                added += self._commit(loader, fc, got[0], True, got[1] > 0, got[2])
+                continue
             added += self._read(loader, fc)
             if loader.state == DELETED:  # a file of that name written later is a new file
                 del self._files[p]
@@ -129,7 +160,6 @@ class RunReader:
         # Points of all chunks are joined per tag before they reach the
         # columns, so a first load allocates each column exactly once.
         pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-        added = 0
         before = loader.offset
         if fc is not None:
             fc.begin()
@@ -140,19 +170,31 @@ class RunReader:
                     pending.setdefault(tag, []).append(
                         (pts.step[sl], pts.wall_time[sl], pts.value[sl])
                     )
-                added += len(pts.tag_idx)
         finally:
             joined = {
                 tag: tuple(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts))
                 for tag, parts in pending.items()
             }
-            for tag, arrays in joined.items():
-                col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
-                col.extend(*arrays)
-            if fc is not None:  # every point yielded is in ``joined``, up to loader.offset
-                fc.update(
-                    loader.offset, joined, self._plugins, loader.notes, loader.offset != before
-                )
+            added = self._commit(loader, fc, joined, False, loader.offset != before)
+        return added
+
+    def _commit(
+        self,
+        loader: EventFileLoader,
+        fc: FileCache | None,
+        joined: many.Columns,
+        presorted: bool,
+        grew: bool,
+        start: bytes | None = None,
+    ) -> int:
+        """Points read from one file into the columns (and its cache entry); how many."""
+        added = 0
+        for tag, arrays in joined.items():
+            col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
+            col.extend(*arrays, presorted=presorted)
+            added += len(arrays[0])
+        if fc is not None:  # every point yielded is in ``joined``, up to loader.offset
+            fc.update(loader.offset, joined, self._plugins, loader.notes, grew, start)
         return added
 
     def tags(self) -> list[str]:
@@ -173,15 +215,27 @@ def discover(root: str | os.PathLike) -> list[str]:
     """Every run below ``root``: folders directly holding event files, as relative paths.
 
     The root itself is ``"."``. Unreadable folders are skipped, and so is the event cache
-    (``.lab-cache``).
+    (``.lab-cache``). One ``scandir`` a folder and no ``stat``: the directory entries'
+    types say what is a folder (symbolic links to folders are not followed, as ``os.walk``).
     """
-    root = str(root)
-    runs = []
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != CACHE_DIRNAME]
-        if any(is_event_file(n) for n in files):
-            rel = os.path.relpath(dirpath, root)
-            runs.append("." if rel == os.curdir else Path(rel).as_posix())
+    runs: list[str] = []
+    todo = [(str(root), "")]
+    while todo:
+        path, rel = todo.pop()
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        holds = False
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != CACHE_DIRNAME:
+                    todo.append((e.path, f"{rel}/{e.name}" if rel else e.name))
+            elif not holds and is_event_file(e.name) and e.is_file():
+                holds = True
+        if holds:
+            runs.append(rel or ".")
     return sorted(runs)
 
 
@@ -230,9 +284,16 @@ class LogdirReader:
                 self._runs[name] = RunReader(
                     path, self._cache if self._cache is not None else False
                 )
-        added = 0
-        for name, r in list(self._runs.items()):
-            added += r.refresh()
+        # Every run lists its files first, so the small ones of all runs are read as one batch;
+        # each run is held from its listing to its last file, as its own refresh() holds it.
+        runs = list(self._runs.items())
+        with ExitStack() as held:
+            for _, r in runs:
+                held.enter_context(r._lock)
+            loaders = [f for _, r in runs for f in r._prepare()]
+            batched = many.read_small(loaders)
+            added = sum(r._finish(batched) for _, r in runs)
+        for name, r in runs:
             if r.gone:  # final: a deleted run does not come back under this reader
                 self._own_warnings.append(f"{name}: run folder deleted; dropped")
                 del self._runs[name]
