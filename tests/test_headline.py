@@ -58,7 +58,8 @@ def test_page_shows_the_cards_above_one_folded_warning_line(runs_dir):
     assert [m.value for m in at.metric] == [card.value_text() for card in c.headline]
     assert [m.delta for m in at.metric] == [card.interval_text() for card in c.headline]
     assert [w.value for w in at.warning] == [c.warning_summary]
-    assert c.warning_summary.startswith(f"{len(c.warnings)} notes: ")
+    n = len(c.warnings)
+    assert n and c.warning_summary.startswith(f"{n} note{'s' if n > 1 else ''}: ")
 
 
 def test_a_warning_names_a_few_runs_and_counts_the_rest():
