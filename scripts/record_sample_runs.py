@@ -15,9 +15,16 @@ throughputs are not disturbed by each other), waited for, labelled in run.json
 every figure is what the trainer and supervisor recorded. The previous sample
 runs are kept until the new ones have all succeeded.
 
+With ``--devices 1,2`` it records the second sample sweep instead, a device-count
+sweep (runs named ``scaling-*``): single, and DDP as 1 and 2 gloo processes on
+the CPU, at the same global batch, ``--repeats`` times interleaved
+(``lab.engine.sweep.plan.device_count_configs``: the plan of ``python -m lab sweep
+--modes single,ddp --devices 1,2``), which the Compare page draws as its scaling
+chart. Each sweep has its own section in the README (``scripts/sample_readme.py``);
+recording one keeps the other sweep's runs and section.
+
     python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3]
-      [--profile-steps 20:25]
-                                         [--no-weak] [--out sample_data/runs]
+      [--profile-steps 20:25] [--no-weak] [--devices 1,2] [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
@@ -37,19 +44,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.engine import registry  # noqa: E402
+from lab.engine import procs, registry  # noqa: E402
 from lab.engine.launch import launcher  # noqa: E402
 from lab.engine.launch.config import RunConfig  # noqa: E402
-from lab.engine.sweep.plan import STRONG, WEAK, compare_modes_configs, interleaved  # noqa: E402
+from lab.engine.queue.book import QUEUE_DIR  # noqa: E402
+from lab.engine.sweep.plan import (  # noqa: E402
+    STRONG,
+    WEAK,
+    compare_modes_configs,
+    device_count_configs,
+    interleaved,
+)
 from lab.events import LogdirReader  # noqa: E402
-from lab.runfolder import FINAL_STATES, SAMPLE_RUNS, now_iso, read_json, write_json_atomic  # noqa: E402
+from lab.runfolder import (  # noqa: E402
+    FINAL_STATES,
+    SAMPLE_RUNS,
+    STATUS_JSON,
+    SWEEPS_DIR,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
 from lab.views.compare import runs as compare_runs  # noqa: E402
-from lab.views.compare import table as compare_table  # noqa: E402
 from lab.views.compare.comparison import compare  # noqa: E402
 from lab.views.compare.figures import run_figures  # noqa: E402
-from lab.views.compare.spread import over_repeats  # noqa: E402
+from scripts import sample_readme  # noqa: E402
 
-MAX_BYTES = 2_000_000
+MAX_BYTES = 6_000_000  # both sample sweeps together
 
 
 def _runs(out: Path, run_ids: list[str], sample: bool = False) -> list[compare_runs.CompareRun]:
@@ -86,141 +107,6 @@ def _wait_quiet(max_load: float, wait_s: float) -> float:
     return load
 
 
-def _by_mode(pairs) -> dict:
-    """(mode, effective mode) -> the median throughput over that mode's repeats."""
-    groups: dict = {}
-    for key, tp in pairs:
-        groups.setdefault(key, []).append(tp)
-    return {k: (over_repeats(v) or {}).get("median") for k, v in groups.items()}
-
-
-def _consistency(table) -> str:
-    """single and DP-fallen-back-to-single do the same work: their throughput ratio shows the
-    noise."""
-    strong = table[table["scaling"] != "weak"] if "scaling" in table.columns else table
-    by_mode = _by_mode(
-        ((r["mode"], r["effective mode"]), r["throughput (samples/s)"])
-        for _, r in strong.iterrows()
-    )
-    a, b = by_mode.get(("single", "single")), by_mode.get(("dp", "single"))
-    if not a or not b:
-        return ""
-    verdict = (
-        "steady"
-        if abs(math.log(b / a)) <= math.log(1.15)
-        else "NOT steady (the machine was busy): re-record"
-    )
-    return (
-        f"Noise check: the single run and the DP run that fell back to single did the same work at "
-        f"{a:.0f} and {b:.0f} samples/s (ratio {b / a:.2f}): the machine was {verdict}."
-    )
-
-
-def _cell(v) -> str:
-    if not isinstance(v, float):
-        return str(v)
-    if v != v:
-        return "–"
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
-def _readme(
-    out: Path,
-    run_ids: list[str],
-    sweep_id: str,
-    argv: list[str],
-    started: str,
-    took_s: float,
-    loads: tuple[float, float],
-    cfg: RunConfig,
-) -> str:
-    runs = _runs(out, run_ids, sample=True)
-    c = compare(runs, scalars=compare_runs.read_scalars(runs, LogdirReader))
-    table = compare_table.frame(c)
-    cols = [
-        "run",
-        "mode",
-        "effective mode",
-        "devices",
-        "global batch",
-        "throughput (samples/s)",
-        compare_table.SPEEDUP_CI,
-        compare_table.EFFICIENCY_CI,
-        compare_table.VERDICT,
-        compare_table.MACHINE,
-        "scaling",
-        "comm exposed % of step",
-        "memory imbalance",
-        "final val acc",
-    ]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, row in table[cols].iterrows():
-        cells = [_cell(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    warns = "\n".join(f"- {w.message}" for w in c.warnings) or "- none"
-    repeats = "\n".join(
-        f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
-        f"{g['min']:.0f}, "
-        f"max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
-        for g in c.by_mode
-    )
-    recorded_on = runs[0].recorded_on if runs else "unknown"
-    anatomy = "\n".join(f"- {line}" for line in c.anatomy)
-    weak = [r for r in runs if r.scaling == "weak"]
-    repeats_n = max(1, sum(1 for r in runs if r.scaling != "weak") // 3)
-    weak_line = (
-        (
-            f", and DDP with 2 gloo processes at {cfg.batch_size} per process "
-            f"({weak[0].option('batch_size')} "
-            "global, weak scaling)"
-        )
-        if weak
-        else ""
-    )
-    return f"""# Sample runs
-
-{len(runs)} real runs recorded by `scripts/record_sample_runs.py` with this
-project's own launcher (`lab.engine.launch.launcher.launch_sweep`, sweep `{sweep_id}`), so
-that the Compare page has something to show on a fresh clone. Nothing here
-was written by hand.
-
-- **Where:** {recorded_on}
-- **When:** started {started}, {took_s:.0f} s for the whole sweep; 1-minute load
-  average {loads[0]:.2f} before, {loads[1]:.2f} after
-- **Command:** `python {" ".join(argv)}`
-- **What:** tinycnn on the digits set (sample_data/digits), {cfg.epochs} epochs,
-  seed {cfg.seed}, `--checkpoint none`, profiled over steps `{cfg.profile_steps or "none"}`;
-  single, DataParallel and DDP with 2 gloo processes at global batch {cfg.batch_size}
-  (strong scaling), {repeats_n} time(s) each,
-  taking turns{weak_line}; every run one after another (never side by side).
-
-On a machine without GPUs DataParallel has nothing to split over, so the
-trainer falls back to one device and says so (`effective_mode` in
-summary.json); the Compare page shows that as a fairness warning. Throughput
-on a shared CPU is noisy: these figures illustrate the page, they are not a
-benchmark of DP or DDP.
-
-## What the Compare page computes from them
-
-{chr(10).join(lines)}
-
-Where the time of a step goes (the Compare page's *Anatomy of a step*):
-{anatomy or "- no run was profiled"}
-
-Repeats (each mode's median over its runs):
-{repeats or "- one run per mode"}
-
-Warnings:
-{warns}
-
-{_consistency(table)}
-
-Re-record with `python scripts/record_sample_runs.py` (about a minute on 2
-cores, more while it waits for a quiet machine or re-records a noisy sweep);
-the previous runs are replaced only when all new runs succeed.
-"""
-
-
 def _configs(base: RunConfig, weak: bool, repeats: int) -> tuple[list[RunConfig], list[str]]:
     """The strong-scaling trio ``repeats`` times, interleaved, and with ``weak`` a weak-scaling DDP
     run.
@@ -251,6 +137,7 @@ def _record(
         bad = {r: s for r, s in states.items() if s != "succeeded"}
         if bad:
             raise RuntimeError(f"not all runs succeeded ({bad}); see {out}/<run>/stdout.log")
+        _settle(out, run_ids)
         return sweep_id, run_ids
     except BaseException:
         for rid in run_ids:  # failed or interrupted: leave nothing running behind us
@@ -259,16 +146,52 @@ def _record(
         raise
 
 
+def _settle(out: Path, run_ids: list[str], timeout_s: float = 60.0) -> None:
+    """Wait for the sweep's supervisor to exit: it leaves the queue (``<runs>/.queue``) after its
+    last run ended, and would write into ``out`` after the folder is parked. The queue's book is
+    this machine's live state, not part of a sample, so it is left out."""
+    st = read_json(out / run_ids[-1] / STATUS_JSON) or {}
+    pid, ct = st.get("supervisor_pid"), st.get("supervisor_ct")
+    if not procs.wait_until(lambda: not procs.alive(pid, ct), timeout_s, 0.1):
+        raise RuntimeError(f"the sweep's supervisor (pid {pid}) did not exit in {timeout_s:.0f} s")
+    shutil.rmtree(out / QUEUE_DIR, ignore_errors=True)
+
+
 def _noise(out: Path, run_ids: list[str]) -> float:
-    """|log| of the single / DP-as-single throughput ratio: 0 on a steady machine."""
-    m = _by_mode(
-        ((x.mode, x.effective_mode), x.throughput) for x in map(run_figures, _runs(out, run_ids))
-    )
+    """0 on a steady machine: |log| of the single / DP-as-single throughput ratio (the same work),
+    else (a device-count sweep has no DP) of the fastest / slowest of the single repeats."""
+    figs = [run_figures(r) for r in _runs(out, run_ids)]
+    m = sample_readme.by_mode(((x.mode, x.effective_mode), x.throughput) for x in figs)
     a, b = m.get(("single", "single")), m.get(("dp", "single"))
-    return abs(math.log(b / a)) if a and b else 0.0
+    if a and b:
+        return abs(math.log(b / a))
+    singles = [x.throughput for x in figs if x.mode == "single" and x.throughput]
+    return math.log(max(singles) / min(singles)) if len(singles) > 1 else 0.0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _carry_over(old: Path, out: Path, stem: str) -> list[str]:
+    """Move the other sample sweeps' runs (run.json names not ``stem-*``) and their sweep records
+    from ``old`` into ``out``: recording one sample sweep keeps the other. Returns the moved
+    runs."""
+    if not old.is_dir():
+        return []
+    moved = []
+    for d in sorted(old.iterdir()):
+        meta = read_json(d / "run.json") if d.is_dir() else None
+        if meta and not str(meta.get("name") or "").startswith(f"{stem}-"):
+            d.rename(out / d.name)
+            moved.append(d.name)
+    for rec in sorted((old / SWEEPS_DIR).glob("*.json")):
+        ids = set((read_json(rec) or {}).get("run_ids") or [])
+        if ids and ids <= set(moved):
+            (out / SWEEPS_DIR).mkdir(exist_ok=True)
+            for f in (rec, rec.with_suffix(".log")):
+                if f.exists():
+                    f.rename(out / SWEEPS_DIR / f.name)
+    return moved
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=SAMPLE_RUNS)
     ap.add_argument("--epochs", type=int, default=3)
@@ -279,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         default="20:25",
         metavar="A:B",
         help="profile optimizer steps A to B-1 of every run ('' for none); B-1 must not pass the "
-        "shortest "
-        "run's last step (the weak DDP run takes half the steps per epoch)",
+        "shortest run's last step (the weak DDP run takes half the steps per epoch)",
     )
     ap.add_argument(
         "--repeats",
@@ -293,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         dest="weak",
         action="store_false",
         help="leave out the weak-scaling DDP run (same batch per device, twice the global batch)",
+    )
+    ap.add_argument(
+        "--devices",
+        default=None,
+        metavar="N,M",
+        help="record the device-count sweep instead (runs scaling-*): single, and DDP as N, M, ... "
+        "gloo processes on the CPU, e.g. 1,2; the Compare-modes sweep (runs sample-*) is kept",
     )
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
     ap.add_argument(
@@ -313,9 +242,13 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="record again while the noise check fails, keeping the steadiest sweep",
     )
-    args = ap.parse_args(argv)
+    return ap
 
-    out = args.out.resolve()
+
+def _plan(args: argparse.Namespace) -> tuple[RunConfig, list[RunConfig], list[str], list[int]]:
+    """The base config, the sweep's configs and scalings, and its device counts (empty: the
+    Compare-modes sweep)."""
+    counts = [int(n) for n in args.devices.split(",") if n.strip()] if args.devices else []
     base = RunConfig(
         model="tinycnn",
         dataset="digits",
@@ -324,10 +257,60 @@ def main(argv: list[str] | None = None) -> int:
         seed=0,
         checkpoint="none",
         log_every=args.log_every,
-        name="sample",
+        name=sample_readme.SCALING_STEM if counts else sample_readme.MODES_STEM,
         profile_steps=args.profile_steps,
     )
-    configs, scalings = _configs(base, args.weak, args.repeats)
+    if not counts:
+        return (base, *_configs(base, args.weak, args.repeats), [])
+    # CPU/gloo on purpose (no GPUs: 0), even where GPUs exist, at most one process per core
+    plan = device_count_configs(base, 0, ["single", "ddp"], counts, STRONG, os.cpu_count() or 1)
+    configs = interleaved(plan, args.repeats)
+    return base, configs, [STRONG] * len(configs), counts
+
+
+def _attempt(out: Path, i: int, configs, scalings, args) -> dict:
+    """One recording at ``out`` (so run.json's argv is right), then parked beside it."""
+    load_before = _wait_quiet(args.max_load, args.wait_quiet)
+    out.mkdir(parents=True)
+    started, t0 = now_iso(), time.monotonic()
+    sweep_id, run_ids = _record(out, configs, scalings, args.timeout)
+    parked = out.with_name(f"{out.name}.try{i}")
+    out.rename(parked)
+    return dict(
+        path=parked,
+        run_ids=run_ids,
+        noise=_noise(parked, run_ids),
+        rec=sample_readme.Recording(
+            sweep_id, [], started, time.monotonic() - t0, (load_before, os.getloadavg()[0])
+        ),
+    )
+
+
+def _finish(out: Path, old: Path, best: dict, base: RunConfig, counts: list[int], argv) -> str:
+    """Label the kept sweep's runs and write its README section beside the other's; last, carry
+    the other sample sweep over (``main`` carries it back if anything fails)."""
+    torch_version = version("torch")
+    for rid in best["run_ids"]:
+        print(f"  {rid}: recorded on {_label(out / rid, torch_version)}")
+    rec = dataclasses.replace(best["rec"], argv=["scripts/record_sample_runs.py", *argv])
+    runs = _runs(out, best["run_ids"], sample=True)
+    c = compare(runs, scalars=compare_runs.read_scalars(runs, LogdirReader))
+    if counts:
+        section = sample_readme.scaling_section(runs, c, rec, base, counts)
+    else:
+        section = sample_readme.modes_section(runs, c, rec, base)
+    previous = (old / "README.md").read_text() if (old / "README.md").is_file() else ""
+    (out / "README.md").write_text(sample_readme.merged(previous, base.name, section))
+    kept = _carry_over(old, out, base.name)
+    print(f"kept {len(kept)} runs of the other sample sweep", flush=True)
+    return section
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else sys.argv[1:])
+    args = _parser().parse_args(argv)
+    out = args.out.resolve()
+    base, configs, scalings, counts = _plan(args)
     # Denser sys/ samples than the default 1 s: these runs last seconds.
     os.environ.setdefault("LAB_SAMPLE_INTERVAL_S", "0.25")
 
@@ -338,11 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = False
     try:
         for i in range(max(1, args.tries)):
-            load_before = _wait_quiet(args.max_load, args.wait_quiet)
-            out.mkdir(parents=True)
-            started, t0 = now_iso(), time.monotonic()
             try:
-                sweep_id, run_ids = _record(out, configs, scalings, args.timeout)
+                attempts.append(_attempt(out, i, configs, scalings, args))
             except RuntimeError as exc:
                 print(f"error: {exc}. Previous sample runs kept.", file=sys.stderr)
                 failed = out.with_name(out.name + ".failed")
@@ -350,41 +330,13 @@ def main(argv: list[str] | None = None) -> int:
                 out.rename(failed)
                 print(f"the failed recording is in {failed}", file=sys.stderr)
                 return 1
-            # Every attempt records at the same path (so run.json's argv is right), then is parked.
-            parked = out.with_name(f"{out.name}.try{i}")
-            out.rename(parked)
-            attempts.append(
-                dict(
-                    path=parked,
-                    sweep_id=sweep_id,
-                    run_ids=run_ids,
-                    started=started,
-                    took=time.monotonic() - t0,
-                    loads=(load_before, os.getloadavg()[0]),
-                    noise=_noise(parked, run_ids),
-                )
-            )
             print(f"attempt {i + 1}: noise {attempts[-1]['noise']:.3f} (0 = steady)", flush=True)
-            if attempts[-1]["noise"] <= math.log(1.15):
+            if attempts[-1]["noise"] <= sample_readme.STEADY:
                 break
         best = min(attempts, key=lambda a: a["noise"])
         best["path"].rename(out)
-        torch_version = version("torch")
-        for rid in best["run_ids"]:
-            print(f"  {rid}: recorded on {_label(out / rid, torch_version)}")
-        rel_argv = ["scripts/record_sample_runs.py", *(argv if argv is not None else sys.argv[1:])]
-        readme = _readme(
-            out,
-            best["run_ids"],
-            best["sweep_id"],
-            rel_argv,
-            best["started"],
-            best["took"],
-            best["loads"],
-            base,
-        )
-        (out / "README.md").write_text(readme)
-        print(next((line for line in readme.splitlines() if line.startswith("Noise check")), ""))
+        section = _finish(out, old, best, base, counts, argv)
+        print(next((line for line in section.splitlines() if line.startswith("Noise check")), ""))
         size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
         print(f"{out}: {size / 1e6:.2f} MB")
         if size > MAX_BYTES:
@@ -402,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(old, ignore_errors=True)
         else:
             if out.exists():  # interrupted mid-sweep: keep what there is aside, not as the samples
+                if old.exists():  # the other sample sweep's runs, if already carried over, go back
+                    _carry_over(out, old, base.name)
                 failed = out.with_name(out.name + ".failed")
                 shutil.rmtree(failed, ignore_errors=True)
                 out.rename(failed)

@@ -1,7 +1,8 @@
 """The Compare page under AppTest, on the real recorded sample runs (sample_data/runs).
 
 LAB_RUNS_DIR points at an empty private folder ("fresh clone"), so the page
-falls back to the sample runs; its table must hold exactly what lab.views.compare.table
+falls back to the sample runs, opening on the newest sample sweep (the device-count one, with its
+scaling view); its table must hold exactly what lab.views.compare.table
 computes for them. A user run copied from a sample run with another seed makes
 the fairness warning appear.
 """
@@ -18,13 +19,13 @@ from streamlit.testing.v1 import AppTest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views.compare import anatomy, modes
+from lab.views.compare import anatomy, modes, scaling_chart
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
 from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
-from tests.test_compare import available_runs, load_runs
+from tests.test_compare import available_runs, load_runs, sample_sweep
 from tests.test_comparison import notes_shown
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
@@ -57,18 +58,37 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     shown = at.dataframe[0].value
     expected = _expected(runs_dir)
     samples = load_runs(SAMPLE_RUNS, sample=True)
-    assert len(shown) == len(samples) >= 3
+    # the newest sample sweep, whole: the device-count one (single, DDP x 1, DDP x 2, 3 each)
+    scaling = sample_sweep(samples, "scaling")
+    assert len(shown) == len(scaling) == 9 and len(samples) == 19
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_dtype=False)
     # CPU sample runs: the utilisation timeline says it shows the CPU instead.
     assert any("sys/cpu_pct" in i.value for i in at.info)
+    # its scaling view: throughput and efficiency against the count, and the counts x modes table
+    heads = [s.value for s in at.subheader]
+    assert {scaling_chart.THROUGHPUT_CAPTION, scaling_chart.EFFICIENCY_CAPTION} <= set(heads)
+    c = compare(scaling, scalars=compare_runs.read_scalars(scaling, LogdirReader))
+    seeds = scaling_chart.table(c.scaling_curve)
+    assert list(seeds["devices"]) == [1, 2]
+    assert any(d.value.equals(seeds) for d in at.dataframe)
+    # loss, throughput, speedup, memory, system, the two scaling charts; and first the anatomy bars
+    # once the samples are recorded profiled
+    profiled = [r for r in scaling if anatomy.breakdown(r.run_dir, r.summary)]
+    assert len(at.get("plotly_chart")) == 5 + 2 + bool(profiled)
+    assert ("Anatomy of a step" in heads) == bool(profiled)
+
+
+def test_the_modes_sample_sweep_shows_dp_falling_back(runs_dir):
+    # the other shipped sweep: single, DP and DDP at one device count each, so no scaling view
+    at = _page()
+    modes_sweep = sample_sweep(load_runs(SAMPLE_RUNS, sample=True), "sample")
+    at.multiselect(key="cmp_runs").set_value([f"sample/{r.run_id}" for r in modes_sweep]).run()
+    assert not at.exception
+    assert len(at.dataframe[0].value) == len(modes_sweep) == 10
     # DP on a GPU-less machine fell back to single: said, not hidden.
     assert any("asked to run as dp but ran as single" in w for w in notes_shown(at))
     assert any("not run as asked" in w.value for w in at.warning)  # the counting line
-    # loss, throughput, speedup, memory, system; and first the anatomy bars once the samples are
-    # recorded profiled
-    profiled = [r for r in samples if anatomy.breakdown(r.run_dir, r.summary)]
-    assert len(at.get("plotly_chart")) == 5 + bool(profiled)
-    assert ("Anatomy of a step" in [s.value for s in at.subheader]) == bool(profiled)
+    assert scaling_chart.THROUGHPUT_CAPTION not in [s.value for s in at.subheader]
 
 
 def test_toggles_and_baseline(runs_dir):
@@ -145,18 +165,19 @@ def test_the_cards_come_first_with_their_intervals_and_colours(runs_dir):
 def test_the_picker_filters_by_regex_and_sweep(runs_dir):
     at = _page()
     picked = at.multiselect(key="cmp_runs")
-    assert len(picked.value) == 10  # the sample sweep, capped at 10
+    assert len(picked.value) == 9  # the newest sample sweep (the device-count one), whole
     at.text_input(key="cmp_run_re").set_value(r"ddp-r[12]$").run()
-    assert any(c.value == "2 of 10 runs match · 10 chosen" for c in at.caption)
+    assert any(c.value == "2 of 19 runs match · 9 chosen" for c in at.caption)
     at.button(key="cmp_select_matching").click().run()
     assert not at.exception
     chosen = at.multiselect(key="cmp_runs").value
-    assert len(chosen) == 2 and all(re.search(r"ddp-r[12]-", k) for k in chosen)
+    assert len(chosen) == 2 and all(re.search(r"-sample-ddp-r[12]-", k) for k in chosen)
     assert len(at.dataframe[0].value) == 2
     # a bad regex is one line, not a traceback; the sweep filter narrows to its runs
     at.text_input(key="cmp_run_re").set_value("ddp(").run()
     assert not at.exception and any("not a valid regular expression" in e.value for e in at.error)
-    sweep = next(o for o in at.selectbox(key="cmp_sweep").options if "sweep-" in o)
+    sweep = next(o for o in at.selectbox(key="cmp_sweep").options if o.endswith(" · 10 runs"))
     at.text_input(key="cmp_run_re").set_value("")
     at.selectbox(key="cmp_sweep").set_value(sweep.split(" · ")[0]).run()
-    assert not at.exception and any(c.value == "10 runs · 2 chosen" for c in at.caption)
+    # the Compare-modes sweep's 10 of the 19 sample runs
+    assert not at.exception and any(c.value == "10 of 19 runs match · 2 chosen" for c in at.caption)

@@ -31,6 +31,12 @@ def load_runs(root: Path, sample: bool = False) -> list[compare_runs.CompareRun]
     ]
 
 
+def sample_sweep(runs: list, stem: str) -> list:
+    """The sample runs of one shipped sweep, by its run names' stem: ``sample`` (Compare modes:
+    single, DP, DDP) or ``scaling`` (device counts: single, DDP at 1 and 2 processes)."""
+    return [r for r in runs if r.sample and r.name.startswith(f"{stem}-")]
+
+
 def load_run(run_dir: Path, sample: bool = False) -> compare_runs.CompareRun | None:
     """One run folder's run, as the CLI finds it; None when it holds none."""
     try:
@@ -342,6 +348,18 @@ def test_default_selection(tmp_path):
         "new1",
         "new2",
     ]
+
+
+def test_default_selection_of_the_samples_is_their_newest_sweep(tmp_path):
+    # The shipped folder holds two sample sweeps: the newest is shown whole, never mixed with the
+    # other's last runs (the newest 10 of 19 would be 9 of one sweep and 1 of the other).
+    user, sample = tmp_path / "u", tmp_path / "s"
+    for i in range(10):
+        make_run(sample, f"m{i}", sweep_id="sw-modes", created_at=f"2026-01-01T00:{i:02d}:00+00:00")
+    for i in range(9):
+        make_run(sample, f"c{i}", sweep_id="sw-count", created_at=f"2026-02-01T00:{i:02d}:00+00:00")
+    runs = available_runs(user, sample)
+    assert compare_runs.default_selection(runs) == [f"sample/c{i}" for i in range(9)]
 
 
 def test_default_selection_without_sweeps(tmp_path):

@@ -17,13 +17,13 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.headline import headline, mode_of
 from lab.views.compare.scaling_curve import pooled
 from lab.views.interval_bars import IntervalBar, interval_bar_figure, wrap_label
-from tests.test_compare import available_runs, load_runs
+from tests.test_compare import available_runs, load_runs, sample_sweep
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory):
     runs = available_runs(tmp_path_factory.mktemp("empty"), SAMPLE_RUNS)
-    chosen = [r for k in compare_runs.default_selection(runs) for r in runs if r.key == k]
+    chosen = sample_sweep(runs, "sample")  # the Compare-modes sweep: single, dp, ddp, weak ddp
     return compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
 
 

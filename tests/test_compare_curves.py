@@ -20,7 +20,7 @@ from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
 from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
-from tests.test_compare import load_runs, make_run
+from tests.test_compare import load_runs, make_run, sample_sweep
 
 T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00
 
@@ -125,7 +125,7 @@ def test_sample_runs_line_up_step_for_step():
     training (measured: ~1e-7 relative at first, percent-level after ~150
     steps of 20 epochs), so only the first logged points are held to 1e-4.
     """
-    shipped = load_runs(SAMPLE_RUNS, sample=True)
+    shipped = sample_sweep(load_runs(SAMPLE_RUNS, sample=True), "sample")  # the Compare-modes one
     assert shipped, (
         f"{SAMPLE_RUNS} holds no recorded runs: the project ships them "
         "(scripts/record_sample_runs.py)"

@@ -1,8 +1,10 @@
 """Compare in a real browser (issue 20's done-when): ``streamlit run app.py`` with an empty private
 runs folder, so Compare shows the shipped sample runs, in Debian's Chromium at 1400x1000. The first
 viewport holds the mode cards with their intervals above any warning, and the throughput chart
-draws its error bars (plotly's ``g.errorbar`` in the SVG). Skipped with the reason where
-/usr/bin/chromium is missing (conftest); the server and browser end with the test.
+draws its error bars (plotly's ``g.errorbar`` in the SVG); the newest sample sweep counts
+devices, so its scaling chart follows, with a point and error bar per mode and count. Skipped
+with the reason where /usr/bin/chromium is missing (conftest); the server and browser end with
+the test.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 
 import pytest
 
+from lab.views.compare.scaling_chart import THROUGHPUT_CAPTION
 from tests.e2e_helpers import REPO, chromium_page, streamlit_server, wait_ready
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -62,4 +65,12 @@ def test_compare_answers_first_and_its_bars_carry_intervals(tmp_path):
         assert bars.count() >= 3
         assert chart.locator("g.errorbar path").count() >= 3
         chart.screenshot(path=str(ARTIFACTS / "compare-throughput.png"))
+        # the newest sample sweep is the device-count one: its scaling chart, a point per mode and
+        # count (single x1, ddp x1, ddp x2) each with its error bar
+        expect(page.get_by_text(THROUGHPUT_CAPTION, exact=True)).to_be_visible(timeout=30_000)
+        scaling = page.locator('[data-testid="stPlotlyChart"]', has_text="DDP processes on the CPU")
+        scaling.scroll_into_view_if_needed()
+        expect(scaling.locator("g.errorbar").first).to_be_attached(timeout=30_000)
+        assert scaling.locator("g.errorbar").count() >= 3
+        scaling.screenshot(path=str(ARTIFACTS / "compare-scaling.png"))
     assert "Traceback" not in server.log.read_text()

@@ -14,20 +14,24 @@ from lab.views.compare import document, report
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from lab.views.compare.naming import few
-from tests.test_compare import available_runs
+from tests.test_compare import available_runs, sample_sweep
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 KEYS = {"mode", "devices", "speedup", "efficiency", "verdict", "reason"}
 
 
-def _samples(runs_dir):
+def _samples(runs_dir, stem: str | None = None):
+    """The sample runs Compare opens on (the newest sample sweep), or the shipped sweep ``stem``."""
     runs = available_runs(runs_dir, SAMPLE_RUNS)
-    chosen = [r for k in compare_runs.default_selection(runs) for r in runs if r.key == k]
+    if stem:
+        chosen = sample_sweep(runs, stem)
+    else:
+        chosen = [r for k in compare_runs.default_selection(runs) for r in runs if r.key == k]
     return compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
 
 
 def test_one_card_per_mode_with_repeats_folded(runs_dir):
-    c = _samples(runs_dir)
+    c = _samples(runs_dir, "sample")  # the Compare-modes sweep
     cards = {card.mode: card for card in c.headline}
     # the three strong DDP repeats fold into one card; the weak one is a mode of its own
     assert cards["ddp"].runs == 3 and cards["ddp (weak)"].runs == 1
@@ -54,7 +58,8 @@ def test_page_shows_the_cards_above_one_folded_warning_line(runs_dir):
     assert [m.value for m in at.metric] == [card.value_text() for card in c.headline]
     assert [m.delta for m in at.metric] == [card.interval_text() for card in c.headline]
     assert [w.value for w in at.warning] == [c.warning_summary]
-    assert c.warning_summary.startswith(f"{len(c.warnings)} notes: ")
+    n = len(c.warnings)
+    assert n and c.warning_summary.startswith(f"{n} note{'s' if n > 1 else ''}: ")
 
 
 def test_a_warning_names_a_few_runs_and_counts_the_rest():

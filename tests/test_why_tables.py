@@ -20,10 +20,12 @@ MOVED = {"op": "all_reduce", "rank": 0, "calls": 2.0, "bytes": 24_360.0, "total_
 
 
 def test_collectives_are_listed_per_run_rank_and_kind(tmp_path):
+    # one profiled DDP sample run, alone: other sample runs recorded their own collectives
+    src = next(d for d in sorted(SAMPLE_RUNS.iterdir())
+               if (d / "profile" / "breakdown.json").is_file() and "-ddp-" in d.name)  # fmt: skip
     root = tmp_path / "runs"
-    shutil.copytree(SAMPLE_RUNS, root)
-    ddp = next(d for d in sorted(root.iterdir()) if (d / "profile" / "breakdown.json").is_file()
-               and "-ddp-" in d.name)  # fmt: skip
+    ddp = root / src.name
+    shutil.copytree(src, ddp)
     data = json.loads((ddp / "profile" / "breakdown.json").read_text())
     data["collectives"] = [MOVED, dict(MOVED, rank=1)]
     (ddp / "profile" / "breakdown.json").write_text(json.dumps(data))

@@ -243,26 +243,39 @@ def read_scalars(runs: Sequence[CompareRun], reader: Callable[[str], Any]) -> di
 DEFAULT_MAX = 10  # the default selection's cap: a sweep of more runs shows its newest
 
 
+def _newest_sweep(runs: Sequence[CompareRun]) -> list[str]:
+    """The keys of the newest sweep among ``runs`` (at most ``DEFAULT_MAX``, the newest); none
+    without a sweep."""
+    swept = [r for r in runs if r.sweep_id]
+    if not swept:
+        return []
+    newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
+    keys = [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
+    return keys[-DEFAULT_MAX:]
+
+
 def default_selection(runs: Sequence[CompareRun]) -> list[str]:
     """Keys to compare by default.
 
     The newest sweep among the user's own runs; without a sweep, the user's
     newest finished runs (those with a summary); with no runs of the user's own,
-    the sample runs. Never more than ``DEFAULT_MAX`` (the newest). A user's script has no
-    summary: one that succeeded counts as finished.
+    the sample runs by the same rule (the newest sample sweep: the shipped folder holds two, a
+    Compare-modes and a device-count sweep, never to be mixed). Never more than ``DEFAULT_MAX``
+    (the newest). A user's script has no summary: one that succeeded counts as finished.
     """
     own = [r for r in runs if not r.sample]
-    swept = [r for r in own if r.sweep_id]
+    swept = _newest_sweep(own)
     if swept:
-        newest = max(swept, key=lambda r: (r.created_at, r.run_id)).sweep_id
-        keys = [r.key for r in sorted(swept, key=lambda r: r.created_at) if r.sweep_id == newest]
-        return keys[-DEFAULT_MAX:]
+        return swept
     ended = [r for r in own if r.summary or (r.kind == SCRIPT and r.state == SUCCEEDED)]
     finished = sorted(ended, key=lambda r: r.created_at, reverse=True)[:DEFAULT_MAX]
     if finished:
         return [r.key for r in reversed(finished)]
-    samples = sorted((r for r in runs if r.sample), key=lambda r: r.created_at)
-    return [r.key for r in samples][-DEFAULT_MAX:]
+    samples = [r for r in runs if r.sample]
+    swept = _newest_sweep(samples)
+    if swept:
+        return swept
+    return [r.key for r in sorted(samples, key=lambda r: r.created_at)][-DEFAULT_MAX:]
 
 
 def labels(runs: Sequence[CompareRun]) -> dict[str, str]:
