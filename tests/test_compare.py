@@ -226,6 +226,23 @@ def test_baseline_skips_dp_that_fell_back(tmp_path):
     assert comparison.choose_baseline(load_runs(root)) == "one"
 
 
+def test_baseline_is_the_median_repeat_of_the_single_runs(tmp_path):
+    root = tmp_path / "r"
+    for i, tp in enumerate((1300.0, 1000.0, 900.0)):  # three repeats: 900 < 1000 < 1300
+        make_run(
+            root,
+            f"s{i}",
+            mode="single",
+            devices=("cpu0",),
+            throughput=tp,
+            created_at=f"2026-11-29T07:0{i}:00+00:00",
+        )
+    make_run(root, "ddp", mode="ddp", devices=("cpu0", "cpu1"), throughput=1500.0)
+    runs = load_runs(root)
+    assert comparison.choose_baseline(runs) == "s1"  # the median, not the first or the fastest
+    assert comparison.choose_baseline([r for r in runs if r.key != "s2"]) == "s0"  # two: first
+
+
 def test_formulas_edge_cases():
     assert speed.speedup(None, 10) is None and speed.speedup(10, 0) is None
     assert figures.imbalance({"a": 100.0}) is None

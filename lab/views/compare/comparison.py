@@ -94,16 +94,24 @@ class Comparison:
 
 def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
     """The default baseline key: a run asked and run as ``single``, else the one with fewest
-    devices."""
+    devices; of three or more such runs (repeats), the one of median throughput, so that a
+    mode's speedup against it is the speedup of the medians and not of a lucky or unlucky
+    repeat."""
     if not runs:
         return None
 
-    def rank(r: CompareRun) -> tuple:
+    def kind(r: CompareRun) -> tuple:
         m = run_figures(r)
         asked_single = m.mode == SINGLE and m.effective_mode in (None, SINGLE)
-        return (not asked_single, len(m.devices) or 99, r.created_at)
+        return (not asked_single, len(m.devices) or 99)
 
-    return min(runs, key=rank).key
+    best = min(kind(r) for r in runs)
+    tied = sorted((r for r in runs if kind(r) == best), key=lambda r: r.created_at)
+    speeds = [run_figures(r).throughput for r in tied]
+    if len(tied) < 3 or any(v is None for v in speeds):
+        return tied[0].key
+    order = sorted(range(len(tied)), key=lambda i: (speeds[i], i))
+    return tied[order[(len(tied) - 1) // 2]].key
 
 
 def loss_agreement(series: Any, baseline_series: Any, rtol: float = AGREEMENT_RTOL) -> int | None:
