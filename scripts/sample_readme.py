@@ -41,6 +41,17 @@ are kept.
 """
 
 
+def _notes(c: Comparison) -> tuple[str, str]:
+    """A section's warnings and its repeats (each mode's median and spread), as Markdown lists."""
+    warns = "\n".join(f"- {w.message}" for w in c.warnings) or "- none"
+    repeats = "\n".join(
+        f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
+        f"{g['min']:.0f}, max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
+        for g in c.by_mode
+    )
+    return warns, repeats
+
+
 @dataclass(frozen=True)
 class Recording:
     """How a sweep was recorded: the facts no run file holds."""
@@ -142,12 +153,7 @@ def modes_section(runs: list, c: Comparison, rec: Recording, cfg) -> str:
         "memory imbalance",
         "final val acc",
     ]
-    warns = "\n".join(f"- {w.message}" for w in c.warnings) or "- none"
-    repeats = "\n".join(
-        f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
-        f"{g['min']:.0f}, max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
-        for g in c.by_mode
-    )
+    warns, repeats = _notes(c)
     recorded_on = runs[0].recorded_on if runs else "unknown"
     anatomy = "\n".join(f"- {line}" for line in c.anatomy)
     weak = [r for r in runs if r.scaling == "weak"]
@@ -252,12 +258,7 @@ def scaling_section(runs: list, c: Comparison, rec: Recording, cfg, counts: list
         "comm exposed % of step",
         "final val acc",
     ]
-    warns = "\n".join(f"- {w.message}" for w in c.warnings) or "- none"
-    repeats = "\n".join(
-        f"- {g['mode']}: median {g['median']:.0f} samples/s over {g['repeats']} runs (min "
-        f"{g['min']:.0f}, max {g['max']:.0f}, spread {g['spread_pct']:.1f}%)"
-        for g in c.by_mode
-    )
+    warns, repeats = _notes(c)
     recorded_on = runs[0].recorded_on if runs else "unknown"
     repeats_n = max(1, sum(1 for r in runs if r.option("mode") == "single"))
     head = f"Device counts: single and DDP at {' and '.join(map(str, counts))} gloo processes"
