@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from training import models
-from training.metrics import local_memory_mib, proc_status_kib
+from training.metrics import local_memory_mib
 
 MIB = 2**20
 PARTS = ("parameters", "gradients", "optimizer", "activations")
@@ -133,10 +133,9 @@ class Measure:
                 n: {"peak": torch.cuda.max_memory_allocated(i) / MIB, "baseline": self.baseline[n]}
                 for n, i in zip(p.device_names, ids)
             }
-        hwm = proc_status_kib("VmHWM") if self.reset else None
-        (name, now), *_ = local_memory_mib(p).items()  # rss, and VmHWM (or the lifetime peak)
-        peak = now["peak"] if hwm is None else max(hwm / 1024, now["allocated"])
-        return {name: {"peak": peak, "baseline": self.baseline[name]}}
+        # rss, and the peak: VmHWM (since the reset, when it was taken), else the lifetime peak
+        (name, now), *_ = local_memory_mib(p).items()
+        return {name: {"peak": now["peak"], "baseline": self.baseline[name]}}
 
     def measured(self) -> str:
         """In words, what ``peak_mib`` is for these devices."""

@@ -16,6 +16,6 @@ reader's API is re-exported here, so callers write
 from __future__ import annotations
 
 from lab.events.columns import Series
-from lab.events.reader import LogdirReader, RunReader, discover, to_frame
+from lab.events.reader import LogdirReader, RunReader, discover, refresh_runs, to_frame
 
-__all__ = ["LogdirReader", "RunReader", "Series", "discover", "to_frame"]
+__all__ = ["LogdirReader", "RunReader", "Series", "discover", "refresh_runs", "to_frame"]

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from contextlib import ExitStack
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -211,6 +211,21 @@ class RunReader:
             return sum(c.nbytes() for c in self._cols.values())
 
 
+def refresh_runs(readers: Sequence[RunReader]) -> int:
+    """``refresh()`` of every reader in one pass; the number of new points.
+
+    Every run lists its files first, so the small files of all of them are read as one batch
+    (``lab.events.many``: the per-file set-up paid once); each run is held from its listing to
+    its last file, as its own ``refresh()`` holds it.
+    """
+    with ExitStack() as held:
+        for r in readers:
+            held.enter_context(r._lock)
+        loaders = [f for r in readers for f in r._prepare()]
+        batched = many.read_small(loaders)
+        return sum(r._finish(batched) for r in readers)
+
+
 def discover(root: str | os.PathLike) -> list[str]:
     """Every run below ``root``: folders directly holding event files, as relative paths.
 
@@ -284,15 +299,8 @@ class LogdirReader:
                 self._runs[name] = RunReader(
                     path, self._cache if self._cache is not None else False
                 )
-        # Every run lists its files first, so the small ones of all runs are read as one batch;
-        # each run is held from its listing to its last file, as its own refresh() holds it.
         runs = list(self._runs.items())
-        with ExitStack() as held:
-            for _, r in runs:
-                held.enter_context(r._lock)
-            loaders = [f for _, r in runs for f in r._prepare()]
-            batched = many.read_small(loaders)
-            added = sum(r._finish(batched) for _, r in runs)
+        added = refresh_runs([r for _, r in runs])
         for name, r in runs:
             if r.gone:  # final: a deleted run does not come back under this reader
                 self._own_warnings.append(f"{name}: run folder deleted; dropped")
