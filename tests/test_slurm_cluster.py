@@ -287,16 +287,13 @@ def test_a_job_killed_at_its_time_limit_fails_with_the_timeout_diagnosis(runs, c
     )
     launcher.start_supervisor(run_dir)
     rec = wait_state(run_dir.name, runs, ("running",))
-    # Slurm counts limits in minutes and checks them every 30 s: moving the job's end to now has it
-    # killed
-    # at the next check, as it would be a minute in
-    now = time.strftime("%Y-%m-%dT%H:%M:%S")
-    assert (
-        cluster.run(
-            "scontrol", "update", f"JobId={rec.slurm['job_id']}", f"EndTime={now}"
-        ).returncode
-        == 0
-    )
+    # Slurm counts limits in minutes and checks them every 30 s: moving the job's end to a moment
+    # from now has it killed at the next check, as it would be a minute in. slurmctld refuses an end
+    # already past ("Invalid time specified"), and a bare "now" in whole seconds can be by the time
+    # scontrol reaches it, so the end is a few seconds ahead.
+    end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 3))
+    update = cluster.run("scontrol", "update", f"JobId={rec.slurm['job_id']}", f"EndTime={end}")
+    assert update.returncode == 0, update.stderr
     rec = wait_state(run_dir.name, runs, ("failed", "succeeded", "stopped", "lost"), timeout_s=60)
     assert rec.state == "failed" and rec.slurm["state"] == "TIMEOUT", (
         rec.state,
