@@ -257,6 +257,8 @@ def tensorboard_bench(runs: int, repeats: int) -> None:
     big = big_runs_folder(6, big_steps)
     expect = {f"run{i}": {t: big_steps - 1 for t in TAGS} for i in range(6)}
     tb_race.race("few big runs", big, expect, 6 * len(TAGS) * big_steps, repeats, drop_cache)
+    if not runs:  # --runs 0: the few-big-runs shape alone
+        return
     many = many_folder(runs)
     expect = {}
     for i in range(-(-runs // 2)):

@@ -58,6 +58,18 @@ class Column:
         self.value[n:need] = value
         self.n = need
 
+    def adopt(self, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+        """Start an empty column as these sorted, read-only arrays, without a copy.
+
+        For a cache entry's columns (views of the entry's bytes): any later append reallocates,
+        as the arrays are full, so they are never written to.
+        """
+        if self.n:
+            self.extend(step, wall, value, presorted=True)
+            return
+        self.step, self.wall, self.value = step, wall, value
+        self.n = len(step)
+
     def _realloc(self, cap: int) -> None:
         # New buffers, never in place: views already handed out stay valid.
         for name in ("step", "wall", "value"):

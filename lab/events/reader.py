@@ -5,24 +5,24 @@ Owns discovery (every folder below a root that directly holds
 ``EventFileLoader`` per file, new files picked up on each refresh, every
 file's points merged into per-tag columns of ``lab.events.columns``), the
 log-directory reader (``LogdirReader``: new run folders appear, deleted ones
-are dropped) and ``to_frame``. Nothing here raises on bad files: each
+are dropped). Nothing here raises on bad files: each
 problem is a line in ``.warnings`` and what can be trusted is kept. One
 file's offsets, truncation and errors live in ``lab.events.file_loader``; the small
-files of every run of a refresh are read together by ``lab.events.many``.
+files of every run of a refresh are read together by ``lab.events.many``, and big runs read
+from scratch in worker processes by ``lab.events.apart``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from contextlib import ExitStack
-from typing import Iterable, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from lab.events import many, tfrecord
+from lab.events import apart, many, tfrecord
 from lab.events.cache import CACHE_DIRNAME, EventCache, FileCache, enabled
 from lab.events.columns import Column, Series
 from lab.events.file_loader import DELETED, EventFileLoader
@@ -126,6 +126,23 @@ class RunReader:
             fc.begin()  # before any byte is read, batched or not: the entry's content time
         return list(self._files.values())
 
+    def _cold(self, batched: dict[str, many.Read]) -> bool:
+        """Never read, and every file is to be read from byte 0 outside the small-file batch."""
+        return (
+            self._cache is not None
+            and self._ready
+            and not self._cols
+            and bool(self._files)
+            and all(f.offset == 0 and p not in batched for p, f in self._files.items())
+        )
+
+    def _relist(self) -> None:
+        """Forget the files listed, none of them read, and list them again from their entries."""
+        self._files.clear()
+        self._file_caches.clear()
+        self._plugins.clear()
+        self._prepare()
+
     def _read_all(self, batched: dict[str, many.Read]) -> int:
         added = 0
         for p, loader in list(self._files.items()):
@@ -153,7 +170,7 @@ class RunReader:
         loader.resume(entry.offset, entry.notes)
         for tag, arrays in entry.columns().items():
             col = self._cols.get(tag) or self._cols.setdefault(tag, Column())
-            col.extend(*arrays, presorted=True)
+            col.adopt(*arrays)
         return len(entry.step)
 
     def _read(self, loader: EventFileLoader, fc: FileCache | None = None) -> int:
@@ -223,7 +240,18 @@ def refresh_runs(readers: Sequence[RunReader]) -> int:
             held.enter_context(r._lock)
         loaders = [f for r in readers for f in r._prepare()]
         batched = many.read_small(loaders)
+        cold = [r for r in readers if r._cold(batched)]
+        n = apart.workers(len(cold))
+        if n:  # big runs read from scratch: each in a worker, handed back through the cache
+            apart.run_apart(_fill_cache, [(r.path, r._cache) for r in cold], n)
+            for r in cold:
+                r._relist()
         return sum(r._finish(batched) for r in readers)
+
+
+def _fill_cache(path: str, cache: EventCache) -> None:
+    """In a worker process (``lab.events.apart``): read a run whole, writing its cache entries."""
+    RunReader(path, cache).refresh()
 
 
 def discover(root: str | os.PathLike) -> list[str]:
@@ -328,58 +356,3 @@ class LogdirReader:
     def nbytes(self) -> int:
         with self._lock:
             return sum(r.nbytes() for r in self._runs.values())
-
-
-def to_frame(
-    source: LogdirReader | RunReader | Mapping[str, Mapping[str, Series]],
-    runs: Iterable[str] | None = None,
-    tags: str | Iterable[str] | None = None,
-    run_name: str = ".",
-):
-    """A long DataFrame ``run, tag, step, wall_time, value`` (pandas imported here).
-
-    ``source``: a LogdirReader, a RunReader (its run is called ``run_name``)
-    or ``{run: {tag: Series}}``. ``runs``: only these runs. ``tags``: a
-    regular expression (``re.search``) or a list of tag names.
-    """
-    import pandas as pd
-
-    if isinstance(source, LogdirReader):
-        data = {r: source.scalars(r) for r in (source.run_names() if runs is None else runs)}
-    elif isinstance(source, RunReader):
-        data = {run_name: source.scalars()}
-    else:
-        data = {r: source[r] for r in (source if runs is None else runs) if r in source}
-    if isinstance(tags, str):
-        pattern = re.compile(tags)
-        keep = pattern.search
-    elif tags is not None:
-        wanted = set(tags)
-        keep = wanted.__contains__
-    else:
-        keep = None
-    parts = []
-    for run, series in data.items():
-        for tag, s in series.items():
-            if keep is None or keep(tag):
-                parts.append((run, tag, s))
-    if not parts:
-        return pd.DataFrame(
-            {
-                "run": pd.Series(dtype=str),
-                "tag": pd.Series(dtype=str),
-                "step": pd.Series(dtype=np.int64),
-                "wall_time": pd.Series(dtype=np.float64),
-                "value": pd.Series(dtype=np.float64),
-            }
-        )
-    counts = [len(s) for _, _, s in parts]
-    return pd.DataFrame(
-        {
-            "run": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
-            "tag": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
-            "step": np.concatenate([s.step for _, _, s in parts]),
-            "wall_time": np.concatenate([s.wall_time for _, _, s in parts]),
-            "value": np.concatenate([s.value.astype(np.float64, copy=False) for _, _, s in parts]),
-        }
-    )

@@ -12,15 +12,12 @@ more than the CRC itself.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
-
-try:  # the C implementation; the pure-Python fallback is ~100x slower
-    from crc32c import crc32c as _crc32c
-except ImportError:  # pragma: no cover - exercised only without the package
-    _crc32c = None
 
 _MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")
@@ -39,10 +36,23 @@ _TABLE = _make_table()
 _PY_TABLE = [int(v) for v in _TABLE]
 
 
+@functools.cache
+def _c_crc32c() -> Callable[[bytes | memoryview], int] | None:
+    """The C implementation, imported on first use: the package's import costs ~40 ms (it reads
+    its own version from the installed metadata), most of a warm reader's start-up, which never
+    checks a CRC. The pure-Python fallback is ~100x slower."""
+    try:
+        from crc32c import crc32c as f
+    except ImportError:  # pragma: no cover - exercised only without the package
+        return None
+    return f
+
+
 def crc32c(data: bytes | memoryview) -> int:
     """Plain CRC-32C of ``data``."""
-    if _crc32c is not None:
-        return _crc32c(data)
+    c = _c_crc32c()
+    if c is not None:
+        return c(data)
     crc = 0xFFFFFFFF
     for b in bytes(data):
         crc = _PY_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
@@ -126,7 +136,7 @@ def _crcs(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray
         out[g] = crc
     if long_ones:
         g = np.concatenate(long_ones)
-        f = _crc32c or crc32c
+        f = _c_crc32c() or crc32c
         data = u8.data
         out[g] = [f(data[s : s + n]) for s, n in zip(starts[g].tolist(), lengths[g].tolist())]
     return _mask_np(out)
