@@ -23,10 +23,12 @@ from lab.views.compare import scaling as scaling_view
 from lab.views.live import health, progress
 from lab.views.live import queue as live_queue
 from lab.views.live import runs as live
+from ui import warm
 from ui.gate import require_password
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 require_password()
+warm.start()  # the other pages' imports, loaded in the background
 adopt_orphans(paths.runs_dir())  # a run whose supervisor died gets a new watcher
 st.title("Parallel Training Lab")
 st.markdown(

@@ -14,7 +14,7 @@ printed apart; the median and range are over the other rounds (a server that has
 Without ``--browser``: AppTest in this process, from the page's first run to its end, with
 Streamlit's caches cleared each time.
 
-    python bench/pages_at_scale.py --browser [--runs 1000] [--repeat 4]
+    python bench/pages_at_scale.py --browser [--runs 1000] [--repeat 4] [--pages Compare,Logs]
     python bench/pages_at_scale.py [--runs 1000] [--repeat 3]
 """
 
@@ -117,7 +117,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--browser", action="store_true", help="time in Chromium on real servers")
+    ap.add_argument(
+        "--pages", default=",".join(PAGES), help="which pages, comma-separated (default: all)"
+    )
     args = ap.parse_args()
+    wanted = [p.strip() for p in args.pages.split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in PAGES]
+    if unknown or not wanted:
+        ap.error(f"--pages: {', '.join(unknown) or 'none given'}; choose from {', '.join(PAGES)}")
+    for name in [p for p in PAGES if p not in wanted]:
+        del PAGES[name]
     tmp = Path(tempfile.mkdtemp(prefix="lab-bench-scale-"))
     label = str(args.runs)
     try:

@@ -32,10 +32,12 @@ from lab.engine.preflight.checks import machine_facts
 from lab.engine.sweep import plan, vary
 from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view
+from ui import warm
 from ui.gate import require_password
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
 require_password()
+warm.start()  # the other pages' imports, loaded in the background
 st.title("Launch a run")
 
 KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}

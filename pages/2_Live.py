@@ -23,11 +23,13 @@ from lab.views import text as ui_text
 from lab.views.compare import anatomy, noise
 from lab.views.live import health, nodes, progress, run_charts, script_run
 from lab.views.live import runs as live
+from ui import warm
 from ui.gate import require_password
 from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
 require_password()
+warm.start()  # the other pages' imports, loaded in the background
 st.title("Live")
 
 REFRESH_S = 2

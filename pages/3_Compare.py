@@ -34,6 +34,7 @@ from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as compare_table
 from lab.views.compare.comparison import Comparison, choose_baseline, compare
 from lab.views.runscalars import run_scalars
+from ui import warm
 from ui.gate import require_password
 from ui.shared import event_reader
 
@@ -351,6 +352,7 @@ def _downloads(where, c: Comparison, table, figures) -> None:
 def main() -> None:
     st.set_page_config(page_title="Compare · Parallel Training Lab", page_icon="⚖️", layout="wide")
     require_password()
+    warm.start()  # the other pages' imports, loaded in the background
     st.title("Compare runs")
     runs = _runs(str(runs_dir()), str(SAMPLE_RUNS))
     if not runs:

@@ -17,11 +17,13 @@ import streamlit as st
 from lab import runfolder as paths
 from lab.views.logs import browse, hparams_table, run_select, scalar_chart
 from lab.views.logs.folder import LogFolder
+from ui import warm
 from ui.gate import require_password
 from ui.shared import log_folder
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 require_password()
+warm.start()  # the other pages' imports, loaded in the background
 st.title("Logs")
 st.caption(
     "Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally."

@@ -33,6 +33,25 @@ def test_order_ranks_match_the_binomial_table():
         )
 
 
+def test_order_ranks_of_long_runs_are_exact_and_fast():
+    """The CDF summed as k grows gives the definition's answer, in exact fractions; and a run of
+    thousands of logging windows works (2.0**n overflowed past 1,023 windows)."""
+    from fractions import Fraction
+
+    def by_definition(n: int) -> tuple[int, Fraction]:
+        cdf = [Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n) for k in range(n + 1)]
+        k = 1
+        while k + 1 <= (n + 1) // 2 and cdf[k] <= Fraction(1 - 0.95) / 2:
+            k += 1
+        return k, 1 - 2 * cdf[k - 1]
+
+    for n in (*range(2, 120), 257, 600):
+        k, cov = by_definition(n)
+        assert order_ranks(n)[0] == k and order_ranks(n)[1] == pytest.approx(float(cov), abs=1e-12)
+    k, cov = order_ranks(5000)
+    assert 0.95 <= cov < 0.96 and abs(k - (2500 - 1.96 * math.sqrt(5000) / 2)) < 3
+
+
 def test_few_windows_give_the_whole_range_and_say_what_it_covers():
     s = median_spread([3.0, 1.0, 2.0])
     assert (s.median, s.ci_low, s.ci_high, s.windows) == (2.0, 1.0, 3.0, 3)
