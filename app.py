@@ -28,7 +28,6 @@ from ui.gate import require_password
 
 st.set_page_config(page_title="Parallel Training Lab", page_icon="🧪", layout="wide")
 require_password()
-warm.start()  # the other pages' imports, loaded in the background
 adopt_orphans(paths.runs_dir())  # a run whose supervisor died gets a new watcher
 st.title("Parallel Training Lab")
 st.markdown(
@@ -223,3 +222,5 @@ c3.page_link("pages/3_Compare.py", label="Compare runs", icon=":material/compare
 c4.page_link(
     "pages/4_Logs.py", label="Browse TensorBoard logs", icon=":material/stacked_line_chart:"
 )
+# Once this page is drawn, the other pages' imports load in the background (ui.warm).
+warm.start()

@@ -37,7 +37,6 @@ from ui.gate import require_password
 
 st.set_page_config(page_title="Launch · Parallel Training Lab", page_icon="🚀", layout="wide")
 require_password()
-warm.start()  # the other pages' imports, loaded in the background
 st.title("Launch a run")
 
 KINDS = {paths.TRAINER: "The lab's trainer", paths.SCRIPT: "My script"}
@@ -294,3 +293,5 @@ with right:
             st.page_link(
                 "pages/3_Compare.py", label="Compare them", icon=":material/compare_arrows:"
             )
+# Once this page is drawn, the other pages' imports load in the background (ui.warm).
+warm.start()

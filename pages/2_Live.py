@@ -29,7 +29,6 @@ from ui.shared import chart_grid, event_reader
 
 st.set_page_config(page_title="Live · Parallel Training Lab", page_icon="📡", layout="wide")
 require_password()
-warm.start()  # the other pages' imports, loaded in the background
 st.title("Live")
 
 REFRESH_S = 2
@@ -306,3 +305,5 @@ if root != paths.SAMPLE_RUNS:
             st.error(f"Could not resume {run_id}: {e}")
 
 live_view(run_id, live.is_active(record.state))
+# Once this page is drawn, the other pages' imports load in the background (ui.warm).
+warm.start()

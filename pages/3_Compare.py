@@ -352,7 +352,6 @@ def _downloads(where, c: Comparison, table, figures) -> None:
 def main() -> None:
     st.set_page_config(page_title="Compare · Parallel Training Lab", page_icon="⚖️", layout="wide")
     require_password()
-    warm.start()  # the other pages' imports, loaded in the background
     st.title("Compare runs")
     runs = _runs(str(runs_dir()), str(SAMPLE_RUNS))
     if not runs:
@@ -396,3 +395,5 @@ def main() -> None:
 
 
 main()
+# Once this page is drawn, the other pages' imports load in the background (ui.warm).
+warm.start()

@@ -23,7 +23,6 @@ from ui.shared import log_folder
 
 st.set_page_config(page_title="Logs · Parallel Training Lab", page_icon="📈", layout="wide")
 require_password()
-warm.start()  # the other pages' imports, loaded in the background
 st.title("Logs")
 st.caption(
     "Any folder of TensorBoard event files (torch, tensorboardX, TensorFlow 2), read incrementally."
@@ -295,3 +294,5 @@ def show(
 
 
 show(runs, pattern, axis, weight, log_y, outliers)
+# Once this page is drawn, the other pages' imports load in the background (ui.warm).
+warm.start()

@@ -1,14 +1,14 @@
-"""The warm-up: every page's heavy imports, done once in the background as the server's first
-session starts.
+"""The warm-up: every page's heavy imports, done once per server in the background.
 
 Owns what is loaded ahead and when. A page's first visit after the server starts pays its
 imports on top of its own work: pandas 0.55 s, the compare views 0.3 s, and plotly's figure
 machinery on its first figure (its validators load lazily), which put Compare's first visit
-over 3 s on this 2-core machine. The first page any session opens calls ``start()``: one daemon
-thread, once per server, imports those modules and builds one figure nobody sees, so the page
-visited next finds them loaded. Python's per-module import locks make a page that needs a module
-mid-import wait for it rather than load it twice. A failure is logged and changes nothing: the
-page imports what it needs itself.
+over 3 s on this 2-core machine. Every page calls ``start()`` at the end of its script, once its
+own screen is drawn (on 2 cores an import running beside a page's script slows it: Home's first
+visit took ~0.7 s longer with the call at the top): one daemon thread, once per server, imports
+those modules and builds one figure nobody sees, so the page visited next finds them loaded.
+Python's per-module import locks make a page that needs a module mid-import wait for it rather
+than load it twice. A failure is logged and changes nothing: the page imports what it needs.
 """
 
 from __future__ import annotations
