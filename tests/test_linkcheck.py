@@ -58,6 +58,17 @@ def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
     assert not list((runs_dir / LINKCHECKS_DIR).glob("*.part"))
 
 
+def test_linkcheck_text_prints_every_size_with_a_nonzero_bandwidth(runs_dir):
+    r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "0.01")  # 1 KiB and 4 KiB
+    assert r.returncode == 0, r.stderr
+    head, columns, *rows = r.stdout.splitlines()
+    assert head.startswith("All-reduce, gloo, 2 ranks on the CPU (saved as ")
+    assert columns.split() == ["size", "time", "ms", "algbw", "GB/s", "busbw", "GB/s"]
+    assert [row.split()[:2] for row in rows] == [["1", "KiB"], ["4", "KiB"]]
+    # 4 significant figures: even a busy CPU's 1 KiB row reads above zero, never 0.000
+    assert all(float(row.split()[3]) > 0 and float(row.split()[4]) > 0 for row in rows)
+
+
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -213,13 +224,14 @@ def test_home_table_has_one_row_per_size_and_the_box_keeps_the_default():
         "world_size": 2,
         "gpus": [],
         "results": [
-            {"bytes": 4096, "time_ms": 0.5, "algbw_gbps": 0.0082, "busbw_gbps": 0.0082},
-            {"bytes": 1024, "time_ms": 0.25, "algbw_gbps": 0.0041, "busbw_gbps": 0.0041},
+            {"bytes": 4096, "time_ms": 0.5, "algbw_gbps": 12.3456, "busbw_gbps": 12.3456},
+            {"bytes": 1024, "time_ms": 2.5, "algbw_gbps": 0.00041234, "busbw_gbps": 0.00041234},
         ],
     }
+    # four significant figures: the busy CPU's 1 KiB row is not rounded down to 0.000
     assert shown.rows(rec) == [
-        {"bytes": 1024, "time_ms": 0.25, "algbw (GB/s)": 0.004, "busbw (GB/s)": 0.004},
-        {"bytes": 4096, "time_ms": 0.5, "algbw (GB/s)": 0.008, "busbw (GB/s)": 0.008},
+        {"bytes": 1024, "time_ms": 2.5, "algbw (GB/s)": 0.0004123, "busbw (GB/s)": 0.0004123},
+        {"bytes": 4096, "time_ms": 0.5, "algbw (GB/s)": 12.35, "busbw (GB/s)": 12.35},
     ]
     assert shown.heading(rec) == "All-reduce, gloo, 2 ranks on the CPU (saved as c1)"
     assert "GPU 0, GPU 1" in shown.heading({**rec, "gpus": [0, 1], "backend": "nccl"})

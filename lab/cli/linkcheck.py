@@ -23,6 +23,7 @@ def _size(n: float) -> str:
 def cmd_linkcheck(a: argparse.Namespace) -> int:
     from lab.engine import linkcheck
     from lab.engine.devices.nvml import usable_indices
+    from lab.views import linkcheck as shown
 
     try:
         p = linkcheck.plan(a.gpus, a.nproc, usable_indices())
@@ -35,13 +36,12 @@ def cmd_linkcheck(a: argparse.Namespace) -> int:
     if a.json:
         print_json(rec)
         return 0
-    where = ", ".join(f"GPU {g}" for g in p.gpus) or "the CPU"
-    print(f"all-reduce, {rec['backend']}, {rec['world_size']} ranks on {where} ({rec['id']})")
+    print(shown.heading(rec))
     print(f"{'size':>10} {'time ms':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
-    for r in rec["results"]:
+    for r in shown.rows(rec):  # Home's rows: bandwidths to 4 figures, never a bare 0.000
         print(
-            f"{_size(r['bytes']):>10} {r['time_ms']:>10.3f} {r['algbw_gbps']:>11.3f} "
-            f"{r['busbw_gbps']:>11.3f}"
+            f"{_size(r['bytes']):>10} {r['time_ms']:>10.3f} {r['algbw (GB/s)']:>11g} "
+            f"{r['busbw (GB/s)']:>11g}"
         )
     return 0
 
