@@ -265,6 +265,49 @@ def test_a_rank_killed_in_torchruns_teardown_does_not_hide_the_real_error(tmp_pa
     assert diag.rank == 0 and diag.key != "killed", diag
 
 
+# torchrun's summary of a real collective timeout (tests/test_diagnose_seeds.py, recorded in a CI
+# run here with torch 2.14 and gloo): rank 0 timed out waiting for the SIGSTOPped rank 1, which
+# woke to "Connection closed by peer" and exited first, so torchrun named rank 1
+STALLED_PEER = """training.train FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-02_07:47:34
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 8751)
+  error_file: /tmp/seeds0/timeout/logs/none_i1lj6_jq/attempt_0/0/error.json
+  traceback : Traceback (most recent call last):
+    File "/tmp/ci/training/knobs.py", line 107, in forward_backward
+      loop.scaler.scale(loss / n if n > 1 else loss).backward()
+  RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] \
+Timed out waiting 10000ms for recv operation to complete
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_07:47:33
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 8752)
+  error_file: /tmp/seeds0/timeout/logs/none_i1lj6_jq/attempt_0/1/error.json
+  traceback : Traceback (most recent call last):
+    File "/tmp/ci/training/knobs.py", line 107, in forward_backward
+      loop.scaler.scale(loss / n if n > 1 else loss).backward()
+  RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection \
+closed by peer [127.0.0.1]:49818. This is typically caused by a remote worker crashing.
+============================================================
+"""
+
+
+def test_the_rank_that_timed_out_is_the_cause_when_torchrun_names_the_peer_that_woke(tmp_path):
+    diag = diagnose(_captured(tmp_path, STALLED_PEER), 1)
+    assert (diag.key, diag.rank, diag.exit_code) == ("collective_timeout", 0, 1), diag
+    # the same summary with rank 1 the one that timed out: the entries, not their order, decide
+    swapped = STALLED_PEER.replace("rank      : 0 (local_rank: 0)", "rank      : 9 (local_rank: 9)")
+    swapped = swapped.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
+    assert diagnose(_captured(tmp_path, swapped), 1).rank == 9
+
+
 def test_torchrun_error_file_message_is_used(tmp_path):
     err = {
         "message": {

@@ -82,10 +82,14 @@ _PEER_LOST = re.compile(
 def _root_cause(stdout: str) -> re.Match | None:
     """The entry of torchrun's last failure summary that began the failure.
 
-    torchrun names the first failure it *observed*: when rank 1 is killed (-9) mid all-reduce,
-    rank 0 may raise "Connection reset by peer" and exit before torchrun polls rank 1, and is
-    then named the root cause. A rank that died of SIGKILL while the named root lost its peer is
-    where it began (torchrun's own teardown signal is SIGTERM, -15, so it is never the one)."""
+    torchrun names the first failure it *observed*, and when the named root only lost its peer
+    ("Connection reset/closed by peer"), the failure began elsewhere in the summary:
+    - a rank that died of SIGKILL: when rank 1 is killed (-9) mid all-reduce, rank 0 may raise
+      "Connection reset by peer" and exit before torchrun polls rank 1 (torchrun's own teardown
+      signal is SIGTERM, -15, so it is never the one);
+    - else a rank whose traceback shows an error of its own: when rank 0's all-reduce times out
+      waiting for a stalled rank 1, rank 1 may wake to "Connection closed by peer" and exit
+      first."""
     root = None
     for m in _ROOT.finditer(stdout):
         root = m
@@ -95,10 +99,15 @@ def _root_cause(stdout: str) -> re.Match | None:
     start = summary.rfind("Failures:")
     if start < 0:
         return root
-    for m in _ENTRY.finditer(summary, start):
-        if int(m.group(3)) == -9:
-            return m
-    return root
+    entries = list(_ENTRY.finditer(summary, start))
+    killed = [m for m in entries if int(m.group(3)) == -9]
+    # its traceback shown, and not a lost peer (a rank without an error file shows neither)
+    own = [
+        m
+        for m in entries
+        if int(m.group(3)) > 0 and "Traceback" in m.group(0) and not _PEER_LOST.search(m.group(0))
+    ]
+    return (killed or own or [root])[0]
 
 
 def _read_tail(path: Path) -> str:
