@@ -308,6 +308,40 @@ def test_the_rank_that_timed_out_is_the_cause_when_torchrun_names_the_peer_that_
     assert diagnose(_captured(tmp_path, swapped), 1).rank == 9
 
 
+def test_without_error_files_the_ranks_own_logs_tell_who_lost_a_peer(tmp_path):
+    # RAISE_IN_RANK1 when rank 0's barrier fails first: neither entry shows a traceback (the
+    # script has no @record), so each rank's own log says who raised and who lost its peer
+    entry = (
+        "[{n}]:\n  time      : 2026-12-02_07:47:3{n}\n  host      : localhost\n"
+        "  rank      : {r} (local_rank: {r})\n  exitcode  : 1 (pid: 100{r})\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        "\n"
+    )
+    summary = (
+        "raise_in_rank1.py FAILED\n"
+        + "-" * 60
+        + "\nFailures:\n"
+        + entry.format(n=1, r=1)
+        + "-" * 60
+        + "\nRoot Cause (first observed failure):\n"
+        + entry.format(n=0, r=0)
+        + "=" * 60
+        + "\n"
+    )
+    own = {
+        0: f"Traceback (most recent call last):\n  dist.barrier()\n{RESET}\n",
+        1: "Traceback (most recent call last):\nRuntimeError: boom in rank 1\n",
+    }
+    for rank, text in own.items():
+        folder = tmp_path / "logs" / "none_x" / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_text(text)
+    diag = diagnose(_captured(tmp_path, summary), 1)
+    assert (diag.key, diag.rank) == ("rank_crashed", 1), diag
+    assert "boom in rank 1" in diag.cause
+
+
 def test_torchrun_error_file_message_is_used(tmp_path):
     err = {
         "message": {

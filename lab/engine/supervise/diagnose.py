@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from lab.engine.logs import RANK_FILES, rank_dirs
 from lab.engine.supervise import diskfull
@@ -79,7 +79,7 @@ _PEER_LOST = re.compile(
 )
 
 
-def _root_cause(stdout: str) -> re.Match | None:
+def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
     """The entry of torchrun's last failure summary that began the failure.
 
     torchrun names the first failure it *observed*, and when the named root only lost its peer
@@ -89,11 +89,17 @@ def _root_cause(stdout: str) -> re.Match | None:
       signal is SIGTERM, -15, so it is never the one);
     - else a rank whose traceback shows an error of its own: when rank 0's all-reduce times out
       waiting for a stalled rank 1, rank 1 may wake to "Connection closed by peer" and exit
-      first."""
+      first.
+    An entry is judged by its summary and its rank's own log (``ranks``, local rank -> text): a
+    script without torchrun's ``@record`` shows no traceback in the summary."""
+
+    def said(m: re.Match) -> str:
+        return f"{m.group(0)}\n{ranks.get(int(m.group(2)), '')}"
+
     root = None
     for m in _ROOT.finditer(stdout):
         root = m
-    if root is None or int(root.group(3)) < 0 or not _PEER_LOST.search(root.group(4)):
+    if root is None or int(root.group(3)) < 0 or not _PEER_LOST.search(said(root)):
         return root
     summary = stdout[: root.start()]
     start = summary.rfind("Failures:")
@@ -101,11 +107,10 @@ def _root_cause(stdout: str) -> re.Match | None:
         return root
     entries = list(_ENTRY.finditer(summary, start))
     killed = [m for m in entries if int(m.group(3)) == -9]
-    # its traceback shown, and not a lost peer (a rank without an error file shows neither)
     own = [
         m
         for m in entries
-        if int(m.group(3)) > 0 and "Traceback" in m.group(0) and not _PEER_LOST.search(m.group(0))
+        if int(m.group(3)) > 0 and "Traceback" in said(m) and not _PEER_LOST.search(said(m))
     ]
     return (killed or own or [root])[0]
 
@@ -176,7 +181,7 @@ def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | N
     stdout = _read_tail(run_dir / STDOUT_LOG)
     ranks = _rank_logs(run_dir)
     errors = _error_files(run_dir)
-    root = _root_cause(stdout)
+    root = _root_cause(stdout, ranks)
     rank = int(root.group(1)) if root else None
     local = int(root.group(2)) if root else None
     code = int(root.group(3)) if root else exit_code
