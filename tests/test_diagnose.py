@@ -266,8 +266,8 @@ def test_a_rank_killed_in_torchruns_teardown_does_not_hide_the_real_error(tmp_pa
 
 
 # torchrun's summary of a real collective timeout (tests/test_diagnose_seeds.py, recorded in a CI
-# run here with torch 2.14 and gloo): rank 0 timed out waiting for the SIGSTOPped rank 1, which
-# woke to "Connection closed by peer" and exited first, so torchrun named rank 1
+# run here with torch 2.14 and gloo, shortened): rank 0 timed out waiting for the SIGSTOPped rank
+# 1, which woke to "Connection closed by peer" and exited first, so torchrun named rank 1
 STALLED_PEER = """training.train FAILED
 ------------------------------------------------------------
 Failures:
@@ -302,6 +302,11 @@ closed by peer [127.0.0.1]:49818. This is typically caused by a remote worker cr
 def test_the_rank_that_timed_out_is_the_cause_when_torchrun_names_the_peer_that_woke(tmp_path):
     diag = diagnose(_captured(tmp_path, STALLED_PEER), 1)
     assert (diag.key, diag.rank, diag.exit_code) == ("collective_timeout", 0, 1), diag
+    # the second CI run: torchrun's teardown SIGTERM reached rank 0 while it was still exiting
+    # after its timeout, so its entry reads -15 with the timeout's traceback
+    sigterm = STALLED_PEER.replace("exitcode  : 1 (pid: 8751)", "exitcode  : -15 (pid: 8751)")
+    diag = diagnose(_captured(tmp_path, sigterm), 1)
+    assert (diag.key, diag.rank, diag.exit_code) == ("collective_timeout", 0, -15), diag
     # the same summary with rank 1 the one that timed out: the entries, not their order, decide
     swapped = STALLED_PEER.replace("rank      : 0 (local_rank: 0)", "rank      : 9 (local_rank: 9)")
     swapped = swapped.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")

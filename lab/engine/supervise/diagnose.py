@@ -89,7 +89,7 @@ def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
       signal is SIGTERM, -15, so it is never the one);
     - else a rank whose traceback shows an error of its own: when rank 0's all-reduce times out
       waiting for a stalled rank 1, rank 1 may wake to "Connection closed by peer" and exit
-      first.
+      first, and rank 0, still exiting, then shows torchrun's SIGTERM (-15) as its exit code.
     An entry is judged by its summary and its rank's own log (``ranks``, local rank -> text): a
     script without torchrun's ``@record`` shows no traceback in the summary."""
 
@@ -110,7 +110,7 @@ def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
     own = [
         m
         for m in entries
-        if int(m.group(3)) > 0 and "Traceback" in said(m) and not _PEER_LOST.search(said(m))
+        if int(m.group(3)) != 0 and "Traceback" in said(m) and not _PEER_LOST.search(said(m))
     ]
     return (killed or own or [root])[0]
 
