@@ -50,6 +50,13 @@ def _hover(label: str, rows: Sequence[Row], figure: str) -> str:
     return f"{label}: {figure}<br>{len(rows)} run{'s' * (len(rows) != 1)}: {who}"
 
 
+def _interval_name(rows: Sequence[Row], spread) -> str:
+    """What a throughput bar's whisker is: one run's windows, or the interval over the runs."""
+    if len(rows) == 1:
+        return "windows' interval, within-run only"
+    return f"{100 * spread.coverage:.0f}% interval over {len(rows)} runs" if spread else "range"
+
+
 def throughput_bars(c: Comparison) -> list[IntervalBar]:
     """Per mode and device count (the baseline's group too): the median throughput and its
     interval, each run's median as a dot."""
@@ -62,7 +69,7 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
         label = group_label(mode, devices)
         shown = "–" if value is None else f"{value:.0f} samples/s"
         if low is not None and high is not None:
-            shown += f" (95% interval {low:.0f}–{high:.0f})"
+            shown += f" ({_interval_name(rows, spread)} {low:.0f}–{high:.0f})"
         out.append(
             IntervalBar(
                 label,
@@ -80,12 +87,14 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
 
 def speedup_bars(c: Comparison) -> list[IntervalBar]:
     """One bar per headline card: its speedup and interval, each repeat's speedup as a dot."""
-    rows = [r for r in c.rows if not r.is_baseline]
+    rows = [r for r in c.rows if not r.in_baseline]
     groups = _groups(rows)
     by_key = {(card.mode, card.devices): card for card in c.headline}
     out = []
     for key, members in groups.items():
-        card: Card = by_key[key]
+        card: Card | None = by_key.get(key)
+        if card is None:  # a group that ran as another mode: no card, no bar
+            continue
         label = group_label(*key)
         dots = tuple(r.speed.speedup for r in members if r.speed.speedup is not None)
         out.append(
