@@ -38,10 +38,13 @@ def _order(key: tuple[str, int]) -> tuple:
     return (rank, base, mode != base, devices)
 
 
-def _groups(rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
+def _groups(c: Comparison, rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
+    """The rows by their comparison group (``groups.Group``: its shown mode and device count)."""
     out: dict[tuple[str, int], list[Row]] = {}
     for r in rows:
-        out.setdefault((mode_of(r), r.figures.device_count), []).append(r)
+        g = c.group_of(r.key)
+        key = (g.mode, g.devices) if g else (mode_of(r), r.figures.device_count)
+        out.setdefault(key, []).append(r)
     return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
 
 
@@ -61,7 +64,7 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
     """Per mode and device count (the baseline's group too): the median throughput and its
     interval, each run's median as a dot."""
     out = []
-    for (mode, devices), rows in _groups(c.rows).items():
+    for (mode, devices), rows in _groups(c, c.rows).items():
         spread = pooled([r.figures.spread for r in rows if r.figures.spread is not None])
         values = [r.figures.throughput for r in rows if r.figures.throughput is not None]
         value = spread.median if spread else statistics.median(values) if values else None
@@ -88,7 +91,7 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
 def speedup_bars(c: Comparison) -> list[IntervalBar]:
     """One bar per headline card: its speedup and interval, each repeat's speedup as a dot."""
     rows = [r for r in c.rows if not r.in_baseline]
-    groups = _groups(rows)
+    groups = _groups(c, rows)
     by_key = {(card.mode, card.devices): card for card in c.headline}
     out = []
     for key, members in groups.items():

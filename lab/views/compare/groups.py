@@ -25,7 +25,7 @@ from lab.views.compare.derived import SAMPLES
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.runs import CompareRun
 
-GroupKey = tuple[str, int]
+GroupKey = tuple[str, str, int]  # (sweep id, or "run:" and the run's key outside a sweep; mode; n)
 
 
 def mode_label(run: CompareRun, figures: RunFigures) -> str:
@@ -37,8 +37,11 @@ def mode_label(run: CompareRun, figures: RunFigures) -> str:
 
 
 def group_key(run: CompareRun, figures: RunFigures) -> GroupKey:
-    """(mode label, device count): the group a run belongs to."""
-    return mode_label(run, figures), figures.device_count
+    """(scope, mode label, device count): the group a run belongs to. Repeats are a sweep's: runs
+    of one sweep with the same mode, knob values and device count; a run outside a sweep is a
+    group of its own (two runs a user made apart are two questions, not repeats)."""
+    scope = run.sweep_id or f"run:{run.key}"
+    return scope, mode_label(run, figures), figures.device_count
 
 
 def ran_as_another(figures: RunFigures) -> bool:
@@ -190,21 +193,36 @@ def _against(rows: Sequence[Any], base_rows: Sequence[Any], margin_pct: float) -
     }
 
 
+def _labels(grouped: Mapping[GroupKey, list[Any]]) -> dict[GroupKey, str]:
+    """Each group's shown mode: its mode label, and where two groups share mode and device count,
+    its sweep or its run's name after it."""
+    seen: dict[tuple[str, int], int] = {}
+    for _, mode, n in grouped:
+        seen[(mode, n)] = seen.get((mode, n), 0) + 1
+    out = {}
+    for key, members in grouped.items():
+        scope, mode, n = key
+        where = members[0].name if scope.startswith("run:") else scope
+        out[key] = mode if seen[(mode, n)] == 1 else f"{mode} ({where})"
+    return out
+
+
 def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[Group, ...]:
-    """Every group of ``rows`` (``comparison.Row``: run, figures, speed) in the rows' order, each
-    against the baseline group ``base_key``."""
+    """Every group of ``rows`` (``comparison.Row``: run, name, figures, speed) in the rows' order,
+    each against the baseline group ``base_key``."""
     grouped: dict[GroupKey, list[Any]] = {}
     for r in rows:
         grouped.setdefault(group_key(r.run, r.figures), []).append(r)
     base_rows = grouped.get(base_key, [])
+    labels = _labels(grouped)
     out = []
     for key, members in grouped.items():
         unit = _unit(members)
         values = tuple(x for r in members if (x := _value(r.figures, unit)) is not None)
         ran = {r.figures.effective_mode for r in members if ran_as_another(r.figures)}
         common = {
-            "mode": key[0],
-            "devices": key[1],
+            "mode": labels[key],
+            "devices": key[2],
             "keys": tuple(r.key for r in members),
             "values": values,
             "unit": unit,
