@@ -101,7 +101,7 @@ def test_toggles_and_baseline(runs_dir):
     at.run()
     assert not at.exception
     table = at.dataframe[0].value.set_index("run")
-    # the chosen baseline's group: the DDP sample runs of its sweep; the chosen run divides by itself
+    # the chosen baseline's group: its sweep's DDP sample runs; the chosen run divides by itself
     base_rows = table[table["noise"] == "baseline"]
     assert set(base_rows["mode"]) == {"ddp"}
     assert min(abs(base_rows["speedup"] - 1.0)) == pytest.approx(0.0)

@@ -22,6 +22,7 @@ from lab.views.compare import table as cols
 from lab.views.compare import verdict as v
 from lab.views.compare.comparison import compare
 
+FOUR = ("cpu0", "cpu1", "cpu2", "cpu3")
 AT = "2026-12-03T07:{:02d}:00+00:00"
 
 
@@ -185,7 +186,7 @@ def _mixed(root: Path) -> None:
         _run(root, f"x{i}-single", [1000, 1030, 980][i], sweep_id="sweep-mix", minute=i)
         _run(root, f"x{i}-ddp", [1500, 1540, 1480][i], mode="ddp", devices=("cpu0", "cpu1"),
              sweep_id="sweep-mix", minute=10 + i)  # fmt: skip
-        _run(root, f"x{i}-ddp4", [700, 720, 690][i], mode="ddp", devices=tuple(f"cpu{k}" for k in range(4)),
+        _run(root, f"x{i}-ddp4", [700, 720, 690][i], mode="ddp", devices=FOUR,
              sweep_id="sweep-mix", minute=20 + i)  # fmt: skip
         _run(root, f"x{i}-dp", [1000, 1060, 950][i], mode="dp", devices=("cuda0", "cuda1"),
              sweep_id="sweep-mix", minute=30 + i)  # fmt: skip
@@ -200,8 +201,9 @@ def test_all_five_renderings_give_the_same_verdict(tmp_path, monkeypatch, capsys
     # 1. the cards are the groups' verdicts, from compare_groups on the runs' throughputs
     base = [r.figures.throughput for r in c.rows if r.figures.mode == "single"]
     for card in c.headline:
+        key = (card.mode, card.devices)
         mine = [r.figures.throughput for r in c.rows
-                if (r.figures.mode, r.figures.device_count) == (card.mode, card.devices)]  # fmt: skip
+                if (r.figures.mode, r.figures.device_count) == key]  # fmt: skip
         assert card.verdict == v.compare_groups(base, mine).verdict
     # 2. the table: each row carries its group's verdict
     df = cols.frame(c)

@@ -237,7 +237,8 @@ def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[G
         factor = _factor(members)
         sp = found.get("speedup")
         eff = None if sp is None or factor is None else sp * factor
-        strong = members[0].speed.related == STRONG
+        # a scaling question (more devices than the baseline's, the same global batch)
+        strong = members[0].speed.related == STRONG and key[2] > base_key[2]
         found["verdict"] = v.sane(found.get("verdict", ""), eff, strong)
         out.append(Group(**common, is_baseline=False, efficiency=eff, strong=strong, **found))
     return tuple(out)

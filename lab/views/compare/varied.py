@@ -95,9 +95,21 @@ def _against_first(
 ) -> tuple[dict[str, Any] | None, str]:
     """The value's speedup against the first value and its verdict: over the pairs of runs
     (``verdict.compare_groups``) when either has repeats, else the two runs' windows."""
-    if g is first:
-        return None, BASELINE
     a, b = first["_values"], g["_values"]
+    if g is first:  # the baseline: 1, and its own spread around its median
+        if len(a) > 1:
+            med = statistics.median(a)
+            return {
+                "value": 1.0,
+                "ci_low": min(a) / med,
+                "ci_high": max(a) / med,
+                "within_noise": True,
+                "coverage_text": f"the baseline's own range over {len(a)} runs",
+            }, BASELINE
+        own = ratio(g["_spread"], g["_spread"])
+        return (
+            None if own is None else {**own.to_json(), "coverage_text": NO_RUN_TO_RUN}
+        ), BASELINE
     if len(a) > 1 or len(b) > 1:
         if not a or not b:
             return None, ""

@@ -80,7 +80,8 @@ def decide(low: float | None, high: float | None, margin_pct: float = DEFAULT_MA
 
 
 def sane(verdict: str, efficiency: float | None, strong: bool = True) -> str:
-    """``verdict`` unless a strong-scaling efficiency above ``SUPERLINEAR`` makes it ``SUSPECT``."""
+    """``verdict`` unless a strong-scaling efficiency above ``SUPERLINEAR`` makes it ``SUSPECT``
+    (``strong``: the group scales the baseline's work over more devices)."""
     if strong and efficiency is not None and efficiency > SUPERLINEAR and verdict != BASELINE:
         return SUSPECT
     return verdict
