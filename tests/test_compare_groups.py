@@ -125,6 +125,11 @@ def test_shipped_device_count_sweep_ddp2_sees_both_sides():
     assert ddp2.coverage_text == "range of 3×3 pairs, 90%" and ddp2.coverage == 0.9
     assert ddp2.verdict == v.WITHIN
     assert "1.08× (0.85–1.30, range of 3×3 pairs, 90%) within noise" in "\n".join(document.text(c))
+    # the scaling curve answers the same question with the same number
+    point = next(p for p in c.scaling_curve if (p["mode"], p["devices"]) == ("ddp", 2))
+    assert point["speedup"]["value"] == pytest.approx(ddp2.speedup)
+    assert (point["speedup"]["ci_low"], point["speedup"]["ci_high"]) == (ddp2.ci_low, ddp2.ci_high)
+    assert point["speedup"]["verdict"] == ddp2.verdict
 
 
 def test_seed_sweep_with_repeats_has_one_card_against_the_first_seed(tmp_path):

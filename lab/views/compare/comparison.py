@@ -242,7 +242,7 @@ def compare(
         by_mode=tuple(by_mode(runs, sc, baseline_key, mg.pct, found)),
         provenance=tuple(provenance(runs)),
         headline=headline(rows, found, mg),
-        scaling_curve=tuple(scaling_curve(runs, figures)),
+        scaling_curve=tuple(scaling_curve(runs, figures, mg.pct)),
         by_value=varied.by_value(runs, figures, mg.pct),
         groups=found,
         margin=mg,
