@@ -1,8 +1,9 @@
 """A ``Comparison``'s throughput and speedup as bars grouped by mode, in the modes' colours
 (``lab.views.compare.modes``): one bar per mode and device count (the headline's cards), the median
-over its runs with the 95% interval as an error bar (one run: its own interval; several: the
-interval of the median of their medians), and each run as a dot over its bar when the mode has
-repeats. The speedup bars are exactly the cards.
+over its runs with its interval as an error bar (one run: its own windows' interval, within-run
+only; several: the order-statistics interval of the median of their medians, its coverage named),
+and each run as a dot over its bar when the mode has repeats. The speedup bars are exactly the
+cards (their interval over the pairs of runs); a group with no card has no speedup bar.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def speedup_bars(c: Comparison) -> list[IntervalBar]:
 
 
 def throughput_figure(c: Comparison) -> go.Figure:
-    """Throughput by mode: median bars, 95% intervals, repeats as dots."""
+    """Throughput by mode: median bars, their intervals, repeats as dots."""
     return interval_bar_figure(throughput_bars(c), y_title=THROUGHPUT_TITLE)
 
 
