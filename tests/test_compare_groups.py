@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from lab.cli import main as lab_main
 from lab.engine import registry
-from lab.runfolder import SAMPLE_RUNS
+from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
 from lab.views.compare import document, report, sanity
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as cols
@@ -197,8 +198,10 @@ def _mixed(root: Path) -> None:
              sweep_id="sweep-mix", minute=30 + i)  # fmt: skip
 
 
-def test_all_five_renderings_give_the_same_verdict(tmp_path, monkeypatch, capsys):
-    """The card, the table's rows, the JSON ``headline``, the CLI's text and the HTML report."""
+def test_all_five_renderings_give_the_same_verdict(runs_dir, capsys):
+    """The card (on the page too), the table's rows, the JSON ``headline``, the CLI's text and the
+    HTML report."""
+    tmp_path = runs_dir
     _mixed(tmp_path)
     c = compare(_load(tmp_path))
     want = {(card.mode, card.devices): card.verdict for card in c.headline}
@@ -215,8 +218,7 @@ def test_all_five_renderings_give_the_same_verdict(tmp_path, monkeypatch, capsys
     for row, verdict in zip(c.rows, df[cols.VERDICT]):
         key = (row.figures.mode, row.figures.device_count)
         assert verdict == want.get(key, v.BASELINE)
-    # 3. the JSON headline, from the CLI as a user runs it
-    monkeypatch.setenv("LAB_RUNS_DIR", str(tmp_path))
+    # 3. the JSON headline, from the CLI as a user runs it (LAB_RUNS_DIR is runs_dir)
     assert lab_main(["compare", "sweep-mix", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {(h["mode"], h["devices"]): h["verdict"] for h in doc["headline"]} == want
@@ -296,3 +298,22 @@ def test_the_margin_is_an_input_and_is_named(tmp_path):
     assert all(card.margin_source == measured.source for card in c.headline)
     assert "Noise margin 60% (measured on box" in " ".join(c.notes)
     assert document.to_json(c)["margin"] == {"pct": 60.0, "source": measured.source}
+
+
+def test_the_page_cards_carry_the_same_verdicts(runs_dir):
+    """The page's cards (st.metric: value, interval with its coverage, verdict) are the
+    comparison's cards of the runs the page chose."""
+    _mixed(runs_dir)
+    at = AppTest.from_file(str(REPO_ROOT / "pages" / "3_Compare.py"), default_timeout=60).run()
+    assert not at.exception
+    chosen = set(at.multiselect(key="cmp_runs").value)
+    c = compare([r for r in _load(runs_dir) if r.key in chosen])
+    assert c.headline
+    shown = [(m.label, m.value, m.delta, m.proto.delta_description) for m in at.metric]
+    want = [
+        (f"{card.mode} on {card.devices} devices", card.value_text(), card.interval_text(),
+         card.verdict)
+        for card in c.headline
+    ]  # fmt: skip
+    assert sorted(shown) == sorted(want)
+    assert all("pairs, " in m.delta for m in at.metric)  # the coverage beside every interval
