@@ -224,6 +224,7 @@ def test_comparison_json(four):
         "ci_low": 1700,
         "ci_high": 1900,
         "windows": 20,
+        "coverage": 0.9586,  # the order-statistics interval of 20 windows, were they independent
     }
     assert by["b-dp"]["speedup"]["within_noise"] is True and by["b-dp"]["interference"] == BUSY
     assert by["c-ddp"]["interference"] is None

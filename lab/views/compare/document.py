@@ -26,11 +26,17 @@ def _ratio_json(r: Ratio | None, value: float | None) -> dict[str, Any] | None:
 
 def _spread_json(s: Spread | None, value: float | None) -> dict[str, Any] | None:
     if s is not None:
-        return {"median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "windows": s.windows}
+        return {
+            "median": s.median,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "windows": s.windows,
+            "coverage": s.coverage,  # if the windows were independent (they are not)
+        }
     return (
         None
         if value is None
-        else {"median": value, "ci_low": None, "ci_high": None, "windows": None}
+        else {"median": value, "ci_low": None, "ci_high": None, "windows": None, "coverage": None}
     )
 
 
