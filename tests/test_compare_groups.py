@@ -317,3 +317,25 @@ def test_the_page_cards_carry_the_same_verdicts(runs_dir):
     ]  # fmt: skip
     assert sorted(shown) == sorted(want)
     assert all("pairs, " in m.delta for m in at.metric)  # the coverage beside every interval
+
+
+def test_the_margin_can_be_looked_up_per_host_and_device_count(tmp_path):
+    """The engine's latest measured noise for the baseline's host and each group's device count;
+    the documented 10% where none was measured."""
+    _mixed(tmp_path)
+    asked = []
+
+    def latest(host, devices):
+        asked.append((host, devices))
+        return v.Margin(60.0, f"measured on {host}, {devices} devices") if devices == 2 else None
+
+    c = compare(_load(tmp_path), margin=latest)
+    cards = {(card.mode, card.devices): card for card in c.headline}
+    assert cards[("ddp", 2)].margin_source == "measured on box, 2 devices"
+    assert cards[("ddp", 2)].verdict == v.WITHIN  # 1.44–1.57 lies inside the 60% margin
+    assert cards[("ddp", 4)].margin_source == v.DEFAULT_SOURCE
+    assert cards[("ddp", 4)].verdict == v.SLOWER
+    assert set(asked) == {("box", 1), ("box", 2), ("box", 4)}  # each count looked up once
+    assert len(asked) == 3
+    point = next(p for p in c.scaling_curve if (p["mode"], p["devices"]) == ("ddp", 2))
+    assert point["speedup"]["verdict"] == v.WITHIN  # the curve uses the same margin

@@ -107,6 +107,8 @@ class Group:
     verdict: str = ""
     efficiency: float | None = None
     strong: bool = True
+    margin_pct: float = v.DEFAULT_MARGIN_PCT  # the noise margin its verdict used
+    margin_source: str = v.DEFAULT_SOURCE
 
     @property
     def runs(self) -> int:
@@ -207,9 +209,11 @@ def _labels(grouped: Mapping[GroupKey, list[Any]]) -> dict[GroupKey, str]:
     return out
 
 
-def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[Group, ...]:
+def build(rows: Sequence[Any], base_key: GroupKey, margin: Any = None) -> tuple[Group, ...]:
     """Every group of ``rows`` (``comparison.Row``: run, name, figures, speed) in the rows' order,
-    each against the baseline group ``base_key``."""
+    each against the baseline group ``base_key`` under its device count's noise margin
+    (``verdict.margins_of(margin)``)."""
+    margins = v.margins_of(margin)
     grouped: dict[GroupKey, list[Any]] = {}
     for r in rows:
         grouped.setdefault(group_key(r.run, r.figures), []).append(r)
@@ -230,10 +234,12 @@ def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[G
             if len(ran) == 1 and all(ran_as_another(r.figures) for r in members)
             else None,
         }
+        m = margins.at(key[2])
+        common.update(margin_pct=m.pct, margin_source=m.source)
         if key == base_key:
             out.append(Group(**common, is_baseline=True, verdict=v.BASELINE))
             continue
-        found = _against(members, base_rows, margin_pct)
+        found = _against(members, base_rows, m.pct)
         factor = _factor(members)
         sp = found.get("speedup")
         eff = None if sp is None or factor is None else sp * factor

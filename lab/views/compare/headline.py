@@ -23,7 +23,6 @@ from lab.views.compare.verdict import (
     DEFAULT_SOURCE,
     SUPERLINEAR_CAUSES,
     SUSPECT,
-    Margin,
 )
 
 WHAT = {  # a warning key's words in the counting line; other keys read as their key
@@ -137,7 +136,7 @@ def group_name(mode: str, devices: int) -> str:
     return f"{mode} on {devices} device{'s' * (devices != 1)}"
 
 
-def _card(g: Group, rows: list[Any], margin: Margin, baseline: str) -> Card:
+def _card(g: Group, rows: list[Any], baseline: str) -> Card:
     reasons = [x for x in (reason(r) for r in rows) if x]
     why = reasons[0] if reasons else sanity.expectation([r.run for r in rows])
     if g.verdict == SUSPECT:
@@ -154,23 +153,20 @@ def _card(g: Group, rows: list[Any], margin: Margin, baseline: str) -> Card:
         runs=g.runs,
         coverage=g.coverage,
         coverage_text=g.coverage_text,
-        margin_pct=margin.pct,
-        margin_source=margin.source,
+        margin_pct=g.margin_pct,
+        margin_source=g.margin_source,
         baseline=baseline,
     )
 
 
-def headline(
-    rows: Sequence[Any], found: Sequence[Group], margin: Margin | None = None
-) -> tuple[Card, ...]:
+def headline(rows: Sequence[Any], found: Sequence[Group]) -> tuple[Card, ...]:
     """One card per group against the baseline group, in the rows' order; the baseline group and
     a group that ran as another mode (DP on one device: single) make none."""
-    margin = margin or Margin()
     by_key = {r.key: r for r in rows}
     base = next((g for g in found if g.is_baseline), None)
     baseline = "" if base is None else group_name(base.mode, base.devices)
     return tuple(
-        _card(g, [by_key[k] for k in g.keys], margin, baseline)
+        _card(g, [by_key[k] for k in g.keys], baseline)
         for g in found
         if not g.is_baseline and g.ran_as is None
     )

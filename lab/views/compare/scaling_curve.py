@@ -17,7 +17,7 @@ from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
-from lab.views.compare.verdict import DEFAULT_MARGIN_PCT, NO_RUN_TO_RUN, compare_groups, decide
+from lab.views.compare.verdict import NO_RUN_TO_RUN, compare_groups, decide, margins_of
 
 
 def pooled(spreads: list[Spread]) -> Spread | None:
@@ -34,11 +34,12 @@ def _tp(s: Spread) -> dict[str, float]:
 def scaling_curve(
     runs: Sequence[CompareRun],
     figures: Mapping[str, RunFigures],
-    margin_pct: float = DEFAULT_MARGIN_PCT,
+    margin: Any = None,
 ) -> list[dict[str, Any]]:
     """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
     mode and count; speedup against the (single, 1) group (None when there is none); ``rate`` is
     samples/s, or steps/s when some run has no samples/s (a script's)."""
+    margins = margins_of(margin)
     grouped: dict[tuple[str, int], list[CompareRun]] = {}
     for r in runs:
         grouped.setdefault((_mode(r), devices(r)), []).append(r)
@@ -60,7 +61,8 @@ def scaling_curve(
     out = []
     for (mode, n), g in sorted(grouped.items()):
         s = spreads[(mode, n)]
-        speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], margin_pct)
+        pct = margins.at(n).pct
+        speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], pct)
         out.append(
             {
                 "mode": mode,
