@@ -21,6 +21,7 @@ from lab.views.compare import (
     chain,
     derived,
     linkshare,
+    margins,
     modes,
     picker,
     report,
@@ -377,7 +378,7 @@ def main() -> None:
         )
         return
     tp_tag, loss_tag = _speed_tags(chosen, scalars)
-    c = compare(chosen, baseline, scalars, tp_tag, loss_tag)
+    c = compare(chosen, baseline, scalars, tp_tag, loss_tag, margins.measured(runs_dir()))
     _headline(c)
     _warnings(c)
     table = compare_table.frame(c)

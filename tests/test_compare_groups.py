@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from lab.cli import main as lab_main
 from lab.engine import registry
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views.compare import document, report, sanity
+from lab.views.compare import document, margins, report, sanity
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as cols
 from lab.views.compare import verdict as v
@@ -339,3 +339,11 @@ def test_the_margin_can_be_looked_up_per_host_and_device_count(tmp_path):
     assert len(asked) == 3
     point = next(p for p in c.scaling_curve if (p["mode"], p["devices"]) == ("ddp", 2))
     assert point["speedup"]["verdict"] == v.WITHIN  # the curve uses the same margin
+
+
+def test_without_a_noise_record_the_documented_margin_is_used_and_named(tmp_path):
+    _mixed(tmp_path)
+    c = compare(_load(tmp_path), margin=margins.measured(tmp_path))
+    assert {card.margin_source for card in c.headline} == {v.DEFAULT_SOURCE}
+    assert {card.margin_pct for card in c.headline} == {10.0}
+    assert "noise margin 10% (documented default, 10%)" in c.baseline_text

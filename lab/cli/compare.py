@@ -79,7 +79,7 @@ def tag_problem(tag: str | None, scalars: Mapping[str, Mapping[str, Any]]) -> st
 def cmd_compare(a: argparse.Namespace) -> int:
     # pandas and plotly load only for this command, not for every ``python -m lab``
     from lab.events import LogdirReader
-    from lab.views.compare import document
+    from lab.views.compare import document, margins
     from lab.views.compare.comparison import compare
 
     chosen = resolve(a.runs + ([a.baseline] if a.baseline else []), root())
@@ -90,7 +90,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     problem = tag_problem(a.throughput_tag, scalars)
     if problem:
         raise UserError(problem)
-    c = compare(chosen, base, scalars, a.throughput_tag)
+    c = compare(chosen, base, scalars, a.throughput_tag, margin=margins.measured(root()))
     print_json(document.to_json(c)) if a.json else print("\n".join(document.text(c)))
     return 0
 
