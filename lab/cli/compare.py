@@ -97,7 +97,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "compare", help="the Compare table: speedups with intervals, noise, busy machines"
+        "compare",
+        help="the Compare table: group speedups with intervals and their coverage, noise, busy "
+        "machines",
     )
     p.add_argument(
         "runs",
@@ -107,7 +109,10 @@ def add_parser(sub) -> None:
         "TensorBoard logs",
     )
     p.add_argument(
-        "--baseline", help="the run whose throughput is speedup 1 (default: a single-device run)"
+        "--baseline",
+        help="a run whose group (its sweep's runs of the same mode, knob values and device count) "
+        "is the baseline (default: the first value of a knob sweep, else single on the fewest "
+        "devices)",
     )
     p.add_argument(
         "--throughput-tag",
