@@ -170,14 +170,16 @@ def _headline(c: Comparison) -> None:
         col.metric(
             f"{card.mode} on {card.devices} device{'s' * (card.devices != 1)}",
             card.value_text(),
-            delta=card.interval_text(),  # beside the value, so neither is cut off
+            delta=card.delta_text(),  # beside the value, so neither is cut off
             delta_color={"faster": "green", "slower": "red"}.get(card.verdict, "gray"),
             delta_arrow={"faster": "up", "slower": "down"}.get(card.verdict, "off"),
             delta_description=card.verdict or None,
             help=card.reason,
         )
         col.caption(
-            " · ".join(x for x in (modes.marker(card.mode), card.reason) if x) + eff + repeats,
+            " · ".join(x for x in (modes.marker(card.mode), card.coverage_text, card.reason) if x)
+            + eff
+            + repeats,
             unsafe_allow_html=True,
         )
 

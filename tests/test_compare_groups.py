@@ -311,12 +311,13 @@ def test_the_page_cards_carry_the_same_verdicts(runs_dir):
     assert c.headline
     shown = [(m.label, m.value, m.delta, m.proto.delta_description) for m in at.metric]
     want = [
-        (f"{card.mode} on {card.devices} devices", card.value_text(), card.interval_text(),
+        (f"{card.mode} on {card.devices} devices", card.value_text(), card.delta_text(),
          card.verdict)
         for card in c.headline
     ]  # fmt: skip
     assert sorted(shown) == sorted(want)
-    assert all("pairs, " in m.delta for m in at.metric)  # the coverage beside every interval
+    assert all(m.delta.endswith(", 50%") for m in at.metric)  # 1 run against 3 (the page's 10)
+    assert sum("range of 1×3 pairs, 50%" in x.value for x in at.caption) == len(at.metric)
 
 
 def test_the_margin_can_be_looked_up_per_host_and_device_count(tmp_path):

@@ -73,6 +73,18 @@ class Card:
         cov = f", {self.coverage_text}" if self.coverage_text else ""
         return f"{self.ci_low:.2f}–{self.ci_high:.2f}{cov}"
 
+    def delta_text(self) -> str | None:
+        """The interval short enough for a card's delta, its coverage beside it:
+        ``"0.85–1.30, 90%"``, ``"1.62–2.00, windows only"``; None without one."""
+        if self.speedup is None or self.ci_low is None or self.ci_high is None:
+            return None
+        short = (
+            f"{100 * self.coverage:.0f}%"
+            if self.coverage is not None and "pairs" in (self.coverage_text or "")
+            else "windows only"
+        )
+        return f"{self.ci_low:.2f}–{self.ci_high:.2f}, {short}"
+
     def speedup_text(self) -> str:
         """``"1.29× (1.22–1.36, range of 3×3 pairs, 90%)"``: as the text and HTML say it."""
         interval = self.interval_text()
