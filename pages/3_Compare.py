@@ -103,11 +103,14 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
     chosen = [by_key[k] for k in keys]
     base_default = choose_baseline(chosen)
     baseline = st.selectbox(
-        "Baseline (speedup = 1)",
+        "Baseline (speedup = 1): this run's group",
         keys,
         index=keys.index(base_default),
         format_func=lambda k: names[k],
         key="cmp_baseline",
+        help="The baseline is a group: the runs of this run's sweep with the same mode, knob "
+        "values and device count (its repeats). Default: the first value of a knob sweep, else "
+        "single on the fewest devices.",
     )
     return chosen, baseline
 
