@@ -20,6 +20,7 @@ from lab.views.compare import (
     anatomy,
     chain,
     derived,
+    groups,
     linkshare,
     margins,
     modes,
@@ -108,9 +109,7 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
         index=keys.index(base_default),
         format_func=lambda k: names[k],
         key="cmp_baseline",
-        help="The baseline is a group: the runs of this run's sweep with the same mode, knob "
-        "values and device count (its repeats). Default: the first value of a knob sweep, else "
-        "single on the fewest devices.",
+        help=groups.BASELINE_HELP,
     )
     return chosen, baseline
 
@@ -168,8 +167,6 @@ def _headline(c: Comparison) -> None:
         return
     st.caption(f"Against the baseline group, {c.baseline_text}:")
     for col, card in zip(st.columns(min(len(c.headline), 4)) * 8, c.headline[:32]):
-        eff = "" if card.efficiency is None else f" · efficiency {card.efficiency:.2f}"
-        repeats = f" · {card.runs} repeats" if card.runs > 1 else ""
         col.metric(
             f"{card.mode} on {card.devices} device{'s' * (card.devices != 1)}",
             card.value_text(),
@@ -179,12 +176,7 @@ def _headline(c: Comparison) -> None:
             delta_description=card.verdict or None,
             help=card.reason,
         )
-        col.caption(
-            " · ".join(x for x in (modes.marker(card.mode), card.coverage_text, card.reason) if x)
-            + eff
-            + repeats,
-            unsafe_allow_html=True,
-        )
+        col.caption(card.caption(modes.marker(card.mode)), unsafe_allow_html=True)
 
 
 def _warnings(c: Comparison) -> None:

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.cli import main as lab_main
 from lab.engine import registry
+from lab.engine.sweep import record as sweep_record
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
 from lab.views.compare import document, margins, report, sanity
 from lab.views.compare import runs as compare_runs
@@ -348,3 +349,22 @@ def test_without_a_noise_record_the_documented_margin_is_used_and_named(tmp_path
     assert {card.margin_source for card in c.headline} == {v.DEFAULT_SOURCE}
     assert {card.margin_pct for card in c.headline} == {10.0}
     assert "noise margin 10% (documented default, 10%)" in c.baseline_text
+
+
+def test_the_first_value_is_the_sweeps_own_first_in_any_order_given(tmp_path):
+    """A sweep makes its runs within one second: the first value is its record's first (the plan's
+    order), whatever order a page or a command line passes the runs in."""
+    ids = []
+    for i, (seed, tp) in enumerate(
+        [(1, 1000), (2, 1010), (1, 990), (2, 1005), (1, 1020), (2, 995)]
+    ):
+        ids.append(f"s-seed{seed}-{i}")
+        _run(tmp_path, ids[-1], tp, sweep_id="sweep-same", varied={"seed": seed}, minute=0)
+    sweep_record.write(tmp_path, "sweep-same", ids, "strong")
+    runs = _load(tmp_path)
+    assert sorted(r.sweep_index for r in runs) == list(range(6))
+    for given in (runs, runs[::-1]):
+        c = compare(given)
+        assert [card.mode for card in c.headline] == ["single seed=2"]
+        assert c.headline[0].baseline == "single seed=1 on 1 device"
+        assert [g["value"] for g in c.by_value["seed"]] == [1, 2]

@@ -25,6 +25,11 @@ from lab.views.compare.derived import SAMPLES
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.runs import CompareRun
 
+BASELINE_HELP = (
+    "The baseline is a group: the runs of this run's sweep with the same mode, knob values and "
+    "device count (its repeats). Default: the first value of a knob sweep, else single on the "
+    "fewest devices."
+)
 GroupKey = tuple[str, str, int]  # (sweep id, or "run:" and the run's key outside a sweep; mode; n)
 
 
@@ -59,7 +64,7 @@ def _first_varied(runs: Sequence[CompareRun]) -> str | None:
     swept = [r for r in runs if r.varied]
     if not swept:
         return None
-    return min(swept, key=lambda r: r.created_at or "").varied_text
+    return min(swept, key=lambda r: r.made).varied_text
 
 
 def baseline_group(runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]) -> GroupKey:
@@ -74,13 +79,13 @@ def baseline_group(runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]
         asked_single = m.mode == SINGLE and m.effective_mode in (None, SINGLE)
         return (several_processes(r), not asked_single, len(m.devices) or 99)
 
-    best = min(pool, key=lambda r: (kind(r), r.created_at or ""))
+    best = min(pool, key=lambda r: (kind(r), r.made))
     return group_key(best, figures[best.key])
 
 
 def representative(members: Sequence[CompareRun], figures: Mapping[str, RunFigures]) -> str:
     """The run of median throughput of a group (the earliest of two middles), else its first."""
-    tied = sorted(members, key=lambda r: r.created_at or "")
+    tied = sorted(members, key=lambda r: r.made)
     speeds = [figures[r.key].throughput for r in tied]
     if len(tied) < 3 or any(s is None for s in speeds):
         return tied[0].key

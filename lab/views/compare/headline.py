@@ -85,6 +85,14 @@ class Card:
         )
         return f"{self.ci_low:.2f}–{self.ci_high:.2f}, {short}"
 
+    def caption(self, marker: str = "") -> str:
+        """The line under a card: the mode's marker, the interval's full name, the reason, the
+        efficiency and the repeats."""
+        eff = None if self.efficiency is None else f"efficiency {self.efficiency:.2f}"
+        repeats = f"{self.runs} repeats" if self.runs > 1 else None
+        parts = (marker, self.coverage_text, self.reason, eff, repeats)
+        return " · ".join(x for x in parts if x)
+
     def speedup_text(self) -> str:
         """``"1.29× (1.22–1.36, range of 3×3 pairs, 90%)"``: as the text and HTML say it."""
         interval = self.interval_text()

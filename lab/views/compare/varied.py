@@ -141,8 +141,8 @@ def by_value(
     value ``with`` the same mode, device count and other values; empty without a knob sweep."""
     margins = margins_of(margin)
     out: dict[str, list[dict[str, Any]]] = {}
-    # the sweep's order: by creation, then (the same second) as given, a sweep's record's order
-    runs = sorted(runs, key=lambda r: r.created_at or "")
+    # the sweep's order: by creation, then (the same second) its record's (``CompareRun.made``)
+    runs = sorted(runs, key=lambda r: r.made)
     flags = list(dict.fromkeys(k for r in runs for k in (r.varied or {})))
     for flag in flags:
         grouped: dict[tuple[str, str, str], list[CompareRun]] = {}
