@@ -1,4 +1,5 @@
-"""Bars that carry their uncertainty: each bar a median with its 95% interval as an error bar and,
+"""Bars that carry their uncertainty: each bar a median with its interval as an error bar (the hover
+says what interval and its coverage) and,
 when it folds several runs, each run as a dot over it; one colour and one legend entry per group
 (a mode, on the Compare page). Labels wrap onto lines (``wrap_label``), never cut off.
 
