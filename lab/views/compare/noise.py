@@ -14,15 +14,12 @@ from typing import Any
 
 from lab.views.compare.fairness import FairnessWarning
 from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.spread import Ratio
 from lab.views.compare.verdict import (
     BASELINE,
-    DEFAULT_MARGIN_PCT,
     FASTER,
     SLOWER,
     SUSPECT,
     WITHIN,
-    decide,
 )
 
 __all__ = ["BASELINE", "FASTER", "SLOWER", "SUSPECT", "WITHIN"]
@@ -43,17 +40,6 @@ beyond the noise margin around 1.0 (above 1 + m, or below 1 / (1 + m)); else
 run-to-run noise where the lab has measured it, else the documented 10%. An
 efficiency above 1.1 under strong scaling is flagged instead of shown green: the
 runs did different work."""
-
-
-def verdict(
-    r: Ratio | None, is_baseline: bool = False, margin_pct: float = DEFAULT_MARGIN_PCT
-) -> str:
-    """``baseline``, or ``verdict.decide`` on the ratio's interval; "" without one."""
-    if is_baseline:
-        return BASELINE
-    if r is None:
-        return ""
-    return decide(r.ci_low, r.ci_high, margin_pct)
 
 
 def busy_note(interference: dict | None) -> str | None:
