@@ -113,3 +113,14 @@ def test_a_runs_window_interval_states_its_coverage_for_independent_windows(n):
     if n == 2:
         assert stated == 0.5
     assert v.windows_text(stated * stated, [n, n]).startswith(v.NO_RUN_TO_RUN)
+
+
+def test_an_interval_covering_less_than_90_percent_gives_no_verdict_however_far_it_lies():
+    # 1×3 pairs: the full range covers 50%, 2×2: 67%; neither can be wrong at most 1 time in 20
+    for a, b in (([100.0], [200.0, 210.0, 220.0]), ([100.0, 101.0], [200.0, 202.0])):
+        g = v.compare_groups(a, b)
+        assert g.low > 1.5 and g.coverage < v.LEVEL
+        assert g.verdict == v.WITHIN
+        assert v.TOO_FEW_RUNS in g.coverage_text
+    g = v.compare_groups([100.0, 101.0, 99.0], [200.0, 202.0, 198.0])  # 3×3: 90%
+    assert g.verdict == v.FASTER and v.TOO_FEW_RUNS not in g.coverage_text

@@ -37,6 +37,7 @@ SUPERLINEAR_CAUSES = (
     "oversubscribed threads (more threads than cores in the baseline)"
 )
 NO_RUN_TO_RUN = "within-run windows only, no run-to-run evidence"
+TOO_FEW_RUNS = "too few runs for a verdict: repeat each side at least 3 times"
 _EXACT_LIMIT = (
     60  # m + n up to this: the exact Mann–Whitney counts; above, the normal approximation
 )
@@ -217,13 +218,17 @@ def compare_groups(
     k, coverage = pair_ranks(m, n)
     low, high = ratios[k - 1], ratios[m * n - k]
     speedup = statistics.median(xb) / statistics.median(xa)
+    # a verdict is a claim wrong at most 1 time in 20 per side: an interval covering less than
+    # LEVEL (2×2 pairs: 67%, 1×3: 50%) cannot make it, however far from 1.0 it lies
+    enough = coverage >= LEVEL - 1e-9
+    text = coverage_text(m, n, coverage)
     return GroupComparison(
         speedup=speedup,
         low=low,
         high=high,
         coverage=round(coverage, 4),
-        verdict=decide(low, high, margin_pct),
-        coverage_text=coverage_text(m, n, coverage),
+        verdict=decide(low, high, margin_pct) if enough else WITHIN,
+        coverage_text=text if enough else f"{text}; {TOO_FEW_RUNS}",
         runs_a=m,
         runs_b=n,
         margin_pct=float(margin_pct),
