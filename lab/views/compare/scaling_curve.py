@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.views.compare.figures import RunFigures
 from lab.engine.sweep.plan import WEAK
+from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
