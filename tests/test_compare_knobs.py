@@ -92,3 +92,59 @@ def test_a_weak_device_count_sweep_has_speedup_and_efficiency(tmp_path):
     fig = scaling_chart.throughput_figure(list(curve.values()))
     ideal = [t for t in fig.data if t.name == scaling_chart.IDEAL]
     assert len(ideal) == 1 and list(ideal[0].y) == [1000.0, 2000.0]
+
+
+@pytest.mark.parametrize(
+    "knobs,key,text",
+    [
+        ({"precision": "bf16"}, "amp", ("precision (", "fp32: one", "bf16: two")),
+        ({"accum_steps": 4}, "accum_steps", ("accumulation steps (", "1: one", "4: two")),
+        (
+            {"channels_last": True},
+            "channels_last",
+            ("memory format (channels last)", "False: one", "True: two"),
+        ),
+        (
+            {"bucket_cap_mb": 100.0},
+            "bucket_cap_mb",
+            ("DDP bucket size (MB)", "25.0: one", "100.0: two"),
+        ),
+        ({"grad_as_bucket_view": True}, "grad_as_bucket_view", ("gradients as bucket views",)),
+        ({"static_graph": True}, "static_graph", ("DDP's static graph",)),
+        ({"find_unused_parameters": True}, "find_unused_parameters", ("find unused parameters",)),
+        ({"nccl_preset": "ring"}, "nccl_preset", ("NCCL preset (", "none: one", "ring: two")),
+    ],
+)
+def test_every_option_that_changes_speed_is_a_fairness_warning(tmp_path, knobs, key, text):
+    """Two ddp x2 runs, alike but for one option: one warning naming it and both values."""
+    _run(tmp_path, "one", 1000.0, mode="ddp", nproc=2, sweep_id=None, minute=0)
+    _run(tmp_path, "two", 1200.0, mode="ddp", nproc=2, sweep_id=None, minute=1, **knobs)
+    warns = list(_compare(tmp_path).warnings)
+    assert [w.key for w in warns] == [key], warns
+    assert all(t in warns[0].message for t in text), warns[0].message
+
+
+def test_default_values_given_or_not_are_alike_and_ddp_options_stay_among_ddp_runs(tmp_path):
+    """accum 1 given vs not, bucket 0 (DDP's 25) vs 25, and a single run without DDP's options
+    against ddp runs with a bucket size: no warning."""
+    _run(tmp_path, "s", 1000.0, sweep_id=None, minute=0)
+    _run(tmp_path, "d1", 1500.0, mode="ddp", nproc=2, sweep_id=None, minute=1, bucket_cap_mb=0)
+    _run(tmp_path, "d2", 1500.0, mode="ddp", nproc=2, sweep_id=None, minute=2, bucket_cap_mb=25.0)
+    _run(tmp_path, "d3", 1500.0, mode="ddp", nproc=2, sweep_id=None, minute=3, accum_steps=1)
+    assert [w.key for w in _compare(tmp_path).warnings] == []
+
+
+def test_a_sweep_varying_precision_or_accumulation_is_not_warned_about(tmp_path):
+    _run(tmp_path, "v-fp32", 1000.0, minute=0, varied={"precision": "fp32"})
+    _run(tmp_path, "v-bf16", 1300.0, minute=1, varied={"precision": "bf16"}, precision="bf16")
+    _run(tmp_path, "v-a1", 1000.0, sweep_id="sweep-2", minute=2, varied={"accum-steps": 1})
+    _run(
+        tmp_path,
+        "v-a4",
+        900.0,
+        sweep_id="sweep-2",
+        minute=3,
+        varied={"accum-steps": 4},
+        accum_steps=4,
+    )
+    assert [w.key for w in _compare(tmp_path).warnings] == []
