@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import torch
+from torch import nn
 
 from training.cli import BadInput
 
@@ -35,6 +36,24 @@ def precision(args: Any, device: torch.device) -> str:
 def autocast(name: str, device: torch.device) -> ContextManager:
     """The forward pass's autocast for precision ``name`` (none for fp32)."""
     return torch.autocast(device.type, dtype=DTYPES[name]) if name in DTYPES else nullcontext()
+
+
+class AutocastForward(nn.Module):
+    """``module``'s forward under ``torch.autocast(device_type, dtype)``, entered in the thread
+    that runs it. The autocast state, its dtype included, is per thread: DataParallel's replica
+    threads re-enter autocast with only ``enabled=`` (torch/nn/parallel/parallel_apply.py), i.e.
+    CUDA's default float16, so an autocast around ``nn.DataParallel`` trains bf16 runs in fp16.
+    Wrapping the module inside DP is PyTorch's documented AMP-with-DataParallel pattern
+    (docs/notes/amp_examples, "DataParallel in a single process")."""
+
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module = module
+        self.device_type, self.dtype = device_type, dtype
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            return self.module(*args, **kwargs)
 
 
 def check(args: Any, placement: Any) -> None:
