@@ -54,3 +54,28 @@ def test_dp_replicates_the_autocast_wrapper_not_the_bare_model():
     assert wrapped(torch.randn(2, 8)).dtype == torch.bfloat16
     # fp32: DP wraps the model itself
     assert distributed.wrap(nn.Linear(8, 4), p).module.__class__ is nn.Linear
+
+
+def test_validation_runs_at_the_micro_batch(tmp_path):
+    """--accum-steps 4 of a batch of 64: validation's forwards see 16 images at most, as the
+    training step's do (a run that needed accumulation to fit must fit in validation too)."""
+    from training import data, models
+    from training.cli import build_parser
+    from training.distributed import Placement
+    from training.loop import Loop
+    from training.metrics import Recorder
+
+    argv = ["--log-dir", str(tmp_path), "--batch-size", "64", "--accum-steps", "4"]
+    args = build_parser().parse_args([*argv, "--max-steps", "1", "--checkpoint", "none"])
+    p = Placement("single", "single", torch.device("cpu"), per_device_batch=64)
+    rec = Recorder(tmp_path, True)
+    model = models.build("tinycnn", 3, 10)
+    seen: list[int] = []
+    model.register_forward_pre_hook(lambda _m, inputs: seen.append(inputs[0].shape[0]))
+    loop = Loop(args, p, data.synthetic(8), model, rec, None, lambda: False)
+    try:
+        loop.validate()
+    finally:
+        rec.close()
+    assert seen and max(seen) == 16, seen
+    assert sum(seen) == len(loop.data.val) and loop.last_val["acc"] is not None

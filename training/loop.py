@@ -330,14 +330,15 @@ class Loop:
     @torch.no_grad()
     def validate(self) -> None:
         """Loss and accuracy over the whole validation set, each rank taking every world-th
-        image."""
+        image, a micro-batch at a time: a run that needed accumulation to fit its training step
+        must not run out of memory in validation."""
         if not len(self.data.val):
             return
         p = self.p
         shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
         loader = DataLoader(
             shard,
-            batch_size=self.loader_batch,
+            batch_size=max(1, self.loader_batch // self.args.accum_steps),
             shuffle=False,
             collate_fn=collate,
             num_workers=self.args.workers,
