@@ -79,3 +79,44 @@ def test_validation_runs_at_the_micro_batch(tmp_path):
         rec.close()
     assert seen and max(seen) == 16, seen
     assert sum(seen) == len(loop.data.val) and loop.last_val["acc"] is not None
+
+
+CAPABILITY = {0: (8, 0), 1: (7, 0), 2: (7, 5)}  # FAKE: an A100 beside a V100 and a T4
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """FAKE: CUDA's capability and name per index (no GPU here); is_bf16_supported must not be
+    asked (it says yes on V100/T4 and probes the current device, cuda:0 before set_device)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: CAPABILITY[i])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: f"fake{i}")
+
+    def never(*_a, **_k):
+        raise AssertionError("is_bf16_supported asked")
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", never)
+
+
+@pytest.mark.parametrize(
+    "device,ids,refused",
+    [
+        (0, [], None),  # rank 0 on the A100
+        (1, [], "GPU 1 (fake1) has compute capability 7.0, below 8.0"),  # rank 1 on the V100
+        (2, [], "GPU 2 (fake2) has compute capability 7.5"),
+        (0, [0, 2], "GPU 2 (fake2)"),  # DP over the A100 and the T4
+    ],
+)
+def test_bf16_is_judged_by_the_run_s_own_gpu_capability(fake_gpus, tmp_path, device, ids, refused):
+    from training.cli import BadInput, build_parser
+    from training.distributed import Placement
+
+    args = build_parser().parse_args(["--log-dir", str(tmp_path), "--precision", "bf16"])
+    mode = "dp" if ids else "single"
+    p = Placement(mode, mode, torch.device("cuda", device), device_ids=ids, per_device_batch=32)
+    if refused is None:
+        knobs.check(args, p)
+        return
+    with pytest.raises(BadInput) as e:
+        knobs.check(args, p)
+    assert refused in str(e.value) and "use --precision fp16" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -45,7 +45,8 @@ FIELDS: tuple[FormField, ...] = (
             "bf16 — autocast (CPU or CUDA)",
         ),
         help="fp16: autocast with a GradScaler, CUDA only; bf16: autocast, on the CPU or a GPU "
-        "that supports it. The AMP box is fp16 on CUDA and bf16 on the CPU: use one of the two.",
+        "of compute capability 8.0 or more (Ampere; the trainer refuses older ones). The AMP box "
+        "is fp16 on CUDA and bf16 on the CPU: use one of the two.",
         cli_help="fp32 (default) | fp16 (autocast + GradScaler, CUDA only) | bf16 (autocast, CPU "
         "or CUDA); --amp is fp16 on CUDA, bf16 on the CPU: give one of them",
         trainer_flag="--precision",
