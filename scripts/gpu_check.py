@@ -5,7 +5,9 @@ In this order, within about 8 minutes on one or a few GPUs:
 
 1. refuse at once, with one line and exit 1, where there is no usable GPU
    (no NVML driver, or a torch that cannot see CUDA): this check never skips;
-2. run the ``gpu``-marked tests (``pytest -m gpu``);
+2. run the ``gpu``-marked tests (``pytest -m gpu``), among them issue 33's
+   (tests/test_knobs_gpu.py: DP's replicas in bf16, bf16 from compute
+   capability 8.0, summary.json's memory estimate equal to the pre-flight's);
 3. record, one after another with the lab's own launcher, resnet18 on
    synthetic data with ``--amp`` (fp16 + GradScaler): single (the first
    GPU), DataParallel over every GPU NVML can read and DDP with one process

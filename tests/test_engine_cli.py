@@ -134,6 +134,10 @@ def test_launch_status_logs_stop_rm(runs_dir):
             "3 does not divide the batch of 32 per rank (64 over 2)",
         ),
         (["launch", "--accum-steps", "0"], "accumulation steps 0 must be 1 (none)"),
+        (
+            ["launch", "--mode", "ddp", "--static-graph", "--accum-steps", "2"],
+            "static-graph: DDP's static graph does not work with gradient accumulation",
+        ),
         (["launch", "--precision", "fp16"], "precision: fp16 needs CUDA"),
         (["launch", "--precision", "fp8"], "unknown precision 'fp8': use fp32, fp16 or bf16"),
         (["launch", "--amp", "--precision", "bf16"], "amp: the same as precision fp16"),

@@ -11,6 +11,7 @@ once per optimizer step, not once per micro-batch: the proof that the first micr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -154,6 +155,10 @@ REFUSED = {
     "bucket_cap_zero": (["--mode", "ddp", "--bucket-cap-mb", "0"], "must be above 0"),
     "accum_zero": (["--accum-steps", "0"], "--accum-steps must be 1 (none) to 1024"),
     "accum_not_dividing": (["--accum-steps", "3"], "does not divide the batch of 64 per step"),
+    "static_graph_with_accum": (
+        ["--mode", "ddp", "--static-graph", "--accum-steps", "2"],
+        "--static-graph does not work with --accum-steps 2",
+    ),
     "amp_and_precision": (["--amp", "--precision", "bf16"], "give one of them, not both"),
     "unknown_precision": (["--precision", "fp8"], "invalid choice: 'fp8'"),
 }
@@ -188,16 +193,17 @@ def test_the_knobs_reach_the_trainer_only_when_set():
         channels_last=True,
         bucket_cap_mb=1,
         grad_as_bucket_view=True,
-        static_graph=True,
         find_unused_parameters=True,
         nccl_preset="ring",
     )
     assert problems(c, 0) == []
+    assert form.trainer_flags(c)[2:4] == ["--accum-steps", "4"]
+    # static graph with accumulation is refused (test_engine_cli), so it goes in at 1 step
+    c = dataclasses.replace(c, accum_steps=1, static_graph=True)
+    assert problems(c, 0) == []
     assert form.trainer_flags(c) == [
         "--precision",
         "bf16",
-        "--accum-steps",
-        "4",
         "--channels-last",
         "--bucket-cap-mb",
         "1.0",

@@ -68,9 +68,7 @@ def _placement(mode: str, names: list[str], per: int) -> SimpleNamespace:
 
 def test_dp_device_0_holds_the_optimizer_and_the_extra_the_seeds_name():
     one = memory.forward_bytes("tinycnn", 3, 10, 16, 32)
-    est = memory.device_estimates(
-        _placement("dp", ["cuda0", "cuda1"], 16), "tinycnn", 3, 10, 32, False
-    )
+    est = memory.device_estimates(_placement("dp", ["cuda0", "cuda1"], 16), "tinycnn", 3, 10, 32)
     first, other = est["cuda0"], est["cuda1"]
     mib = 2**20
     assert other["optimizer"] == 0 and first["optimizer"] == pytest.approx(
@@ -90,7 +88,7 @@ def test_dp_device_0_holds_the_optimizer_and_the_extra_the_seeds_name():
 
 
 def test_ddp_ranks_hold_the_whole_model_and_their_buckets():
-    est = memory.device_estimates(_placement("ddp", ["cpu1"], 8), "tinycnn", 3, 10, 32, False)
+    est = memory.device_estimates(_placement("ddp", ["cpu1"], 8), "tinycnn", 3, 10, 32)
     e = est["cpu1"]
     assert e["buckets"] == e["gradients"] > 0
     assert e["total"] == pytest.approx(sum(v for k, v in e.items() if k != "total"), abs=1e-2)
@@ -104,3 +102,57 @@ def test_block_keeps_every_device_and_its_ratio():
     b = memory.block(per, "cuda: torch.cuda.max_memory_allocated")
     assert b["ratio"] == {"cuda0": 1.5, "cuda1": None}
     assert b["peak_mib"] == {"cuda0": 150.0, "cuda1": 10.0}
+
+
+def test_the_estimate_honours_every_knob():
+    """One function (training.memory.estimate_bytes) for summary.json and the pre-flight: the
+    micro-batch, autocast's half activations, no separate buckets for gradients as bucket views."""
+    base = memory.device_estimates(_placement("ddp", ["cpu0"], 64), "tinycnn", 3, 10, 32)["cpu0"]
+    view = memory.device_estimates(
+        _placement("ddp", ["cpu0"], 64), "tinycnn", 3, 10, 32, grad_as_bucket_view=True
+    )["cpu0"]
+    assert base["buckets"] == base["gradients"] > 0 and view["buckets"] == 0
+    accum = memory.device_estimates(
+        _placement("single", ["cpu0"], 64), "tinycnn", 3, 10, 32, accum_steps=4
+    )["cpu0"]
+    one = memory.forward_bytes("tinycnn", 3, 10, 16, 32)
+    assert accum["activations"] == pytest.approx(one["activations"] / 2**20, abs=1e-3)
+    bf16 = memory.device_estimates(
+        _placement("single", ["cpu0"], 64), "tinycnn", 3, 10, 32, precision="bf16"
+    )["cpu0"]
+    half = memory.forward_bytes("tinycnn", 3, 10, 64, 32, amp=True)
+    assert bf16["activations"] == pytest.approx(half["activations"] / 2**20, abs=1e-3)
+
+
+def test_the_preflight_s_dp_estimate_has_the_first_gpu_s_extras():
+    from lab.engine.launch.config import RunConfig
+    from lab.engine.preflight import estimate
+
+    need = estimate.per_gpu(RunConfig(mode="dp", gpus=(0, 1), batch_size=32, image_size=32))
+    est = memory.device_estimates(_placement("dp", ["cuda0", "cuda1"], 16), "tinycnn", 3, 10, 32)
+    assert [round(e.total_mib, 3) for e in need.values()] == [
+        pytest.approx(est[n]["total"], abs=2e-3) for n in ("cuda0", "cuda1")
+    ]
+    assert need[0].dp_extra_mib > 0 == need[1].dp_extra_mib
+    assert "DP's extras on the first GPU" in need[0].describe()
+
+
+# proc: runs the trainer (two short CPU runs)
+@pytest.mark.parametrize("knob", [["--accum-steps", "4"], ["--precision", "bf16"]])
+def test_summary_s_estimate_changes_with_the_knob_and_equals_the_preflight_s(knob, tmp_path):
+    from lab.engine.launch.config import RunConfig
+    from lab.engine.preflight import estimate
+
+    argv = [sys.executable, "-m", "training.train", "--dataset", "synthetic", *knob]
+    argv += ["--max-steps", "2", "--batch-size", "64", "--image-size", "16", "--log-every", "1"]
+    argv += ["--checkpoint", "none", "--device", "cpu", "--log-dir", str(tmp_path / "run")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    subprocess.run(argv, cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=300)
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    total = s["memory"]["estimate_mib"]["cpu0"]["total"]
+    flag, value = knob
+    asked = {"accum_steps": int(value)} if flag == "--accum-steps" else {"precision": value}
+    same = RunConfig(gpus=(0,), batch_size=64, image_size=16, dataset="synthetic", **asked)
+    default = RunConfig(gpus=(0,), batch_size=64, image_size=16, dataset="synthetic")
+    assert total == pytest.approx(estimate.per_gpu(same)[0].total_mib, abs=2e-3)
+    assert total < estimate.per_gpu(default)[0].total_mib - 0.01

@@ -233,6 +233,13 @@ def check_knobs(args: argparse.Namespace) -> None:
         )
     if not 1 <= args.accum_steps <= 1024:
         raise BadInput(f"--accum-steps must be 1 (none) to 1024, got {args.accum_steps}")
+    if args.static_graph and args.accum_steps > 1:
+        # DDP(static_graph=True) + no_sync(): expect_autograd_hooks_ INTERNAL ASSERT at the first
+        # backward (pytorch/pytorch#143580)
+        raise BadInput(
+            f"--static-graph does not work with --accum-steps {args.accum_steps} (DDP's no_sync() "
+            "fails its first backward): leave out --static-graph or use --accum-steps 1"
+        )
     if args.amp and args.precision is not None:
         raise BadInput(
             "--amp is --precision fp16 (bf16 autocast on the CPU): give one of them, not both"

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from training.cli import BadInput, split_batch
+from training.knobs import AutocastForward
 
 log = logging.getLogger(__name__)
 MIN_FREE_MIB = 256  # below this a CUDA context plus a small model will not fit
@@ -141,13 +142,20 @@ def _node(rank: int, world: int) -> tuple[int, int]:
 
 
 def wrap(
-    model: nn.Module, placement: Placement, ddp_options: dict[str, Any] | None = None
+    model: nn.Module,
+    placement: Placement,
+    ddp_options: dict[str, Any] | None = None,
+    amp_dtype: torch.dtype | None = None,
 ) -> nn.Module:
     """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, or not at all);
-    ``ddp_options`` are DistributedDataParallel's keyword arguments (``training.knobs``)."""
+    ``ddp_options`` are DistributedDataParallel's keyword arguments (``training.knobs``). Under DP
+    with ``amp_dtype`` the module DP replicates enters autocast itself
+    (``training.knobs.AutocastForward``): DP's replica threads would not inherit its dtype."""
     model.to(placement.device)  # before any wrap: DP and DDP expect the module on its device
     if placement.effective_mode == "dp":
-        return nn.DataParallel(model, device_ids=placement.device_ids)
+        kind = placement.device.type
+        inner = model if amp_dtype is None else AutocastForward(model, kind, amp_dtype)
+        return nn.DataParallel(inner, device_ids=placement.device_ids)
     if placement.effective_mode == "ddp":
         ids = [placement.local_rank] if placement.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(model, device_ids=ids, **(ddp_options or {}))

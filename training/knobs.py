@@ -4,8 +4,9 @@
 CUDA and bf16 on the CPU (its meaning before ``--precision`` existed), neither is fp32. fp16 runs
 autocast with a GradScaler and needs CUDA; bf16 runs autocast without a scaler, on the CPU or on a
 GPU that supports it. ``check`` refuses what the devices rule out (``BadInput``, one line): fp16
-on the CPU, bf16 on a GPU without it, an ``--accum-steps`` that does not divide each process's
-batch (and, under DP, each micro-batch over the GPUs). ``ddp_options`` is what
+on the CPU, bf16 on a GPU of compute capability below 8.0 (``bf16_problem``: the run's own GPUs),
+an ``--accum-steps`` that does not divide each process's batch (and, under DP, each micro-batch
+over the GPUs). ``ddp_options`` is what
 ``DistributedDataParallel`` is given; ``micro_batches`` cuts a process's batch into
 ``--accum-steps`` equal parts, in order, so the optimizer step sees the same samples as without
 accumulation, and ``forward_backward`` is the loop's forward and backward over them.
@@ -17,10 +18,12 @@ from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import torch
+from torch import nn
 
 from training.cli import BadInput
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+BF16_MIN_CAPABILITY = (8, 0)  # Ampere: bfloat16 in hardware
 
 
 def precision(args: Any, device: torch.device) -> str:
@@ -37,6 +40,40 @@ def autocast(name: str, device: torch.device) -> ContextManager:
     return torch.autocast(device.type, dtype=DTYPES[name]) if name in DTYPES else nullcontext()
 
 
+class AutocastForward(nn.Module):
+    """``module``'s forward under ``torch.autocast(device_type, dtype)``, entered in the thread
+    that runs it. The autocast state, its dtype included, is per thread: DataParallel's replica
+    threads re-enter autocast with only ``enabled=`` (torch/nn/parallel/parallel_apply.py), i.e.
+    CUDA's default float16, so an autocast around ``nn.DataParallel`` trains bf16 runs in fp16.
+    Wrapping the module inside DP is PyTorch's documented AMP-with-DataParallel pattern
+    (docs/notes/amp_examples, "DataParallel in a single process")."""
+
+    def __init__(self, module: nn.Module, device_type: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module = module
+        self.device_type, self.dtype = device_type, dtype
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            return self.module(*args, **kwargs)
+
+
+def bf16_problem(device_ids: list[int]) -> str | None:
+    """Why bf16 does not suit these CUDA devices (compute capability below 8.0, where it is
+    emulated and slow), else None. Each run's own devices, by index: not
+    ``torch.cuda.is_bf16_supported()``, which says yes on V100/T4 (emulation) and asks the current
+    device, cuda:0 in every rank before ``set_device``."""
+    for i in device_ids:
+        major, minor = torch.cuda.get_device_capability(i)
+        if (major, minor) < BF16_MIN_CAPABILITY:
+            return (
+                f"--precision bf16: GPU {i} ({torch.cuda.get_device_name(i)}) has compute "
+                f"capability {major}.{minor}, below 8.0, where bfloat16 is emulated and slow: use "
+                "--precision fp16"
+            )
+    return None
+
+
 def check(args: Any, placement: Any) -> None:
     """Refuse the options the chosen devices rule out; ``BadInput`` with one line."""
     device = placement.device
@@ -46,8 +83,11 @@ def check(args: Any, placement: Any) -> None:
             "--precision fp16 needs CUDA (autocast with a GradScaler); this run is on the CPU: "
             "use --precision bf16 there"
         )
-    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise BadInput(f"--precision bf16: {device} does not support bfloat16: use fp16")
+    if name == "bf16" and device.type == "cuda":
+        ids = list(placement.device_ids) or [device.index or 0]
+        problem = bf16_problem(ids)
+        if problem:
+            raise BadInput(problem)
     n = args.accum_steps
     per_process = args.batch_size // placement.world_size
     if per_process % n:

@@ -75,11 +75,12 @@ class Loop:
         self.model_without_ddp = model
         if args.channels_last:
             model.to(memory_format=torch.channels_last)
-        self.model = wrap(model, placement, knobs.ddp_options(args))
+        self.precision = knobs.precision(args, self.device)
+        amp_dtype = knobs.DTYPES.get(self.precision)
+        self.model = wrap(model, placement, knobs.ddp_options(args), amp_dtype)
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
-        self.precision = knobs.precision(args, self.device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16" and cuda)
         self.grads = GradWatch(self.device, self.scaler.is_enabled(), args.grad_norm_warn)
         self.autocast = knobs.autocast(self.precision, self.device)
@@ -329,14 +330,15 @@ class Loop:
     @torch.no_grad()
     def validate(self) -> None:
         """Loss and accuracy over the whole validation set, each rank taking every world-th
-        image."""
+        image, a micro-batch at a time: a run that needed accumulation to fit its training step
+        must not run out of memory in validation."""
         if not len(self.data.val):
             return
         p = self.p
         shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
         loader = DataLoader(
             shard,
-            batch_size=self.loader_batch,
+            batch_size=max(1, self.loader_batch // self.args.accum_steps),
             shuffle=False,
             collate_fn=collate,
             num_workers=self.args.workers,

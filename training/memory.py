@@ -8,12 +8,15 @@ parameters left out (``torch.autograd.graph.saved_tensors_hooks``). The forward 
 PyTorch's ``meta`` device: the same operators, shapes and saved tensors as on the CPU, nothing
 allocated. With AMP the activations are half precision plus autocast's copy of the weights.
 
-``device_estimates`` spreads it over the run's devices the way each mode does: single, everything
-at the global batch; DDP, the whole model at batch / world size on every rank plus its gradient
-buckets; DP, every device a replica's parameters and gradients and its share of the batch, and
-device 0 the extra the seeds name: the optimizer's state (only the module on device 0 is stepped),
-the replicas' gradients it receives and sums (n - 1 copies), the whole input batch it scatters, the
-outputs gathered back to it and the loss.
+``estimate_bytes`` spreads it over the run's devices the way each mode does, honouring every knob
+(precision, the accumulation's micro-batch, DDP's buckets unless ``--grad-as-bucket-view``): the
+one estimate, used by ``device_estimates`` (summary.json) and the lab's pre-flight alike. single,
+everything at the micro-batch; DDP, the whole model at its share on every rank plus its gradient
+buckets; DP, every device a replica's parameters and gradients and its share of the micro-batch,
+and device 0 the extra the seeds name: the optimizer's state (only the module on device 0 is
+stepped), one more gradient-sized buffer (NCCL's reduce-add sums the replicas' gradients into one
+buffer there), the whole input micro-batch it scatters, the outputs gathered back to it and the
+loss.
 
 What is measured (``Measure``): on CUDA the caching allocator's peak
 (``torch.cuda.max_memory_allocated``), from a baseline of what was allocated before the model was
@@ -74,6 +77,48 @@ def forward_bytes(
     }
 
 
+def estimate_bytes(
+    mode: str,
+    devices: int,
+    per_device_batch: int,
+    model: str,
+    channels: int,
+    classes: int,
+    image_size: int,
+    precision: str = "fp32",
+    accum_steps: int = 1,
+    grad_as_bucket_view: bool = False,
+) -> list[dict[str, int]]:
+    """Bytes by part on each of a run's ``devices`` (device 0 first): the one estimate of the
+    trainer's summary.json and the lab's pre-flight (``lab.engine.preflight.estimate.per_gpu``).
+
+    ``per_device_batch`` is each device's share of the optimizer step's batch; with
+    ``accum_steps`` N the activations are of one micro-batch (a Nth of it); fp16 and bf16 halve
+    them (autocast, plus its half copy of the weights). single: one device. DDP: every rank the
+    whole model plus its gradient buckets (none with ``grad_as_bucket_view``: the gradients are
+    views into the buckets). DP: every device a replica's parameters and gradients and its share;
+    device 0 the optimizer's state, one more gradient-sized buffer (the sum NCCL's reduce-add
+    writes there; the replicas' own gradients stay on their GPUs), the whole micro-batch it
+    scatters, the outputs gathered back to it and the loss.
+    """
+    half = precision in ("fp16", "bf16")
+    micro = max(1, per_device_batch // max(1, accum_steps))
+    b = forward_bytes(model, channels, classes, micro, image_size, half)
+    if mode == "ddp":
+        return [{**b, "buckets": 0 if grad_as_bucket_view else b["gradients"]}] * devices
+    if mode == "dp" and devices > 1:
+        batch = micro * devices
+        first = {
+            **b,
+            "replica_gradients": b["gradients"],
+            "input_batch": batch * channels * image_size * image_size * 4,
+            "gathered_outputs": batch * classes * (2 if half else 4),
+            "loss": 4,
+        }
+        return [first] + [{**b, "optimizer": 0}] * (devices - 1)
+    return [b]
+
+
 def _mib(parts: dict[str, float]) -> dict[str, float]:
     out = {k: round(v / MIB, 3) for k, v in parts.items()}
     out["total"] = round(sum(parts.values()) / MIB, 3)
@@ -81,27 +126,31 @@ def _mib(parts: dict[str, float]) -> dict[str, float]:
 
 
 def device_estimates(
-    placement: Any, model: str, channels: int, classes: int, image_size: int, amp: bool
+    placement: Any,
+    model: str,
+    channels: int,
+    classes: int,
+    image_size: int,
+    precision: str = "fp32",
+    accum_steps: int = 1,
+    grad_as_bucket_view: bool = False,
 ) -> dict[str, dict[str, float]]:
     """This process's devices: ``{name: {part: MiB, ..., "total": MiB}}`` (``placement`` is a
-    ``training.distributed.Placement``; ``batch`` is its global batch, ``per_device_batch``)."""
+    ``training.distributed.Placement``; ``precision`` as it runs, fp32, fp16 or bf16)."""
     names = placement.device_names
-    per = max(1, placement.per_device_batch)
-    b = forward_bytes(model, channels, classes, per, image_size, amp)
-    if placement.effective_mode == "ddp":
-        return {n: _mib({**b, "buckets": b["gradients"]}) for n in names}
-    if placement.effective_mode == "dp" and len(names) > 1:
-        batch = per * len(names)
-        first = {
-            **b,
-            "replica_gradients": (len(names) - 1) * b["gradients"],
-            "input_batch": batch * channels * image_size * image_size * 4,
-            "gathered_outputs": batch * classes * 4,
-            "loss": 4,
-        }
-        replica = {**b, "optimizer": 0}
-        return {n: _mib(first if i == 0 else replica) for i, n in enumerate(names)}
-    return {n: _mib(b) for n in names}
+    parts = estimate_bytes(
+        placement.effective_mode,
+        len(names),
+        placement.per_device_batch,
+        model,
+        channels,
+        classes,
+        image_size,
+        precision,
+        accum_steps,
+        grad_as_bucket_view,
+    )
+    return {n: _mib(p) for n, p in zip(names, parts)}
 
 
 class Measure:

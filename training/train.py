@@ -182,7 +182,7 @@ def _set_up(argv: Sequence[str] | None):
     args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
     import torch
 
-    from training import memory, models
+    from training import knobs, memory, models
     from training.distributed import init_distributed_mode
     from training.loop import Loop
     from training.metrics import Recorder
@@ -190,7 +190,14 @@ def _set_up(argv: Sequence[str] | None):
     init_distributed_mode(placement, args.dist_timeout)
     # the estimate's meta forward first, then the baseline: neither is in the measured peak
     est = memory.device_estimates(
-        placement, args.model, bundle.channels, bundle.num_classes, args.image_size, args.amp
+        placement,
+        args.model,
+        bundle.channels,
+        bundle.num_classes,
+        args.image_size,
+        knobs.precision(args, placement.device),
+        args.accum_steps,
+        args.grad_as_bucket_view,
     )
     if placement.is_main:  # rank 0's event writer loads tensorboard: a library, not training
         import torch.utils.tensorboard  # noqa: F401

@@ -8,7 +8,8 @@ The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--p
 ``--static-graph`` and ``--find-unused-parameters``; the NCCL preset is the lab's own
 (``lab.engine.launch.nccl``: its variables go into the run's environment). Refused with one line
 where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
-precision, an accumulation that does not divide each process's batch, an unknown preset, a memory
+precision, an accumulation that does not divide each process's batch, DDP's static graph with
+accumulation (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory
 snapshot (``--memory-snapshot N``, CUDA only) without a GPU.
 """
 
@@ -24,6 +25,12 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
 MAX_ACCUM, MAX_BUCKET_MB, MAX_SNAPSHOT_STEPS = 1024, 10_000, 10_000
 _DDP = ("mode", DDP)
+# DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
+# INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
+STATIC_GRAPH_WITH_ACCUM = (
+    "DDP's static graph does not work with gradient accumulation (no_sync() fails its first "
+    "backward): leave out static graph or set accumulation steps to 1"
+)
 
 FIELDS: tuple[FormField, ...] = (
     FormField(
@@ -38,7 +45,8 @@ FIELDS: tuple[FormField, ...] = (
             "bf16 — autocast (CPU or CUDA)",
         ),
         help="fp16: autocast with a GradScaler, CUDA only; bf16: autocast, on the CPU or a GPU "
-        "that supports it. The AMP box is fp16 on CUDA and bf16 on the CPU: use one of the two.",
+        "of compute capability 8.0 or more (Ampere; the trainer refuses older ones). The AMP box "
+        "is fp16 on CUDA and bf16 on the CPU: use one of the two.",
         cli_help="fp32 (default) | fp16 (autocast + GradScaler, CUDA only) | bf16 (autocast, CPU "
         "or CUDA); --amp is fp16 on CUDA, bf16 on the CPU: give one of them",
         trainer_flag="--precision",
@@ -200,6 +208,8 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
     accum = _accum_problem(c)
     if accum:
         out.append(("accum_steps", accum))
+    elif c.static_graph and c.mode == DDP and _whole(c.accum_steps, 2, MAX_ACCUM):
+        out.append(("static_graph", STATIC_GRAPH_WITH_ACCUM))
     if c.memory_snapshot and not _has_gpus(c):
         out.append(
             (

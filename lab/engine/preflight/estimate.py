@@ -14,7 +14,11 @@ the forward is measured in float16 plus autocast's float16 copy of the
 weights. Inputs are taken as 3 channels and 10 classes (RGB is the most our
 datasets give; the head's size barely depends on the class count). Results
 are cached per (model, batch, image size, amp). ``per_gpu(config)`` spreads
-it over a run's GPUs the way each mode does; ``torch_cuda_version`` is the
+it over a run's GPUs the way each mode does, honouring every knob: it is
+``training.memory.estimate_bytes``, the one estimate the trainer's summary.json
+gives for the same config (precision, the accumulation's micro-batch, DDP's
+buckets unless ``grad_as_bucket_view``, DP's extras on its first GPU);
+``torch_cuda_version`` is the
 CUDA PyTorch was built for. torch is imported only inside these functions, so
 the supervisor and the command line pay nothing for importing this module.
 """
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 
 _MIB = 1024 * 1024
 CHANNELS, CLASSES = 3, 10
+# training.memory.DP_EXTRA: the parts only DP's first GPU holds
+DP_EXTRA = ("replica_gradients", "input_batch", "gathered_outputs", "loss")
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Estimate:
     activations_mib: float
     buckets_mib: float = 0.0  # DDP's gradient buckets: one more gradient-sized copy
     batch: int = 0
+    dp_extra_mib: float = 0.0  # DP's first GPU: the reduced gradients, the batch, the outputs
 
     @property
     def total_mib(self) -> float:
@@ -51,6 +58,7 @@ class Estimate:
             + self.optimizer_mib
             + self.activations_mib
             + self.buckets_mib
+            + self.dp_extra_mib
         )
 
     def describe(self) -> str:
@@ -65,6 +73,7 @@ class Estimate:
                 self.activations_mib,
             ),
             ("DDP buckets", self.buckets_mib),
+            ("DP's extras on the first GPU", self.dp_extra_mib),
         ]
         return " + ".join(f"{name} {mib_text(v)}" for name, v in parts if v > 0)
 
@@ -86,33 +95,57 @@ def estimate(model: str, batch: int, image_size: int, amp: bool = False) -> Esti
 
 
 def per_gpu(config: RunConfig) -> dict[int, Estimate]:
-    """Physical GPU -> what the run needs there.
-
-    single: everything at the global batch. DP: each GPU gets batch / n; the
-    first keeps the gradients and momentum the replicas are reduced into, the
-    others a replica's parameters and gradients. DDP: every GPU the whole
-    model at batch / world size, plus its gradient buckets.
+    """Physical GPU -> what the run needs there: ``training.memory.estimate_bytes``, the same
+    estimate the trainer writes into summary.json, for this config (precision, the accumulation's
+    micro-batch, DDP's buckets unless gradients are bucket views, DP's extras on its first GPU).
     """
     c = config
     gpus = list(c.gpus)
     if not gpus:
         return {}
-    # autocast halves the activations; accumulation runs a micro-batch at a time
-    half = bool(c.amp) or c.precision in ("fp16", "bf16")
     accum = c.accum_steps if isinstance(c.accum_steps, int) and c.accum_steps > 1 else 1
+    precision = c.precision if c.precision in ("fp16", "bf16") else "fp16" if c.amp else "fp32"
     if c.mode == "ddp":
-        e = estimate(
-            c.model, max(1, c.batch_size // max(1, c.nproc * c.nnodes * accum)), c.image_size, half
-        )
-        full = Estimate(
-            e.params_mib, e.grads_mib, e.optimizer_mib, e.activations_mib, e.grads_mib, e.batch
-        )
-        return {g: full for g in gpus}
-    if c.mode == "dp" and len(gpus) > 1:
-        e = estimate(c.model, max(1, c.batch_size // (len(gpus) * accum)), c.image_size, half)
-        replica = Estimate(e.params_mib, e.grads_mib, 0.0, e.activations_mib, batch=e.batch)
-        return {g: (e if i == 0 else replica) for i, g in enumerate(gpus)}
-    return {gpus[0]: estimate(c.model, max(1, c.batch_size // accum), c.image_size, half)}
+        mode, n, share = "ddp", len(gpus), c.batch_size // max(1, c.nproc * c.nnodes)
+    elif c.mode == "dp" and len(gpus) > 1:
+        mode, n, share = "dp", len(gpus), c.batch_size // len(gpus)
+    else:
+        mode, n, share, gpus = "single", 1, c.batch_size, gpus[:1]
+    view = bool(c.grad_as_bucket_view) and mode == "ddp"
+    each = _spread(mode, n, max(1, share), c.model, c.image_size, precision, accum, view)
+    return dict(zip(gpus, each))
+
+
+@functools.lru_cache(maxsize=64)
+def _spread(
+    mode: str,
+    n: int,
+    share: int,
+    model: str,
+    image_size: int,
+    precision: str,
+    accum: int,
+    view: bool,
+) -> tuple[Estimate, ...]:
+    from training import memory  # the one estimate, shared with the trainer's summary.json
+
+    parts = memory.estimate_bytes(
+        mode, n, share, model, CHANNELS, CLASSES, image_size, precision, accum, view
+    )
+    return tuple(_of(p, max(1, share // accum)) for p in parts)
+
+
+def _of(parts: dict[str, int], batch: int) -> Estimate:
+    extra = sum(parts.get(k, 0) for k in DP_EXTRA)
+    return Estimate(
+        parts["parameters"] / _MIB,
+        parts["gradients"] / _MIB,
+        parts["optimizer"] / _MIB,
+        parts["activations"] / _MIB,
+        parts.get("buckets", 0) / _MIB,
+        batch,
+        extra / _MIB,
+    )
 
 
 def torch_cuda_version() -> tuple[int, int] | None:

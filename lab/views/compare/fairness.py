@@ -1,9 +1,10 @@
 """Fairness of a comparison: what makes the chosen runs not compare like for like, one warning per
 cause, each naming the runs and their values and saying what to compare instead.
 
-Runs that differ in model, dataset, global batch, seed, precision, device count or host; a mode not
-run as asked; a trainer run without summary.json; runs compared across scalings
-(``lab.views.compare.scaling``); DataParallel's "only GPU 0 works"
+Runs that differ in model, dataset, global batch, seed, precision (what ran: fp32, fp16, bf16),
+accumulation steps, memory format, DDP's own options (among the ddp runs), NCCL preset, device
+count or host; a mode not run as asked; a trainer run without summary.json; runs compared across
+scalings (``lab.views.compare.scaling``); DataParallel's "only GPU 0 works"
 (``lab.views.compare.utilisation``); and figures the lab derived or cannot see of a user's script
 or foreign logs.
 """
@@ -30,6 +31,18 @@ DATASET_WHY = "losses and accuracies are not comparable."
 BATCH_WHY = "steps mean different amounts of data; compare loss against samples seen."
 SEED_WHY = "loss curves differ by chance as well as by mode."
 AMP_WHY = "mixed precision changes both speed and memory."
+KNOB_WHY = "it changes the speed of each step (and memory)."
+DDP_KNOB_WHY = "DDP's options change when and how the gradients are all-reduced, so the speed."
+NCCL_WHY = "its NCCL variables change how the collectives run."
+# the options besides precision that change speed: (config key, what), compared among the runs
+# the lab sees; DDP's own only among the ddp runs (the sweep runs single and dp at the default)
+KNOBS = (("accum_steps", "accumulation steps"), ("channels_last", "memory format (channels last)"))
+DDP_KNOBS = (
+    ("bucket_cap_mb", "DDP bucket size (MB)"),
+    ("grad_as_bucket_view", "DDP's gradients as bucket views"),
+    ("static_graph", "DDP's static graph"),
+    ("find_unused_parameters", "DDP's find unused parameters"),
+)
 DEVICES_WHY = "compare scaling efficiency rather than speedup."
 HOST_WHY = "different machines make throughput incomparable."
 
@@ -84,6 +97,41 @@ def _not_as_asked(
     return out
 
 
+def precision(r: CompareRun) -> str:
+    """What the run computed in: summary.json's precision (what ran; ``--amp`` is fp16 on CUDA,
+    bf16 on the CPU), else the asked ``precision``, ``amp`` where only ``--amp`` was asked."""
+    ran = (r.summary or {}).get("precision")
+    if isinstance(ran, str) and ran:
+        return ran
+    asked = r.option("precision")
+    if asked and asked != "fp32":
+        return str(asked)
+    return "amp" if r.option("amp") else "fp32"
+
+
+def _knob(r: CompareRun, key: str) -> Any:
+    """An option's value with its default filled in, so that "not given" equals the default."""
+    v = r.option(key)
+    if key == "accum_steps":
+        return int(v or 1)
+    if key == "bucket_cap_mb":
+        return float(v or 25.0)  # 0 and none are DDP's 25
+    return bool(v)
+
+
+def _knobs(seen: Sequence[CompareRun], names: Mapping[str, str]) -> list[FairnessWarning]:
+    """Precision, accumulation, memory format, DDP's options among the ddp runs, the NCCL preset:
+    every option that changes speed (``varied.exempt`` drops the one a sweep varied)."""
+    out = _differ(names, "amp", "precision", {r.key: precision(r) for r in seen}, AMP_WHY)
+    for key, what in KNOBS:
+        out += _differ(names, key, what, {r.key: _knob(r, key) for r in seen}, KNOB_WHY)
+    ddp = [r for r in seen if r.option("mode") == "ddp"]
+    for key, what in DDP_KNOBS:
+        out += _differ(names, key, what, {r.key: _knob(r, key) for r in ddp}, DDP_KNOB_WHY)
+    preset = {r.key: r.option("nccl_preset") or "none" for r in seen}
+    return out + _differ(names, "nccl_preset", "NCCL preset", preset, NCCL_WHY)
+
+
 def _differences(
     runs: Sequence[CompareRun], names: Mapping[str, str], figures: Mapping[str, RunFigures]
 ) -> list[FairnessWarning]:
@@ -105,8 +153,7 @@ def _differences(
         scaling.WEAK_BATCH_NOTE if weak else BATCH_WHY,
     )
     out += _differ(names, "seed", "seed", {r.key: r.option("seed") for r in seen}, SEED_WHY)
-    amp = {r.key: bool(r.option("amp")) for r in seen}
-    out += _differ(names, "amp", "precision (amp)", amp, AMP_WHY)
+    out += _knobs(seen, names)
     parallel = {
         r.key: len(m.devices)
         for r in seen

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from lab.views.charts import base_layout
 from lab.views.compare import modes
 from lab.views.compare.comparison import Comparison
+from lab.views.compare.scaling_curve import baseline_key
 
 THROUGHPUT_CAPTION = "Throughput against device count"
 EFFICIENCY_CAPTION = "Scaling efficiency against device count"
@@ -69,7 +70,8 @@ def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
     there is one."""
     fig = go.Figure()
     _mode_lines(fig, curve, "throughput", "median")
-    base = next((p for p in curve if (p["mode"], p["devices"]) == ("single", 1)), None)
+    points = {(p["mode"], p["devices"]): p for p in curve}
+    base = points.get(baseline_key(points))  # a weak sweep's is "single (weak)"
     counts = sorted({p["devices"] for p in curve})
     if base and base["throughput"] and counts:
         one = base["throughput"]["median"]

@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lab.engine.sweep.plan import WEAK
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices
 from lab.views.compare.runs import CompareRun
@@ -34,6 +35,16 @@ def pooled(spreads: list[Spread]) -> Spread | None:
     return median_spread([s.median for s in spreads])
 
 
+def baseline_key(groups: Mapping[tuple[str, int], Any]) -> tuple[str, int]:
+    """The (mode, count) group speedups are against: single on 1 device, or a weak sweep's
+    ``single (weak)`` (``repeats.asked_mode`` names weak runs so; their 1-device run is the same
+    baseline, per-device batch = global batch)."""
+    for key in (("single", 1), (f"single ({WEAK})", 1)):
+        if key in groups:
+            return key
+    return ("single", 1)
+
+
 def _tp(s: Spread) -> dict[str, float]:
     return {"median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high}
 
@@ -44,7 +55,8 @@ def scaling_curve(
     margin: Any = None,
 ) -> list[dict[str, Any]]:
     """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
-    mode and count; speedup against the (single, 1) group (None when there is none); ``rate`` is
+    mode and count; speedup against the (single, 1) group, a weak sweep's (single (weak), 1)
+    (None when there is none); ``rate`` is
     samples/s, or steps/s when some run has no samples/s (a script's)."""
     margins = margins_of(margin)
     grouped: dict[tuple[str, int], list[CompareRun]] = {}
@@ -63,16 +75,17 @@ def scaling_curve(
         return figures[r.key].spread if samples else figures[r.key].steps_spread
 
     spreads = {k: pooled([s for s in map(rate, g) if s is not None]) for k, g in grouped.items()}
-    base = spreads.get(("single", 1))
+    key = baseline_key(grouped)
+    base = spreads.get(key)
     values = {k: [s.median for s in map(rate, g) if s is not None] for k, g in grouped.items()}
     out = []
     for (mode, n), g in sorted(grouped.items()):
         s = spreads[(mode, n)]
         pct = margins.at(n).pct
-        if (mode, n) == ("single", 1):
+        if (mode, n) == key:
             speed = _itself(s, values[(mode, n)])
         else:
-            speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], pct)
+            speed = _speedup(s, base, values[(mode, n)], values.get(key) or [], pct)
         out.append(
             {
                 "mode": mode,
