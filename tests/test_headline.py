@@ -85,3 +85,14 @@ def test_small_multiples_are_capped_and_never_raise():
     assert charts.panels_note(12) is None
     # 21 panels (7 rows) used to raise "Vertical spacing cannot be greater than (1 / (rows - 1))"
     charts.timeline_figure(panels[:21], y_title="util %", cols=3)
+
+
+def test_the_counting_line_names_every_speed_option_and_counts_shared_causes_once():
+    from lab.views.compare.fairness import FairnessWarning
+    from lab.views.compare.headline import warning_summary
+
+    keys = ("static_graph", "bucket_cap_mb", "find_unused_parameters", "accum_steps")
+    line = warning_summary([FairnessWarning(k, "…") for k in keys])
+    assert line == (
+        "4 notes: 2 DDP options differ, 1 DDP bucket size differs, 1 accumulation differs"
+    )

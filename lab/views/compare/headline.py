@@ -39,6 +39,13 @@ WHAT = {  # a warning key's words in the counting line; other keys read as their
     "only_gpu0": "only GPU 0 worked",
     "multiprocess_single": "single run in several processes",
     "superlinear": "efficiency above 1.1",
+    "accum_steps": "accumulation differs",
+    "channels_last": "memory format differs",
+    "bucket_cap_mb": "DDP bucket size differs",
+    "grad_as_bucket_view": "DDP options differ",
+    "static_graph": "DDP options differ",
+    "find_unused_parameters": "DDP options differ",
+    "nccl_preset": "NCCL preset differs",
 }
 
 
@@ -196,6 +203,7 @@ def warning_summary(warnings: Sequence[FairnessWarning]) -> str:
     """One line counting the warnings by cause: "5 notes: 3 not run as asked, 1 busy machine"."""
     if not warnings:
         return ""
-    counts = Counter(w.key for w in warnings)
-    parts = ", ".join(f"{n} {WHAT.get(k, k.replace('_', ' '))}" for k, n in counts.items())
+    # counted by their words: several keys (the DDP options) share one cause
+    counts = Counter(WHAT.get(w.key, w.key.replace("_", " ")) for w in warnings)
+    parts = ", ".join(f"{n} {what}" for what, n in counts.items())
     return f"{len(warnings)} note{'s' * (len(warnings) != 1)}: {parts}"
