@@ -6,7 +6,8 @@ follows: NCCL on GPUs, gloo on the CPU) and refuses what cannot run here, in one
 ``run_and_wait`` (its own session, waited for, its group ended on a timeout), reads what rank 0
 wrote and saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend",
 "world_size", "gpus", "topology", "topology_note", "results": [{"bytes", "time_ms", "algbw_gbps",
-"busbw_gbps"}]}``
+"busbw_gbps"}], "nccl": {"nccl_version", "transports", "links"}}`` (``nccl``: NCCL's transport
+lines in the check's log, ``lab.engine.nccl_transports``; empty under gloo)
 (nccl-tests' algbw and busbw, GB/s), its output beside it as ``<id>.log``. ``latest`` is the
 newest check of a backend and world size (Compare's yardstick). Message sizes: 1 KiB to 256 MiB
 doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes).
@@ -21,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.engine import procs
+from lab.engine import nccl_transports, procs
 from lab.engine.devices import links
 from lab.runfolder import (
     LINKCHECKS_DIR,
@@ -123,6 +124,9 @@ def _env(p: Plan) -> dict[str, str]:
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = visible_devices(p.gpus) if p.gpus else ""
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // p.world_size))
+    if p.gpus:  # NCCL's transport lines, parsed into the record (lab.engine.nccl_transports)
+        env.setdefault("NCCL_DEBUG", "INFO")
+        env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,GRAPH")
     return env
 
 
@@ -162,6 +166,7 @@ def run(
         "gpus": list(p.gpus),
         **topo,
         "results": got["results"],
+        "nccl": nccl_transports.parse(log.read_text(errors="replace")),
     }
     write_json_atomic(folder / f"{check_id}.json", record)
     return record
