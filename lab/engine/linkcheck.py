@@ -165,6 +165,7 @@ def run(
         "world_size": int(got.get("world_size", p.world_size)),
         "gpus": list(p.gpus),
         **topo,
+        "timing": got.get("timing"),
         "results": got["results"],
         "nccl": nccl_transports.parse(log.read_text(errors="replace")),
     }

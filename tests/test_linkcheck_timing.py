@@ -1,0 +1,52 @@
+"""The link check's timing, as nccl-tests times: a barrier, then the iterations back to back,
+timed once; the mean and the maximum over ranks both reported (an in-process gloo group)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from training import linkcheck
+
+
+def test_a_barrier_then_iterations_back_to_back_timed_once():
+    events: list[str] = []
+    ticks = iter([10.0, 10.5])  # the clock is read exactly twice: start and end
+
+    def clock() -> float:
+        events.append("clock")
+        return next(ticks)
+
+    per = linkcheck.time_iters(
+        lambda: events.append("op"),
+        5,
+        torch.device("cpu"),
+        barrier=lambda: events.append("barrier"),
+        clock=clock,
+    )
+    assert events == ["barrier", "clock"] + ["op"] * 5 + ["clock"]
+    assert per == 0.1  # 0.5 s over 5 calls
+
+
+def test_the_worker_reports_mean_and_slowest_rank(tmp_path, monkeypatch):
+    from tests.test_train_ddp import free_port
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "lc.json"
+    argv = ["--out", str(out), "--max-bytes", "4096", "--factor", "4", "--iters", "3"]
+    assert linkcheck.main(argv) == 0
+    assert not dist.is_initialized()
+    import json
+
+    got = json.loads(out.read_text())
+    assert got["timing"] == linkcheck.TIMING
+    for r in got["results"]:
+        assert r["max_time_ms"] >= r["time_ms"] > 0  # one rank: both its own
+    rows = linkcheck.row(1000, 0.001, 2, 0.004)
+    assert rows["time_ms"] == 1.0 and rows["max_time_ms"] == 4.0
+    assert rows["algbw_gbps"] == 0.001  # from the mean, as nccl-tests
