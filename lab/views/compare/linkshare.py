@@ -4,8 +4,10 @@ A profiled DDP run's ``collectives`` (its breakdown.json, ``training.collectives
 the all-reduce's bus bandwidth and bytes per call; the latest link check (``lab linkcheck``,
 ``lab.engine.linkcheck.latest``) of the same backend and world size, saved beside the run (its
 runs folder's ``linkchecks/``), gives the bus bandwidth the link reached at each message size.
-``share`` sets the run's mean busbw over its ranks against the check's at the size nearest (in
-log scale) the run's mean bytes per call; ``lines`` says it per run for the Compare page.
+Where breakdown.json has ``collectives_min`` (each call's shortest duration over the ranks), its
+row is used, else the ranks' rows. ``share`` sets the run's mean busbw over those rows against
+the check's at the size nearest (in log scale) the run's mean bytes per call; ``lines`` says it
+per run for the Compare page.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ def share(
 ) -> dict[str, Any] | None:
     """``{"busbw_gbps", "message_bytes", "check_id", "check_bytes", "check_busbw_gbps",
     "share"}``, or None without all-reduces in ``profile`` or a matching check under ``root``."""
+    p = profile or {}
     rows = [
         r
-        for r in (profile or {}).get("collectives") or []
+        for r in p.get("collectives_min") or p.get("collectives") or []
         if r.get("op") == "all_reduce" and (r.get("calls") or 0) > 0 and r.get("busbw_gbps")
     ]
     if not rows or world_size < 2:
