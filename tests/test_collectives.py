@@ -101,3 +101,18 @@ def test_each_call_takes_its_shortest_duration_over_the_ranks():
     assert fast["total_ms"] == 0.2  # 100 + 100 µs, not either rank's 600 or 400
     assert {r["total_ms"] for r in b["collectives"]} == {0.6, 0.4}
     assert all("calls" not in r for r in b["per_rank"])
+
+
+def test_cuda_all_gather_is_mapped_and_counts_its_gathered_output():
+    window = [(0.0, 1000.0)]
+    comms = {"Collective name": "_allgather_base", "In msg nelems": 250, "dtype": "Float"}
+    events = [
+        ev("record_param_comms", 5, 1, cat="cpu_op", **comms, **{"Out msg nelems": 1000}),
+        ev("ncclDevKernel_AllGather_RING_LL", 20, 2, cat="kernel", tid=7),
+        ev("record_param_comms", 40, 1, cat="cpu_op", **dict(comms, **{
+            "Collective name": "reduce_scatter_tensor_coalesced", "In msg nelems": 1000})),
+        ev("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 50, 2, cat="kernel", tid=7),
+    ]  # fmt: skip
+    rows = {r["op"]: r for r in rank_collectives(events, window, 1, rank=0, world_size=4)}
+    assert rows["all_gather"]["bytes"] == 4000  # the output, 4 x 250 floats
+    assert rows["reduce_scatter"]["bytes"] == 4000

@@ -6,9 +6,10 @@ calls, bytes and total time per profiled step, and the bandwidths of nccl-tests
 all_reduce, ``(n−1)/n`` for all_gather, reduce_scatter and all_to_all, 1 otherwise), in GB/s
 (1e9 bytes a second). On the CPU every call is a ``gloo:<op>`` range of the backend's thread,
 whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes; on CUDA the
-bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``) and the
-time from the NCCL kernels of that kind; DataParallel's own collectives, which have no
-``record_param_comms``, get their bytes from the input shapes of its ops (``Broadcast``: the
+bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``;
+all_gather counts its gathered output, ``Out msg nelems``, as nccl-tests do) and the time from
+the NCCL kernels of that kind; DataParallel's own collectives, which have no ``record_param_comms``,
+get their bytes from the input shapes of its ops (``Broadcast``: the
 parameters it copies to the replicas; ``ReduceAddCoalesced``: one replica's gradients, its inputs
 over the devices), each op's bytes on the first kernel of its kind after it. Only calls that start
 inside a profiled step count.
@@ -117,6 +118,13 @@ def _in_window(ts: float, window: list[tuple[float, float]]) -> bool:
     return any(start <= ts < end for start, end in window)
 
 
+def _comms_kind(name: str) -> str:
+    """record_param_comms' ``Collective name`` as our kind: ``allgather``, ``_allgather_base``
+    and ``all_gather_into_tensor_coalesced`` are ``all_gather``; ``allreduce`` ``all_reduce``."""
+    low = name.lower().replace("_", "")
+    return next((kind for key, kind in KERNEL_KINDS.items() if key in low), name)
+
+
 def _kernel_kind(name: str) -> str | None:
     low = name.lower().replace("_", "")
     if "nccl" not in low:
@@ -132,9 +140,12 @@ def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int
         sizes: dict[str, list[int]] = {}
         for e in sorted(params, key=lambda e: float(e["ts"])):
             a = e.get("args") or {}
-            kind = str(a.get("Collective name", "")).replace("allreduce", "all_reduce")
+            kind = _comms_kind(str(a.get("Collective name", "")))
             unit = DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""), 4)
-            sizes.setdefault(kind, []).append(int(a.get("In msg nelems", 0) or 0) * unit)
+            nelems = int(a.get("In msg nelems", 0) or 0)
+            if kind == "all_gather":  # nccl-tests count the gathered output
+                nelems = int(a.get("Out msg nelems", 0) or 0) or nelems * world_size
+            sizes.setdefault(kind, []).append(nelems * unit)
         dp = _dp_sizes(events, world_size)
         out = []
         for e in sorted(kernels, key=lambda e: float(e["ts"])):
