@@ -58,3 +58,21 @@ def test_the_trainer_records_tf32_and_the_nccl_variables():
     assert got["tf32"]["cudnn"] is bool(torch.backends.cudnn.allow_tf32)
     assert got["nccl_env"] == {"NCCL_ALGO": "Ring"}
     assert got["nccl_version"] is None or got["nccl_version"][0].isdigit()
+
+
+def test_the_preflight_suggests_p2p_off_where_nvml_says_p2p_is_not_ok(monkeypatch):
+    from lab.engine.devices import nvml as devices
+    from lab.engine.preflight.checks import machine_facts, warning_lines
+    from tests.fake_nvml import FakeNvml, fake_gpus
+
+    monkeypatch.setattr(devices, "pynvml", FakeNvml(fake_gpus(4)))  # 0-3 and 1-2: no P2P
+    snap = devices.DeviceSnapshot(gpus=(), cpu=None, reason="", taken_at=0.0)
+
+    def lines(**kw):
+        c = RunConfig(mode="ddp", nproc=2, **kw)
+        return [x for x in warning_lines(c, snap, machine_facts(c, gpus=())) if "p2p-off" in x]
+
+    (line,) = lines(gpus=(0, 3))
+    assert "0-3 (TNS)" in line and "NCCL_P2P_DISABLE=1" in line
+    assert lines(gpus=(0, 1)) == []  # OK between them
+    assert lines(gpus=(0, 3), nccl_preset="p2p-off") == []
