@@ -7,7 +7,12 @@ In this order, within about 8 minutes on one or a few GPUs:
    (no NVML driver, or a torch that cannot see CUDA): this check never skips;
 2. run the ``gpu``-marked tests (``pytest -m gpu``), among them issue 33's
    (tests/test_knobs_gpu.py: DP's replicas in bf16, bf16 from compute
-   capability 8.0, summary.json's memory estimate equal to the pre-flight's);
+   capability 8.0, summary.json's memory estimate equal to the pre-flight's;
+   tests/test_issue33b_gpu.py: PCIe from NVML's byte counters or the labelled
+   snapshot, the NCCL version and TF32 recorded, the link check timed as
+   nccl-tests with NCCL's transports parsed from the debug preset's log file in
+   the run folder, DataParallel's broadcast/reduce bytes from its ops' shapes
+   and each call's minimum over ranks);
 3. record, one after another with the lab's own launcher, resnet18 on
    synthetic data with ``--amp`` (fp16 + GradScaler): single (the first
    GPU), DataParallel over every GPU NVML can read and DDP with one process

@@ -42,6 +42,8 @@ NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_SYSTEM = 30, 50
 NVML_P2P_CAPS_INDEX_READ = (0,)  # sic: nvidia-ml-py writes it as a one-element tuple
 NVML_P2P_STATUS_OK, NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 0, 3
 NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 138, 139
+NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 197, 198
+NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES, NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES = 202, 204
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE = 0, 1
 FAKE_GPUS_ENV = "LAB_TEST_FAKE_GPUS"
@@ -98,7 +100,9 @@ class FakeGpu:
     # path by the peer's index (NVML_TOPOLOGY_*; SYSTEM where not named), peer-to-peer status by the
     # peer's index (NVML_P2P_STATUS_*; OK where not named), PCIe throughput in KB/s and NVLink data
     # rates in KiB/s, which advance NVML's counters with the clock. ``unsupported`` takes "nvlink"
-    # (no NVLink at all), "topology", "p2p", "pcie" and "nvlink_throughput" (the field values come
+    # (no NVLink at all), "topology", "p2p", "pcie", "pcie_counters" (no PCIe byte counters: the
+    # 20 ms snapshot only), "nvlink_counters" (no per-link NVLink byte counters) and
+    # "nvlink_throughput" (the field values come
     # back with NVML_ERROR_NOT_SUPPORTED, as from a driver without those counters).
     nvlinks: dict[int, int] = field(default_factory=dict)
     levels: dict[int, int] = field(default_factory=dict)
@@ -128,6 +132,10 @@ class FakeNvml:
     NVML_P2P_CAPS_INDEX_READ = NVML_P2P_CAPS_INDEX_READ
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+    NVML_FI_DEV_PCIE_COUNT_TX_BYTES = NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+    NVML_FI_DEV_PCIE_COUNT_RX_BYTES = NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+    NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES = NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES
+    NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES = NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES
 
     def __init__(
         self, gpus: list[FakeGpu], no_driver: bool = False, cuda_driver: int = 13000
@@ -284,15 +292,41 @@ class FakeNvml:
 
     def nvmlDeviceGetFieldValues(self, g: FakeGpu, field_ids: list):
         now_us = int(time.time() * 1e6)
+        off = set(g.unsupported)
+        thr_off = "nvlink_throughput" in off
+        per_link = max(1, sum(g.nvlinks.values()))
+        # field -> (rate in KiB/s, bytes a unit of the counter, unsupported?)
         rates = {
-            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: g.nvlink_rx_kib_s,
-            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: g.nvlink_tx_kib_s,
+            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: (g.nvlink_rx_kib_s, 1, thr_off),
+            NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: (g.nvlink_tx_kib_s, 1, thr_off),
+            NVML_FI_DEV_PCIE_COUNT_RX_BYTES: (
+                g.pcie_rx_kb_s,
+                1024,
+                off & {"pcie", "pcie_counters"},
+            ),
+            NVML_FI_DEV_PCIE_COUNT_TX_BYTES: (
+                g.pcie_tx_kb_s,
+                1024,
+                off & {"pcie", "pcie_counters"},
+            ),
+            NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES: (
+                g.nvlink_rx_kib_s / per_link,
+                1024,
+                "nvlink_counters" in off,
+            ),
+            NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES: (
+                g.nvlink_tx_kib_s / per_link,
+                1024,
+                "nvlink_counters" in off,
+            ),
         }
         out = []
         for fid in field_ids:
-            fid = fid[0] if isinstance(fid, tuple) else fid
-            bad = "nvlink_throughput" in g.unsupported or fid not in rates
-            counter = int(rates.get(fid, 0) * (now_us - _EPOCH_US) / 1e6)  # KiB since "boot"
+            fid, scope = fid if isinstance(fid, tuple) else (fid, 0)
+            rate, unit, bad = rates.get(fid, (0, 1, True))
+            if fid in (NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES, NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES):
+                bad = bad or scope >= sum(g.nvlinks.values())  # a per-link counter: link ids
+            counter = int(rate * unit * (now_us - _EPOCH_US) / 1e6)  # since "boot"
             out.append(
                 SimpleNamespace(
                     fieldId=fid,
@@ -336,7 +370,9 @@ def fake_gpus(n: int) -> list[FakeGpu]:
                 nvlink_tx_kib_s=1024 * 1024 if i ^ 1 < n else 0,
                 unsupported=(
                     ({"pcie"} if i == n - 1 else set())
+                    | ({"pcie_counters"} if n > 2 and i == n - 2 else set())
                     | ({"nvlink_throughput"} if n > 2 and i // 2 == (n - 1) // 2 else set())
+                    | ({"nvlink_counters"} if n > 2 and i == n - 1 else set())
                 ),
             )
         )

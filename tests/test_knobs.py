@@ -142,6 +142,9 @@ def test_bf16_runs_on_the_cpu_and_records_its_precision(tmp_path):
     )
     assert summary["config"]["precision"] == "bf16" and summary["config"]["channels_last"] is True
     assert summary["steps"] == 3 and summary["final"]["train_loss"] is not None
+    # what "fp32" meant and the NCCL this torch carries (additive keys)
+    assert set(summary["tf32"]) == {"matmul", "cudnn"} and "nccl_env" in summary
+    assert "nccl_version" in summary
 
 
 # the trainer's refusals of the knobs, in-process (tests/test_train_cli.py runs three as processes)
@@ -226,7 +229,8 @@ def test_an_nccl_preset_lands_in_the_environment_and_run_json(tmp_path):
     assert record["config"]["nccl_preset"] == "debug"
     # the preset's variables, the user's own --env winning a clash
     assert (
-        record["env"]["NCCL_DEBUG_SUBSYS"] == "INIT,COLL" and record["env"]["NCCL_DEBUG"] == "WARN"
+        record["env"]["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,GRAPH,TUNING"
+        and record["env"]["NCCL_DEBUG"] == "WARN"
     )
     assert nccl.preset_env("no-infiniband") == {"NCCL_IB_DISABLE": "1"}
     assert nccl.preset_env("") == {}

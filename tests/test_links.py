@@ -131,16 +131,20 @@ def test_sampler_records_pcie_and_nvlink_and_notes_the_unsupported(fake, tmp_pat
     time.sleep(0.3)
     vals = s.sample([psutil.Process()])
     s.close()
-    assert first["sys/gpu1/pcie_rx_mib_s"] == 200.0 and "sys/gpu0/nvlink_rx_mib_s" not in first
-    assert vals["sys/gpu0/pcie_rx_mib_s"] == 100.0 and vals["sys/gpu2/pcie_tx_mib_s"] == 150.0
+    # PCIe from byte counters: a rate from the second sample; GPU 2 has only the 20 ms snapshot
+    assert "sys/gpu1/pcie_rx_mib_s" not in first and first["sys/gpu2/pcie_rx_mib_s"] == 300.0
+    assert "sys/gpu0/nvlink_rx_mib_s" not in first
+    assert vals["sys/gpu0/pcie_rx_mib_s"] == pytest.approx(100, rel=0.05)  # Δbytes/Δt
+    assert vals["sys/gpu1/pcie_tx_mib_s"] == pytest.approx(100, rel=0.05)
+    assert vals["sys/gpu2/pcie_tx_mib_s"] == 150.0
     assert vals["sys/gpu0/nvlink_rx_mib_s"] == pytest.approx(1024, rel=0.05)  # a counter's rate
     assert vals["sys/gpu1/nvlink_tx_mib_s"] == pytest.approx(1024, rel=0.05)
-    assert not any(
-        t.startswith(("sys/gpu3/pcie", "sys/gpu2/nvlink", "sys/gpu3/nvlink")) for t in vals
-    )
+    # GPU 2's throughput fields say NotSupported: its per-link byte counters, summed
+    assert vals["sys/gpu2/nvlink_rx_mib_s"] == pytest.approx(1024, rel=0.05)
+    assert not any(t.startswith(("sys/gpu3/pcie", "sys/gpu3/nvlink")) for t in vals)
     assert s.interference()["link_note"] == (
-        "GPU 2: NVLink throughput not supported; GPU 3: NVLink throughput not supported; "
-        "GPU 3: PCIe throughput not supported"
+        "GPU 2: PCIe is NVML's 20 ms snapshot (no byte counters); "
+        "GPU 3: NVLink throughput not supported; GPU 3: PCIe throughput not supported"
     )
 
 

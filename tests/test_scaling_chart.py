@@ -63,3 +63,30 @@ def test_without_a_baseline_there_is_no_ideal_line_and_nothing_raises():
     curve = [p for p in CURVE if p["mode"] != "single"]
     names = [t.name for t in scaling_chart.throughput_figure(curve).data]
     assert names == ["ddp"]
+
+
+def test_on_the_cpu_the_ideal_line_says_what_it_assumes():
+    cpu = [dict(p, on_gpus=False) for p in CURVE]
+    names = {t.name for t in scaling_chart.throughput_figure(cpu).data}
+    assert scaling_chart.IDEAL_CPU in names and scaling_chart.IDEAL not in names
+    assert "free cores" in scaling_chart.IDEAL_CPU
+    gpu = [dict(p, on_gpus=True) for p in CURVE]
+    assert scaling_chart.IDEAL in {t.name for t in scaling_chart.throughput_figure(gpu).data}
+
+
+def test_dp_counts_the_devices_the_run_really_had():
+    from types import SimpleNamespace
+
+    from lab.views.compare.repeats import devices, on_gpus
+
+    def run(summary=None, **config):
+        return SimpleNamespace(summary=summary, option=lambda k: config.get(k))
+
+    slurm_dp = run(mode="dp", gpus=[], gpus_per_node=4, backend="slurm")
+    assert devices(slurm_dp) == 4 and on_gpus(slurm_dp)
+    ran = run({"devices": ["cuda:0", "cuda:1"]}, mode="dp", gpus=[], gpus_per_node=4)
+    assert devices(ran) == 2
+    fell_back = run({"devices": ["cuda:0"]}, mode="dp", gpus=[0, 1])
+    assert devices(fell_back) == 1
+    cpu = run({"devices": ["cpu0", "cpu1"]}, mode="ddp", nproc=2)
+    assert devices(cpu) == 2 and not on_gpus(cpu)

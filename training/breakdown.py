@@ -146,6 +146,7 @@ def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[
         "step_ms": round(step_ms, 4),
         "phases_ms": {k: round(phases[k], 4) for k in KEYS},
         "collectives": collectives.rank_collectives(events, window, n, rank, world_size),
+        "calls": {"steps": n, "ops": collectives.rank_calls(events, window, world_size)},
     }
 
 
@@ -158,10 +159,15 @@ def combine(
     note: str | None,
 ) -> dict[str, Any]:
     """breakdown.json: the mean over ranks of each figure, and every rank's own; ``collectives``
-    lists every rank's rows."""
+    lists every rank's rows, ``collectives_min`` each call's shortest duration over the ranks
+    (``collectives.min_over_ranks``)."""
     ranks = sorted(ranks, key=lambda r: r["rank"])
     comms = [row for r in ranks for row in r.get("collectives", [])]
-    ranks = [{k: v for k, v in r.items() if k != "collectives"} for r in ranks]
+    calls = [r["calls"] for r in ranks if r.get("calls")]
+    fastest = collectives.min_over_ranks(
+        [c["ops"] for c in calls], calls[0]["steps"] if calls else 1, world_size
+    )
+    ranks = [{k: v for k, v in r.items() if k not in ("collectives", "calls")} for r in ranks]
 
     def mean(values: Iterable[float]) -> float:
         values = list(values)
@@ -173,6 +179,7 @@ def combine(
         "phases_ms": {k: mean(r["phases_ms"][k] for r in ranks) for k in KEYS},
         "per_rank": ranks,
         "collectives": comms,
+        "collectives_min": fastest,
         "device": device,
         "effective_mode": effective_mode,
         "world_size": world_size,

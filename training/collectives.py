@@ -6,8 +6,18 @@ calls, bytes and total time per profiled step, and the bandwidths of nccl-tests
 all_reduce, ``(n−1)/n`` for all_gather, reduce_scatter and all_to_all, 1 otherwise), in GB/s
 (1e9 bytes a second). On the CPU every call is a ``gloo:<op>`` range of the backend's thread,
 whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes; on CUDA the
-bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``) and the
-time from the NCCL kernels of that kind. Only calls that start inside a profiled step count.
+bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``;
+all_gather counts its gathered output, ``Out msg nelems``, as nccl-tests do) and the time from
+the NCCL kernels of that kind; DataParallel's own collectives, which have no ``record_param_comms``,
+get their bytes from the input shapes of its ops (``Broadcast``: the
+parameters it copies to the replicas; ``ReduceAddCoalesced``: one replica's gradients, its inputs
+over the devices), each op's bytes on the first kernel of its kind after it. Only calls that start
+inside a profiled step count.
+
+``min_over_ranks`` pairs the calls of every rank by their sequence number (the k-th call of a kind
+on each rank is the same collective: every rank issues them in the same order) and takes each
+call's shortest duration over the ranks: a rank that arrived early waited for the others, so the
+shortest is the closest to the transfer itself (breakdown.json's ``collectives_min``).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ DTYPE_BYTES = {
     "signed char": 1,
     "int8": 1,
 }
+DP_OPS = {"Broadcast": "broadcast", "ReduceAddCoalesced": "reduce"}  # DataParallel's autograd ops
 KEYS = ("op", "rank", "calls", "bytes", "total_ms", "algbw_gbps", "busbw_gbps")
 # NCCL kernel names (ncclDevKernel_AllReduce_Sum_f32_RING_LL) to our kinds
 KERNEL_KINDS = {
@@ -70,8 +81,48 @@ def _first_tensor_bytes(args: dict[str, Any]) -> int:
     return 0
 
 
+def _tensor_bytes(args: dict[str, Any], limit: int | None = None) -> int:
+    """The bytes of an op's tensor inputs (the first ``limit`` of them)."""
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    sizes = [
+        math.prod(int(x) for x in d) * DTYPE_BYTES.get(str(t).lower(), 0)
+        for d, t in zip(dims, types)
+        if isinstance(d, list) and d and not isinstance(d[0], list)
+    ]
+    return sum(sizes[:limit] if limit is not None else sizes)
+
+
+def _dp_sizes(events: list[dict[str, Any]], world_size: int) -> dict[str, list[tuple[float, int]]]:
+    """DataParallel's ops as ``{kind: [(ts, bytes), ...]}`` from their input shapes:
+    ``ReduceAddCoalesced(destination, num_inputs, *grads)`` reduces its first ``num_inputs``
+    tensors' worth (its recorded concrete input; else its inputs over ``world_size``)."""
+    out: dict[str, list[tuple[float, int]]] = {}
+    for e in sorted(events, key=lambda e: float(e["ts"])):
+        kind = DP_OPS.get(str(e["name"])) if e.get("cat") == "cpu_op" else None
+        if not kind:
+            continue
+        args = e.get("args") or {}
+        if kind == "reduce":
+            concrete = args.get("Concrete Inputs") or []
+            try:
+                nbytes = _tensor_bytes(args, int(concrete[1]))
+            except (IndexError, TypeError, ValueError):
+                nbytes = _tensor_bytes(args) // max(1, world_size)
+        else:
+            nbytes = _tensor_bytes(args)
+        out.setdefault(kind, []).append((float(e["ts"]), nbytes))
+    return out
+
+
 def _in_window(ts: float, window: list[tuple[float, float]]) -> bool:
     return any(start <= ts < end for start, end in window)
+
+
+def _comms_kind(name: str) -> str:
+    """record_param_comms' ``Collective name`` as our kind: ``allgather``, ``_allgather_base``
+    and ``all_gather_into_tensor_coalesced`` are ``all_gather``; ``allreduce`` ``all_reduce``."""
+    low = name.lower().replace("_", "")
+    return next((kind for key, kind in KERNEL_KINDS.items() if key in low), name)
 
 
 def _kernel_kind(name: str) -> str | None:
@@ -89,13 +140,20 @@ def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int
         sizes: dict[str, list[int]] = {}
         for e in sorted(params, key=lambda e: float(e["ts"])):
             a = e.get("args") or {}
-            kind = str(a.get("Collective name", "")).replace("allreduce", "all_reduce")
+            kind = _comms_kind(str(a.get("Collective name", "")))
             unit = DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""), 4)
-            sizes.setdefault(kind, []).append(int(a.get("In msg nelems", 0) or 0) * unit)
+            nelems = int(a.get("In msg nelems", 0) or 0)
+            if kind == "all_gather":  # nccl-tests count the gathered output
+                nelems = int(a.get("Out msg nelems", 0) or 0) or nelems * world_size
+            sizes.setdefault(kind, []).append(nelems * unit)
+        dp = _dp_sizes(events, world_size)
         out = []
         for e in sorted(kernels, key=lambda e: float(e["ts"])):
             kind = _kernel_kind(str(e["name"])) or "other"
             nbytes = sizes[kind].pop(0) if sizes.get(kind) else 0
+            pending = dp.get(kind) or []
+            if not nbytes and pending and pending[0][0] <= float(e["ts"]):
+                nbytes = pending.pop(0)[1]  # the op's bytes on its first kernel
             out.append((kind, nbytes, float(e["dur"])))
         return out
     out = []
@@ -110,6 +168,38 @@ def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int
     return out
 
 
+def rank_calls(
+    events: list[dict[str, Any]], window: list[tuple[float, float]], world_size: int
+) -> dict[str, list[tuple[int, float]]]:
+    """``{kind: [(bytes, dur_us), ...]}``: one rank's calls inside ``window``, in issue order."""
+    inside = [e for e in events if _in_window(float(e["ts"]), window)]
+    out: dict[str, list[tuple[int, float]]] = {}
+    for op, nbytes, dur in _calls(inside, world_size):
+        out.setdefault(op, []).append((nbytes, dur))
+    return out
+
+
+def _rows(
+    calls: dict[str, list[tuple[int, float]]], n_steps: int, rank: Any, world_size: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for op, got in sorted(calls.items()):
+        nbytes, dur_us = sum(b for b, _ in got), sum(d for _, d in got)
+        algbw = nbytes / (dur_us * 1e-6) / 1e9 if dur_us > 0 else 0.0
+        rows.append(
+            {
+                "op": op,
+                "rank": rank,
+                "calls": round(len(got) / n_steps, 4),
+                "bytes": round(nbytes / n_steps),
+                "total_ms": round(dur_us / n_steps / 1000.0, 4),
+                "algbw_gbps": round(algbw, 4),
+                "busbw_gbps": round(algbw * bus_factor(op, world_size), 4),
+            }
+        )
+    return rows
+
+
 def rank_collectives(
     events: list[dict[str, Any]],
     window: list[tuple[float, float]],
@@ -119,23 +209,21 @@ def rank_collectives(
 ) -> list[dict[str, Any]]:
     """One row per collective kind of one rank's trace events (complete ``X`` events), per step
     of the ``n_steps`` profiled steps whose spans are ``window`` (µs)."""
-    inside = [e for e in events if _in_window(float(e["ts"]), window)]
-    totals: dict[str, list[float]] = {}
-    for op, nbytes, dur in _calls(inside, world_size):
-        t = totals.setdefault(op, [0, 0, 0.0])
-        t[0], t[1], t[2] = t[0] + 1, t[1] + nbytes, t[2] + dur
-    rows = []
-    for op, (calls, nbytes, dur_us) in sorted(totals.items()):
-        algbw = nbytes / (dur_us * 1e-6) / 1e9 if dur_us > 0 else 0.0
-        rows.append(
-            {
-                "op": op,
-                "rank": rank,
-                "calls": round(calls / n_steps, 4),
-                "bytes": round(nbytes / n_steps),
-                "total_ms": round(dur_us / n_steps / 1000.0, 4),
-                "algbw_gbps": round(algbw, 4),
-                "busbw_gbps": round(algbw * bus_factor(op, world_size), 4),
-            }
-        )
-    return rows
+    return _rows(rank_calls(events, window, world_size), n_steps, rank, world_size)
+
+
+def min_over_ranks(
+    per_rank: list[dict[str, list[tuple[int, float]]]], n_steps: int, world_size: int
+) -> list[dict[str, Any]]:
+    """Rows as ``rank_collectives``' with ``"rank": "min"``: each call paired over the ranks by
+    its sequence number and timed by its shortest duration there (only calls every rank made)."""
+    if not per_rank:
+        return []
+    paired: dict[str, list[tuple[int, float]]] = {}
+    for op in sorted(set.intersection(*(set(r) for r in per_rank))):
+        n = min(len(r[op]) for r in per_rank)
+        paired[op] = [
+            (max(r[op][k][0] for r in per_rank), min(r[op][k][1] for r in per_rank))
+            for k in range(n)
+        ]
+    return _rows(paired, n_steps, "min", world_size)

@@ -150,3 +150,26 @@ def forward_backward(
     if n == 1:
         return losses[0], outputs[0]
     return torch.stack(losses).mean(), torch.cat(outputs)
+
+
+def numerics_record(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """summary.json's ``tf32`` (``{"matmul", "cudnn"}``: whether fp32 matmuls and convolutions
+    may run in TF32, so "fp32" says what it was), ``nccl_version`` (the NCCL this torch carries,
+    ``"2.21.5"``; None where it has none) and ``nccl_env`` (every ``NCCL_*`` variable the
+    process had)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    try:
+        v = torch.cuda.nccl.version()
+        version = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:  # a torch built without NCCL, or one that cannot load it
+        version = None
+    return {
+        "tf32": {
+            "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn": bool(torch.backends.cudnn.allow_tf32),
+        },
+        "nccl_version": version,
+        "nccl_env": {k: env[k] for k in sorted(env) if k.startswith("NCCL_")},
+    }

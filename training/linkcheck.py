@@ -1,13 +1,15 @@
 """The link check's worker: an all-reduce sweep over message sizes, one process per rank under
 ``torchrun`` (``python -m torch.distributed.run ... -m training.linkcheck --out FILE``).
 
-NCCL on GPUs (each rank on ``cuda:LOCAL_RANK``), gloo on the CPU. Per size: a float32 tensor of
-that many bytes, ``--warmup`` all-reduces, then ``--iters`` timed ones (each between a device
-synchronise and the next); a rank's time is the median of its iterations, the size's time the
-slowest rank's (MAX-reduced). Bandwidths as nccl-tests define them, in GB/s (1e9 bytes a second):
-``algbw = bytes / time`` and ``busbw = algbw × 2(n−1)/n``. Rank 0 writes
-``{"backend", "world_size", "results": [{"bytes", "time_ms", "algbw_gbps", "busbw_gbps"}]}`` to
-``--out``. Knows nothing of the lab: it can be run by hand.
+NCCL on GPUs (each rank on ``cuda:LOCAL_RANK``), gloo on the CPU. Timed as nccl-tests times:
+per size, a float32 tensor of that many bytes, ``--warmup`` all-reduces (warm-ups per size), a
+barrier, then ``--iters`` all-reduces back to back, timed once (CUDA events on GPUs, the clock
+after a synchronise on the CPU) and divided by the iterations: a rank's time. The size's
+``time_ms`` is the average over the ranks (nccl-tests' figure, which the bandwidths use) and
+``max_time_ms`` the slowest rank's. Bandwidths as nccl-tests define them, in GB/s (1e9 bytes a
+second): ``algbw = bytes / time`` and ``busbw = algbw × 2(n−1)/n``. Rank 0 writes
+``{"backend", "world_size", "timing", "results": [{"bytes", "time_ms", "max_time_ms",
+"algbw_gbps", "busbw_gbps"}]}`` to ``--out``. Knows nothing of the lab: it can be run by hand.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 KIB = 1024
+TIMING = "nccl-tests: barrier, iterations back to back timed once; time_ms = mean over ranks"
 
 
 def sizes(max_bytes: int, min_bytes: int = KIB, factor: int = 2) -> list[int]:
@@ -44,29 +47,56 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_one(nbytes: int, device: torch.device, warmup: int, iters: int) -> float:
-    """This rank's median seconds of an all-reduce of ``nbytes`` (the slowest rank's, MAX-reduced
-    over the ranks)."""
+def time_iters(
+    op: Callable[[], Any],
+    iters: int,
+    device: torch.device,
+    barrier: Callable[[], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Seconds per call of ``op``: a barrier, then ``iters`` calls back to back, timed once (CUDA
+    events on a GPU, ``clock`` around a synchronise elsewhere)."""
+    (barrier or dist.barrier)()
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            op()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0 / iters
+    t0 = clock()
+    for _ in range(iters):
+        op()
+    _sync(device)
+    return (clock() - t0) / iters
+
+
+def over_ranks(seconds: float, device: torch.device) -> tuple[float, float]:
+    """(the average, the maximum) of every rank's ``seconds``."""
+    t = torch.tensor([seconds, seconds], dtype=torch.float64, device=device)
+    total, slowest = t[0:1].clone(), t[1:2].clone()
+    dist.all_reduce(total)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return float(total.item()) / dist.get_world_size(), float(slowest.item())
+
+
+def time_one(nbytes: int, device: torch.device, warmup: int, iters: int) -> tuple[float, float]:
+    """(average, maximum) over the ranks of the seconds an all-reduce of ``nbytes`` takes."""
     x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
     for _ in range(warmup):
         dist.all_reduce(x)
     _sync(device)
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        dist.all_reduce(x)
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    slowest = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return float(slowest.item())
+    return over_ranks(time_iters(lambda: dist.all_reduce(x), iters, device), device)
 
 
-def row(nbytes: int, seconds: float, world_size: int) -> dict:
+def row(nbytes: int, seconds: float, world_size: int, max_seconds: float | None = None) -> dict:
     algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
     return {
         "bytes": nbytes,
         "time_ms": round(seconds * 1000, 4),
+        "max_time_ms": round((seconds if max_seconds is None else max_seconds) * 1000, 4),
         "algbw_gbps": round(algbw, 6),
         "busbw_gbps": round(algbw * bus_factor(world_size), 6),
     }
@@ -91,12 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group(backend)
     try:
         n, rank = dist.get_world_size(), dist.get_rank()
-        results = [
-            row(b, time_one(b, device, a.warmup, a.iters), n)
-            for b in sizes(a.max_bytes, factor=a.factor)
-        ]
+        results = []
+        for b in sizes(a.max_bytes, factor=a.factor):
+            mean_s, max_s = time_one(b, device, a.warmup, a.iters)
+            results.append(row(b, mean_s, n, max_s))
         if rank == 0:
-            out = {"backend": backend, "world_size": n, "results": results}
+            out = {"backend": backend, "world_size": n, "timing": TIMING, "results": results}
             tmp = Path(a.out).with_suffix(".tmp")
             tmp.write_text(json.dumps(out, indent=1))
             tmp.replace(a.out)

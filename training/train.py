@@ -129,6 +129,7 @@ def _summary(
 ) -> dict[str, Any]:
     import torch
 
+    from training import knobs
     from training.throughput import window_spread
 
     g = args.batch_size
@@ -166,6 +167,7 @@ def _summary(
         "micro_batch": placement.per_device_batch // args.accum_steps,
         "amp_skipped_steps": out.amp_skipped_steps,
         "torch_version": torch.__version__,
+        **knobs.numerics_record(),
         "hostname": socket.gethostname(),
         "started_at": started_at,
         "ended_at": _now(),

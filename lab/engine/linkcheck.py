@@ -6,7 +6,8 @@ follows: NCCL on GPUs, gloo on the CPU) and refuses what cannot run here, in one
 ``run_and_wait`` (its own session, waited for, its group ended on a timeout), reads what rank 0
 wrote and saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend",
 "world_size", "gpus", "topology", "topology_note", "results": [{"bytes", "time_ms", "algbw_gbps",
-"busbw_gbps"}]}``
+"busbw_gbps"}], "nccl": {"nccl_version", "transports", "links"}}`` (``nccl``: NCCL's transport
+lines in the check's log, ``lab.engine.nccl_transports``; empty under gloo)
 (nccl-tests' algbw and busbw, GB/s), its output beside it as ``<id>.log``. ``latest`` is the
 newest check of a backend and world size (Compare's yardstick). Message sizes: 1 KiB to 256 MiB
 doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes).
@@ -21,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.engine import procs
+from lab.engine import nccl_transports, procs
 from lab.engine.devices import links
 from lab.runfolder import (
     LINKCHECKS_DIR,
@@ -123,6 +124,9 @@ def _env(p: Plan) -> dict[str, str]:
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = visible_devices(p.gpus) if p.gpus else ""
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // p.world_size))
+    if p.gpus:  # NCCL's transport lines, parsed into the record (lab.engine.nccl_transports)
+        env.setdefault("NCCL_DEBUG", "INFO")
+        env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,GRAPH")
     return env
 
 
@@ -139,7 +143,8 @@ def run(
     check_id = f"{stamp()}-{p.backend}-{p.world_size}-{secrets.token_hex(2)}"
     part, log = folder / f"{check_id}.part", folder / f"{check_id}.log"
     argv = _command(p, part, int(max_bytes or p.max_bytes), iters)
-    rc = run_and_wait(argv, _env(p), log, timeout_s)
+    env = _env(p)
+    rc = run_and_wait(argv, env, log, timeout_s)
     got = read_json(part)
     part.unlink(missing_ok=True)
     if rc != 0 or not got or not got.get("results"):
@@ -161,15 +166,30 @@ def run(
         "world_size": int(got.get("world_size", p.world_size)),
         "gpus": list(p.gpus),
         **topo,
+        "timing": got.get("timing"),
         "results": got["results"],
+        "nccl": nccl_transports.parse(log.read_text(errors="replace")),
+        "nccl_env": {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")},
     }
     write_json_atomic(folder / f"{check_id}.json", record)
     return record
 
 
-def latest(root: Path | str, backend: str, world_size: int) -> dict | None:
+def timing_env(env: dict | None) -> dict:
+    """The ``NCCL_*`` variables that change how collectives run: all but NCCL's logging ones."""
+    return {k: v for k, v in (env or {}).items() if not k.startswith("NCCL_DEBUG")}
+
+
+def latest(
+    root: Path | str,
+    backend: str,
+    world_size: int,
+    gpus: list[int] | tuple[int, ...] | None = None,
+    nccl_env: dict | None = None,
+) -> dict | None:
     """The newest saved check of ``backend`` over ``world_size`` ranks under ``root`` (None:
-    none)."""
+    none); with ``gpus``, of those GPUs; with ``nccl_env``, with the same NCCL variables
+    (``timing_env``: logging aside; a check saved without ``nccl_env`` had none)."""
     folder = Path(root) / LINKCHECKS_DIR
     try:
         files = sorted(folder.glob("*.json"), reverse=True)  # ids begin with the time
@@ -177,8 +197,13 @@ def latest(root: Path | str, backend: str, world_size: int) -> dict | None:
         return None
     for f in files:
         rec = read_json(f)
-        if rec and rec.get("backend") == backend and rec.get("world_size") == world_size:
-            return rec
+        if not rec or rec.get("backend") != backend or rec.get("world_size") != world_size:
+            continue
+        if gpus is not None and list(rec.get("gpus") or []) != list(gpus):
+            continue
+        if nccl_env is not None and timing_env(rec.get("nccl_env")) != timing_env(nccl_env):
+            continue
+        return rec
     return None
 
 

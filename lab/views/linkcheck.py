@@ -34,11 +34,17 @@ def _gbps(value: Any) -> float:
 
 
 def rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per message size, smallest first: bytes, time_ms, algbw and busbw (GB/s)."""
+    """One row per message size, smallest first: bytes, time_ms (the mean over ranks), the
+    slowest rank's where the check has it, algbw and busbw (GB/s)."""
     out = [
         {
             "bytes": int(r["bytes"]),
             "time_ms": round(float(r["time_ms"]), 3),
+            **(
+                {"slowest rank (ms)": round(float(r["max_time_ms"]), 3)}
+                if r.get("max_time_ms") is not None
+                else {}
+            ),
             "algbw (GB/s)": _gbps(r["algbw_gbps"]),
             "busbw (GB/s)": _gbps(r["busbw_gbps"]),
         }

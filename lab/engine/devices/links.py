@@ -10,12 +10,17 @@ whether peer-to-peer reads work (``nvmlDeviceGetP2PStatus`` with ``NVML_P2P_CAPS
 ``OK``, or why not, in ``nvidia-smi topo -p2p r``'s words). It is ``lab gpus --json``'s and
 run.json's ``topology``; without a GPU it is None and the reason.
 
-``LinkMeter`` is the supervisor's sampler's link traffic per GPU: PCIe receive/transmit
-(``nvmlDeviceGetPcieThroughput``, KiB/s over NVML's last 20 ms) as ``sys/gpu<i>/pcie_rx_mib_s``
-and ``pcie_tx_mib_s``, and NVLink data throughput (``nvmlDeviceGetFieldValues`` with
-``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX``/``TX`` summed over the links: counters in KiB, so a rate
-from the second sample on) as ``nvlink_rx_mib_s`` and ``nvlink_tx_mib_s``. What the driver does
-not give is a note (``note()``), never an error.
+``LinkMeter`` is the supervisor's sampler's link traffic per GPU, as rates between two samples
+of cumulative counters wherever the driver has them (Δbytes/Δt, from the second sample on): PCIe
+receive/transmit from the field values ``NVML_FI_DEV_PCIE_COUNT_RX_BYTES``/``TX_BYTES`` (bytes)
+as ``sys/gpu<i>/pcie_rx_mib_s`` and ``pcie_tx_mib_s``; where those are not supported, from
+``nvmlDeviceGetPcieThroughput`` (KiB/s over NVML's last 20 ms: a snapshot, not the interval's
+average, which ``note()`` says). NVLink data throughput from
+``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX``/``TX`` summed over the links (KiB counters), falling
+back, where those say NotSupported, to the per-link byte counters
+``NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES``/``XMIT_BYTES`` summed over the links that give them, as
+``nvlink_rx_mib_s`` and ``nvlink_tx_mib_s``. What the driver does not give, and which GPUs'
+PCIe figures are snapshots, is a note (``note()``), never an error.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ LEGEND = (
 )
 _ALL_LINKS = 0xFFFFFFFF  # a field value's scopeId: summed over every NVLink
 _KIB = 1024.0
+_MIB = 1024.0 * 1024.0
 
 
 def _pci(info: Any) -> tuple[int, int, int] | None:
@@ -119,12 +125,22 @@ def topology_record(indices: tuple[int, ...] | None = None) -> dict[str, Any]:
     return {"topology": topo, "topology_note": why}
 
 
+def _fields(h: Any, ids: list[tuple[int, int]]) -> tuple[list[float], float] | None:
+    """The values of field ``ids`` (``(fieldId, scopeId)``) of one GPU and their timestamp in µs,
+    or None where the call or any value fails (NVML_ERROR_NOT_SUPPORTED and friends)."""
+    got, why = nvml._call("nvmlDeviceGetFieldValues", h, ids)
+    if why or not got or any(int(v.nvmlReturn) != 0 for v in got):
+        return None
+    return [float(v.value.ullVal) for v in got], float(got[0].timestamp) or time.time() * 1e6
+
+
 class LinkMeter:
     """Per GPU, PCIe and NVLink throughput for the sampler's ``sys/`` values, and what the driver
     would not give, as notes."""
 
     def __init__(self) -> None:
-        self._last: dict[int, tuple[float, float, float]] = {}  # GPU -> (rx KiB, tx KiB, µs)
+        # (GPU, "pcie"/"nvlink") -> (rx, tx, µs): the last counter reading, in bytes
+        self._last: dict[tuple[int, str], tuple[float, float, float]] = {}
         self._notes: dict[tuple[int, str], str] = {}
 
     def sample(self, indices: tuple[int, ...]) -> dict[str, float]:
@@ -136,13 +152,35 @@ class LinkMeter:
                 values.update(self._nvlink(i, h))
         return values
 
+    def _rate(self, i: int, link: str, rx: float, tx: float, at: float) -> dict[str, float]:
+        """MiB/s since the last reading of byte counters ``rx``/``tx`` (none on the first)."""
+        last, self._last[(i, link)] = self._last.get((i, link)), (rx, tx, at)
+        if last is None or at <= last[2]:
+            return {}
+        per_s = 1e6 / (at - last[2]) / _MIB  # bytes per µs-span -> MiB/s
+        return {
+            tags.sys_gpu(i, f"{link}_rx_mib_s"): round(max(0.0, rx - last[0]) * per_s, 3),
+            tags.sys_gpu(i, f"{link}_tx_mib_s"): round(max(0.0, tx - last[1]) * per_s, 3),
+        }
+
     def _pcie(self, i: int, h: Any) -> dict[str, float]:
+        ids = [
+            (nvml.constant("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198), 0),
+            (nvml.constant("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197), 0),
+        ]
+        counters = _fields(h, ids)
+        if counters is not None:
+            (rx, tx), at = counters
+            return self._rate(i, "pcie", rx, tx, at)
         out = {}
         for key, name in (("rx", "NVML_PCIE_UTIL_RX_BYTES"), ("tx", "NVML_PCIE_UTIL_TX_BYTES")):
             kib, why = nvml._call("nvmlDeviceGetPcieThroughput", h, nvml.constant(name, 0))
             if why:
                 self._notes[(i, "pcie")] = f"GPU {i}: PCIe throughput {why}"
             else:
+                self._notes[(i, "pcie")] = (
+                    f"GPU {i}: PCIe is NVML's 20 ms snapshot (no byte counters)"
+                )
                 out[tags.sys_gpu(i, f"pcie_{key}_mib_s")] = round(float(kib) / _KIB, 3)
         return out
 
@@ -151,22 +189,28 @@ class LinkMeter:
             (nvml.constant("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139), _ALL_LINKS),
             (nvml.constant("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138), _ALL_LINKS),
         ]
-        got, why = nvml._call("nvmlDeviceGetFieldValues", h, ids)
-        if not why and got is not None and any(int(v.nvmlReturn) != 0 for v in got):
-            why = "not supported"  # per value: NVML_ERROR_NOT_SUPPORTED and friends
-        if why or got is None:
-            self._notes[(i, "nvlink")] = f"GPU {i}: NVLink throughput {why or 'not given'}"
+        got = _fields(h, ids)
+        if got is not None:
+            (rx, tx), at = got
+            return self._rate(i, "nvlink", rx * _KIB, tx * _KIB, at)
+        summed = self._nvlink_bytes(h)
+        if summed is None:
+            self._notes[(i, "nvlink")] = f"GPU {i}: NVLink throughput not supported"
             return {}
-        rx, tx = (float(v.value.ullVal) for v in got)
-        at = float(got[0].timestamp) or time.time() * 1e6
-        last, self._last[i] = self._last.get(i), (rx, tx, at)
-        if last is None or at <= last[2]:
-            return {}  # counters: a rate from the second reading on
-        per_s = 1e6 / (at - last[2]) / _KIB  # KiB per µs-span -> MiB/s
-        return {
-            tags.sys_gpu(i, "nvlink_rx_mib_s"): round(max(0.0, rx - last[0]) * per_s, 3),
-            tags.sys_gpu(i, "nvlink_tx_mib_s"): round(max(0.0, tx - last[1]) * per_s, 3),
-        }
+        return self._rate(i, "nvlink", *summed)
+
+    def _nvlink_bytes(self, h: Any) -> tuple[float, float, float] | None:
+        """(received, sent bytes, µs) summed over the links whose byte counters NVML gives."""
+        rcv = nvml.constant("NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES", 204)
+        xmit = nvml.constant("NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES", 202)
+        rx = tx = 0.0
+        at, found = 0.0, False
+        for link in range(nvml.constant("NVML_NVLINK_MAX_LINKS", 18)):
+            got = _fields(h, [(rcv, link), (xmit, link)])
+            if got is not None:
+                (r, t), at = got
+                rx, tx, found = rx + r, tx + t, True
+        return (rx, tx, at) if found else None
 
     def note(self) -> str | None:
         """What the driver did not give, in one line (None: everything was read)."""

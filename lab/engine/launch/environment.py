@@ -54,7 +54,8 @@ def run_env(
         "TORCHELASTIC_ERROR_FILE": str(Path(run_dir) / ERROR_JSON),
         "PYTHONPATH": pp,
     }
-    env.update(nccl.preset_env(config.nccl_preset))  # a preset's variables; the user's own win
+    # a preset's variables (debug: its log file in the run folder); the user's own win
+    env.update(nccl.preset_env(config.nccl_preset, run_dir))
     env.update(config.extra_env or {})
     return env
 

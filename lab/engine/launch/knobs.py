@@ -218,7 +218,7 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
                 "set it to 0",
             )
         )
-    preset = nccl.preset_problem(c.nccl_preset)
+    preset = nccl.preset_problem(c.nccl_preset, c.nnodes)
     if preset:
         out.append(("nccl_preset", preset))
     return out

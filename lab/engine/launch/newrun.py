@@ -21,7 +21,7 @@ from typing import Any, Callable
 from lab.engine.devices import links
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import ports
+from lab.engine.launch import nccl, ports
 from lab.engine.launch.runconfig import LOCAL, SLURM
 from lab.runfolder import JOB_SBATCH, RUN_JSON, check_run_id, now_iso, stamp, write_json_atomic
 
@@ -94,6 +94,10 @@ def create(
     record.update(created_at=now_iso(), host=socket.gethostname(), sweep_id=sweep_id)
     record.update(recorded_on=recorded_on, other_nodes=p.other_nodes, port=port or None)
     record.update(_topology(config))
+    record.update(nccl_env=nccl.nccl_env(p.env))
+    why_not = nccl.NOT_FOR_TIMING.get(getattr(config, "nccl_preset", ""))
+    if why_not:
+        record.update(not_for_timing=why_not)
     write_json_atomic(run_dir / RUN_JSON, {**record, **(after or {})})
     if config.backend == SLURM:
         (run_dir / JOB_SBATCH).write_text(p.sbatch)

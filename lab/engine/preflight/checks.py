@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
 from lab.engine.devices.notes import holders, limits
 from lab.engine.devices.nvml import DeviceSnapshot
@@ -66,6 +67,24 @@ class MachineFacts:
     disk_free: int | None = None
     disk_need: int | None = None
     disk_text: str = ""
+    # pairs of the chosen GPUs whose peer-to-peer reads NVML says are not OK: "0-3 (TNS)"
+    p2p_not_ok: tuple[str, ...] = ()
+
+
+def _p2p_not_ok(config: RunConfig) -> tuple[str, ...]:
+    """The chosen GPU pairs whose peer-to-peer status (NVML, ``links.topology``) is not OK."""
+    if len(config.gpus) < 2 or config.mode not in ("dp", "ddp"):
+        return ()
+    topo, _ = links.topology(tuple(config.gpus))
+    if not topo:
+        return ()
+    order, p2p = topo["gpus"], topo["p2p"]
+    return tuple(
+        f"{a}-{b} ({p2p[i][j]})"
+        for i, a in enumerate(order)
+        for j, b in enumerate(order)
+        if i < j and p2p[i][j] not in ("OK", "X")
+    )
 
 
 def machine_facts(
@@ -101,6 +120,7 @@ def machine_facts(
         {g: e.total_mib for g, e in need.items()},
         {g: e.describe() for g, e in need.items()},
         **room,
+        p2p_not_ok=_p2p_not_ok(config),
     )
 
 
@@ -165,6 +185,12 @@ def warning_lines(config: RunConfig, snapshot: DeviceSnapshot, facts: MachineFac
                 "slack may "
                 "not fit; lower the batch size or free that GPU."
             )
+    if facts.p2p_not_ok and c.nccl_preset != "p2p-off":
+        out.append(
+            "Warning: NVML says peer-to-peer reads are not OK between GPUs "
+            f"{', '.join(facts.p2p_not_ok)}: if NCCL hangs or is slow, launch with "
+            "--nccl-preset p2p-off (NCCL_P2P_DISABLE=1)."
+        )
     full = disk.warning(facts.disk_free, facts.disk_need, facts.disk_text, facts.disk_folder)
     if full:
         out.append(full)

@@ -30,13 +30,30 @@ def _mode(run: CompareRun) -> str:
 
 
 def devices(run: CompareRun) -> int:
-    """The devices a run split its work over: DDP's processes x nodes, DP's GPUs (2+), else 1."""
+    """The devices a run split its work over: DDP's processes x nodes; DP's GPUs (2+) as the run
+    really had them (summary.json's ``devices``, else ``gpus``, else a Slurm job's
+    ``gpus_per_node``: a Slurm config names no GPUs), else 1."""
     mode = str(run.option("mode") or "")
     if mode == "ddp":
         return int(run.option("nproc") or 1) * int(run.option("nnodes") or 1)
-    gpus = run.option("gpus")
-    n = len(gpus) if isinstance(gpus, (list, tuple)) else 0
-    return n if mode == "dp" and n >= 2 else 1
+    if mode != "dp":
+        return 1
+    had = (run.summary or {}).get("devices")
+    if isinstance(had, list) and had:
+        n = len(had)
+    else:
+        gpus = run.option("gpus")
+        n = len(gpus) if isinstance(gpus, (list, tuple)) else 0
+        n = n or int(run.option("gpus_per_node") or 0)
+    return n if n >= 2 else 1
+
+
+def on_gpus(run: CompareRun) -> bool:
+    """Whether the run trained on GPUs (summary.json's ``devices``, else its options)."""
+    had = (run.summary or {}).get("devices")
+    if isinstance(had, list) and had:
+        return any(str(d).startswith("cuda") for d in had)
+    return bool(run.option("gpus") or run.option("gpus_per_node"))
 
 
 def groups(runs: Sequence[CompareRun]) -> dict[tuple[str, str], list[CompareRun]]:

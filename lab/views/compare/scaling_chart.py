@@ -21,6 +21,8 @@ from lab.views.compare.scaling_curve import baseline_key
 THROUGHPUT_CAPTION = "Throughput against device count"
 EFFICIENCY_CAPTION = "Scaling efficiency against device count"
 IDEAL = "ideal (N × single)"
+# on the CPU N gloo processes share the machine's cores: N × single assumes N free cores
+IDEAL_CPU = "ideal (N × single, if each process had its own free cores)"
 
 
 def _by_mode(curve: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -67,7 +69,7 @@ def _axes(fig: go.Figure, curve: Sequence[dict[str, Any]], x: str, y: str) -> go
 
 def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
     """Throughput per mode with its interval, and the ideal line from the (single, 1) point when
-    there is one."""
+    there is one; on the CPU its name says what it assumes (``IDEAL_CPU``)."""
     fig = go.Figure()
     _mode_lines(fig, curve, "throughput", "median")
     points = {(p["mode"], p["devices"]): p for p in curve}
@@ -80,7 +82,7 @@ def throughput_figure(curve: Sequence[dict[str, Any]]) -> go.Figure:
                 x=counts,
                 y=[one * n for n in counts],
                 mode="lines",
-                name=IDEAL,
+                name=IDEAL if all(p.get("on_gpus", True) for p in curve) else IDEAL_CPU,
                 line=dict(color="#555", dash="dot"),
             )
         )

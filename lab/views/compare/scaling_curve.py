@@ -16,7 +16,7 @@ from typing import Any
 
 from lab.engine.sweep.plan import WEAK
 from lab.views.compare.figures import RunFigures
-from lab.views.compare.repeats import _mode, devices
+from lab.views.compare.repeats import _mode, devices, on_gpus
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
 from lab.views.compare.verdict import (
@@ -54,10 +54,10 @@ def scaling_curve(
     figures: Mapping[str, RunFigures],
     margin: Any = None,
 ) -> list[dict[str, Any]]:
-    """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
-    mode and count; speedup against the (single, 1) group, a weak sweep's (single (weak), 1)
-    (None when there is none); ``rate`` is
-    samples/s, or steps/s when some run has no samples/s (a script's)."""
+    """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency", "on_gpus"}]``
+    sorted by mode and count; speedup against the (single, 1) group, a weak sweep's (single
+    (weak), 1) (None when there is none); ``rate`` is samples/s, or steps/s when some run has no
+    samples/s (a script's); ``on_gpus``: every run of the point trained on GPUs."""
     margins = margins_of(margin)
     grouped: dict[tuple[str, int], list[CompareRun]] = {}
     for r in runs:
@@ -95,6 +95,7 @@ def scaling_curve(
                 "rate": "samples/s" if samples else "steps/s",
                 "speedup": speed,
                 "efficiency": None if speed is None else _scaled(speed, 1 / n),
+                "on_gpus": all(on_gpus(r) for r in g),
             }
         )
     return out
