@@ -101,28 +101,45 @@ def test_a_process_born_between_readings_is_the_runs_from_its_start():
 
 def test_record_busy_fraction_and_reasons(monkeypatch):
     m = InterferenceMeter()
-    readings = iter([None, 10.0, 90.0, 10.0, 10.0, 10.0])  # % of one core; 2 cores: 90 > 40 is busy
+    # % of one core; 2 cores: 90 > 40 is busy, in 3 of 10 samples
+    readings = iter([None, 10.0, 90.0, 10.0, 90.0, 10.0, 90.0, 10.0, 10.0, 10.0, 10.0])
     monkeypatch.setattr(m._cpu, "read", lambda tree: next(readings))
     m._cpu.cores = 2
-    for _ in range(6):
+    for _ in range(11):
         m.sample([], ())
     rec = m.record()
     assert rec == {
         "busy": True,
         "reasons": [rec["reasons"][0]],
-        "other_cpu_cores_mean": 0.26,
-        "busy_fraction": 0.2,
-        "samples": 5,
+        "other_cpu_cores_mean": 0.34,
+        "busy_fraction": 0.3,
+        "busy_samples": 3,
+        "busy_cores_mean": 0.9,
+        "samples": 10,
         "foreign_gpu_processes": [],
         "gpu_note": None,
     }
-    assert "0.3 of the 2 cores" in rec["reasons"][0] and "20% of 5 samples" in rec["reasons"][0]
+    assert rec["reasons"][0].startswith(
+        "other processes used 0.9 of 2 cores during 30% of the run (3 of 10 samples"
+    )
     quiet = InterferenceMeter()
     monkeypatch.setattr(quiet._cpu, "read", lambda tree: 30.0)
     quiet._cpu.cores = 2
     for _ in range(20):
         quiet.sample([], ())
     assert quiet.record()["busy"] is False and quiet.record()["reasons"] == []
+
+
+def test_one_busy_sample_never_flags_a_run(monkeypatch):
+    m = InterferenceMeter()
+    # a short run: one busy sample in 5 is 20% of it, but one sample (a command starting) only
+    readings = iter([None, 10.0, 190.0, 10.0, 10.0, 10.0])
+    monkeypatch.setattr(m._cpu, "read", lambda tree: next(readings))
+    m._cpu.cores = 2
+    for _ in range(6):
+        m.sample([], ())
+    assert m.record()["busy"] is False and m.record()["busy_samples"] == 1
+    assert not is_busy(0.5, [], busy_samples=2) and is_busy(0.5, [], busy_samples=3)
 
 
 def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):

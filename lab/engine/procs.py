@@ -269,6 +269,39 @@ def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[tuple[int, float], floa
     return out
 
 
+@dataclass(frozen=True)
+class CpuRow:
+    """One process of the machine in ``cpu_table``: its CPU seconds so far (user + system)."""
+
+    pid: int
+    ppid: int
+    ct: float
+    cpu_s: float
+
+
+def cpu_table() -> list[CpuRow]:
+    """Every process this pid namespace shows, with its parent and CPU seconds (ones that end
+    meanwhile are left out)."""
+    out = []
+    for p in psutil.process_iter(["pid", "ppid", "create_time", "cpu_times"]):
+        info = p.info
+        t = info.get("cpu_times")
+        if t is None or info.get("create_time") is None:
+            continue
+        out.append(
+            CpuRow(info["pid"], info.get("ppid") or 0, info["create_time"], t.user + t.system)
+        )
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    """The command line of ``pid``; empty when it is gone or cannot be read."""
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
 def machine_cpu_s() -> tuple[float, int]:
     """(seconds all CPUs spent busy since boot, logical CPUs); guest time is already in user
     time."""
