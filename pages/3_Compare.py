@@ -162,7 +162,7 @@ def _headline(c: Comparison) -> None:
     """The answer first: one ``st.metric`` per mode against the baseline."""
     if not c.headline:
         return
-    st.caption(f"Against the baseline, {c.baseline.name}:")
+    st.caption(f"Against the baseline group, {c.baseline_text}:")
     for col, card in zip(st.columns(min(len(c.headline), 4)) * 8, c.headline[:32]):
         eff = "" if card.efficiency is None else f" · efficiency {card.efficiency:.2f}"
         repeats = f" · {card.runs} repeats" if card.runs > 1 else ""

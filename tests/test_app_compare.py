@@ -101,8 +101,10 @@ def test_toggles_and_baseline(runs_dir):
     at.run()
     assert not at.exception
     table = at.dataframe[0].value.set_index("run")
-    base_rows = table[table["noise"] == "baseline"]  # the chosen baseline: one DDP sample run
-    assert list(base_rows["mode"]) == ["ddp"] and base_rows["speedup"].iloc[0] == pytest.approx(1.0)
+    # the chosen baseline's group: its sweep's DDP sample runs; the chosen run divides by itself
+    base_rows = table[table["noise"] == "baseline"]
+    assert set(base_rows["mode"]) == {"ddp"}
+    assert min(abs(base_rows["speedup"] - 1.0)) == pytest.approx(0.0)
     assert any("sys/rss_mib" in i.value for i in at.info)
 
 
@@ -155,7 +157,8 @@ def test_the_cards_come_first_with_their_intervals_and_colours(runs_dir):
     assert first < kinds.index("Warning") < kinds.index("Dataframe")
     assert all(k != "UnknownElement" for k in kinds[:first])  # no chart above the cards
     assert all(re.fullmatch(r"\d\.\d\d×", m.value) for m in at.metric)
-    assert all(re.fullmatch(r"\d\.\d\d–\d\.\d\d", m.delta) for m in at.metric)  # the interval
+    # the interval and its coverage
+    assert all(re.fullmatch(r"\d\.\d\d–\d\.\d\d, .*\d+%.*", m.delta) for m in at.metric)
     # each card's caption carries its mode's marker, in the charts' colour
     marked = [c.value for c in at.caption if "&#9632;" in c.value]
     assert len(marked) == len(at.metric)

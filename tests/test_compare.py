@@ -236,6 +236,7 @@ def test_baseline_is_the_median_repeat_of_the_single_runs(tmp_path):
             devices=("cpu0",),
             throughput=tp,
             created_at=f"2026-11-29T07:0{i}:00+00:00",
+            sweep_id="sweep-r",  # repeats are a sweep's
         )
     make_run(root, "ddp", mode="ddp", devices=("cpu0", "cpu1"), throughput=1500.0)
     runs = load_runs(root)

@@ -11,7 +11,7 @@ import pytest
 
 from lab.events import LogdirReader
 from lab.runfolder import SAMPLE_RUNS
-from lab.views.compare import bars, modes
+from lab.views.compare import bars, groups, modes
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from lab.views.compare.headline import headline, mode_of
@@ -111,12 +111,17 @@ def test_a_thousand_runs_fold_into_their_modes(samples):
         for r in samples.rows:
             run = dataclasses.replace(r.run, key=f"{r.run.key}#{i}")
             rows.append(dataclasses.replace(r, run=run, is_baseline=r.is_baseline and i == 0))
-    many = dataclasses.replace(samples, rows=tuple(rows), headline=headline(rows))
+    base = samples.baseline
+    found = groups.build(rows, groups.group_key(base.run, base.figures), 10.0)
+    many = dataclasses.replace(
+        samples, rows=tuple(rows), groups=found, headline=headline(rows, found)
+    )
     thr, spd = bars.throughput_figure(many), bars.speedup_figure(many)
-    assert len(_ticks(thr)) == len(_ticks(spd)) == 4
+    # single (the baseline group), dp, ddp, ddp (weak); DP ran as single here: no speedup bar
+    assert len(_ticks(thr)) == 4 and len(_ticks(spd)) == 2
     dots = sum(len(t.y) for t in thr.data if t.type == "scatter")
     assert dots == 1000  # every mode has repeats now, the weak one too
-    assert sum(len(t.y) for t in spd.data if t.type == "scatter") == 999
+    assert sum(len(t.y) for t in spd.data if t.type == "scatter") == 400  # ddp and ddp (weak)
 
 
 def test_interval_bars_at_any_count():

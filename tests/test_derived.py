@@ -192,7 +192,7 @@ def test_a_script_beside_the_trainer_gets_derived_figures_marked(pair):
     assert df.loc["mine", "efficiency"] == pytest.approx(0.2)  # strong, assumed: 0.4 x 1 device / 2
     assert df.loc["mine", "scaling"] == "strong (assumed)"
     assert (
-        df.loc["mine", "speedup (95% interval)"] == "0.40× (0.20–0.40)"
+        df.loc["mine", compare_columns.SPEEDUP_CI].startswith("0.40× (0.20–0.40, within-run")
         and df.loc["mine", "noise"] == "slower"
     )
     assert (
@@ -248,7 +248,8 @@ def test_a_picked_throughput_tag_is_divided_by_the_baselines_samples(tmp_path):
     # steps/s chosen instead: no figure in common until the baseline logs its loss too
     df = frame(compare(runs, "base", scalars, throughput_tag=derived.STEP_RATE)).set_index("run")
     assert pd.isna(df.loc["mine", "throughput (samples/s)"]) and pd.isna(df.loc["mine", "speedup"])
-    assert df.loc["mine", "speedup (95% interval)"] == "" and pd.isna(df.loc["mine", "speedup of"])
+    assert df.loc["mine", compare_columns.SPEEDUP_CI] == ""
+    assert pd.isna(df.loc["mine", "speedup of"])
     _tb(base / "tb", {"train/loss": [(10 * (i + 1), t, 1.0) for i, t in enumerate(BASE_WALL)]})
     scalars = {r.key: folder_scalars(r.event_folders, LogdirReader) for r in runs}
     df = frame(compare(runs, "base", scalars, throughput_tag=derived.STEP_RATE)).set_index("run")

@@ -5,6 +5,7 @@ chart call raises on a large selection."""
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab.events import LogdirReader
@@ -18,6 +19,7 @@ from tests.test_compare import available_runs, sample_sweep
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 KEYS = {"mode", "devices", "speedup", "efficiency", "verdict", "reason"}
+ADDED = {"runs", "margin_pct", "margin_source", "baseline"}
 
 
 def _samples(runs_dir, stem: str | None = None):
@@ -37,13 +39,20 @@ def test_one_card_per_mode_with_repeats_folded(runs_dir):
     assert cards["ddp"].runs == 3 and cards["ddp (weak)"].runs == 1
     ddp_rows = [r for r in c.rows if r.figures.mode == "ddp" and r.run.scaling != "weak"]
     speeds = sorted(r.speed.speedup for r in ddp_rows)
-    assert cards["ddp"].speedup == speeds[1]  # the median over repeats
-    assert (cards["ddp"].ci_low, cards["ddp"].ci_high) == (speeds[0], speeds[-1])  # their range
+    assert cards["ddp"].speedup == pytest.approx(speeds[1])  # the ratio of the groups' medians
+    # the interval sees both sides: the range of the 3×3 pairs of runs, 90%
+    base = c.baseline_group
+    ddp = [r.figures.throughput for r in ddp_rows]
+    assert base.runs == 3
+    assert cards["ddp"].ci_low == pytest.approx(min(ddp) / max(base.values))
+    assert cards["ddp"].ci_high == pytest.approx(max(ddp) / min(base.values))
+    assert cards["ddp"].coverage_text == "range of 3×3 pairs, 90%"
     assert cards["ddp"].reason.startswith("DDP waits ") and "all-reduce" in cards["ddp"].reason
-    assert cards["dp"].reason == "DP ran as single on 1 device"  # a CPU machine: no second GPU
-    assert sum(card.runs for card in c.headline) == len(c.rows) - 1  # all but the baseline
+    assert "dp" not in cards  # a CPU machine: DP ran as single, the same code path: no card
+    dp_rows = [r for r in c.rows if r.figures.mode == "dp"]
+    assert sum(card.runs for card in c.headline) == len(c.rows) - 3 - len(dp_rows)
     doc = document.to_json(c)
-    assert [set(x) for x in doc["headline"]] == [KEYS] * len(c.headline)
+    assert [set(x) for x in doc["headline"]] == [KEYS | ADDED] * len(c.headline)
     assert doc["headline"][0]["speedup"]["ci_low"] <= doc["headline"][0]["speedup"]["value"]
     html = report.build_html(c)
     assert html.index("<h2>Headline</h2>") < html.index("<h2>Runs</h2>")

@@ -103,7 +103,10 @@ def test_table_shows_intervals_and_verdicts(four):
     _, runs = four
     df = frame(compare(runs, baseline_key="a-single")).set_index("run")
     assert df.loc["c-ddp", "speedup"] == pytest.approx(1.8)
-    assert df.loc["c-ddp", cols.SPEEDUP_CI] == f"1.80× ({1700 / 1050:.2f}–{1900 / 950:.2f})"
+    assert df.loc["c-ddp", cols.SPEEDUP_CI] == (
+        f"1.80× ({1700 / 1050:.2f}–{1900 / 950:.2f}, within-run windows only, no run-to-run "
+        "evidence)"
+    )
     assert (
         df.loc["c-ddp", cols.EFFICIENCY_CI] == f"0.90 ({1700 / 1050 / 2:.2f}–{1900 / 950 / 2:.2f})"
     )
@@ -125,15 +128,19 @@ def test_csv_and_html_carry_the_same(four):
     assert "1.80× (" in html and "within noise" in html and "Busy machine" in html
     # the faster row's cells are coloured
     assert f"{cols.GREEN[len('background-color: ') :]}" in html
-    assert "<b>b-dp</b> reads 1.02× (0.86–1.16)" in html  # the note, with the run's own numbers
+    # the note, with the group's own numbers
+    assert "<b>dp on 2</b> reads 1.02× (0.86–1.16, within-run windows only" in html
 
 
 def test_noise_note_names_the_numbers(four):
     _, runs = four
-    notes = noise.noise_notes(runs, "a-single")
-    assert notes[0] == noise.NOISE_TEXT and len(notes) == 2  # only b-dp is within noise
-    assert "1020 samples/s (95% interval 900–1100, 20 windows)" in notes[1]
-    assert "1000 samples/s (95% interval 950–1050, 20 windows)" in notes[1]
+    c = compare(runs, "a-single")
+    notes = noise.noise_notes(c.groups, c.margin)
+    assert notes[0] == noise.NOISE_TEXT and len(notes) == 3  # only b-dp is within noise
+    assert notes[1].startswith("**Baseline**: single (a-single) on 1 device, 1 run, 1000 samples/s")
+    assert "Noise margin 10% (documented default, 10%)" in notes[1]
+    assert "**dp on 2** reads 1.02×" in notes[2] and "1 run, 1020 samples/s" in notes[2]
+    assert "95%" not in " ".join(notes)
 
 
 def test_spread_from_events_for_runs_without_it(tmp_path):
@@ -188,8 +195,16 @@ def test_by_mode_groups_repeats_of_a_sweep(tmp_path):
         "spread_pct": 20.0,
         "run_ids": ["4-single", "2-single", "0-single"],
         "speedup": 1.0,
+        "ci_low": None,
+        "ci_high": None,
+        "coverage_text": None,
+        "verdict": "baseline",
     }
     assert groups["ddp"]["median"] == 180.0 and groups["ddp"]["speedup"] == 1.8
+    # against the baseline's group: the range of the 3×3 pairs of runs, 90%
+    assert groups["ddp"]["ci_low"] == pytest.approx(170 / 110)
+    assert groups["ddp"]["coverage_text"] == "range of 3×3 pairs, 90%"
+    assert groups["ddp"]["verdict"] == "faster"
     table = cols.repeats_frame(compare(runs, "0-single"))
     assert list(table["repeats"]) == [3, 3]
     assert compare_repeats.by_mode(runs[:2], None) == []  # one run per mode: no repeats to show
@@ -209,6 +224,7 @@ def test_comparison_json(four):
         "ci_low": 1700,
         "ci_high": 1900,
         "windows": 20,
+        "coverage": 0.9586,  # the order-statistics interval of 20 windows, were they independent
     }
     assert by["b-dp"]["speedup"]["within_noise"] is True and by["b-dp"]["interference"] == BUSY
     assert by["c-ddp"]["interference"] is None
@@ -217,7 +233,8 @@ def test_comparison_json(four):
     cards = doc["headline"]  # the answer first: one line per mode, then the table
     assert {"dp", "ddp"} <= {x["mode"] for x in cards}
     assert all(x.startswith("headline: ") for x in lines[1 : 1 + len(cards)])
-    assert lines[0] == "baseline: a-single (a-single)" and "within noise" in lines[1 + len(cards)]
+    assert lines[0].startswith("baseline: a-single (a-single); group single (a-single) on 1")
+    assert "within noise" in lines[1 + len(cards)]
 
 
 def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:

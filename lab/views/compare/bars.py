@@ -1,8 +1,9 @@
 """A ``Comparison``'s throughput and speedup as bars grouped by mode, in the modes' colours
 (``lab.views.compare.modes``): one bar per mode and device count (the headline's cards), the median
-over its runs with the 95% interval as an error bar (one run: its own interval; several: the
-interval of the median of their medians), and each run as a dot over its bar when the mode has
-repeats. The speedup bars are exactly the cards.
+over its runs with its interval as an error bar (one run: its own windows' interval, within-run
+only; several: the order-statistics interval of the median of their medians, its coverage named),
+and each run as a dot over its bar when the mode has repeats. The speedup bars are exactly the
+cards (their interval over the pairs of runs); a group with no card has no speedup bar.
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ def _order(key: tuple[str, int]) -> tuple:
     return (rank, base, mode != base, devices)
 
 
-def _groups(rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
+def _groups(c: Comparison, rows: Sequence[Row]) -> dict[tuple[str, int], list[Row]]:
+    """The rows by their comparison group (``groups.Group``: its shown mode and device count)."""
     out: dict[tuple[str, int], list[Row]] = {}
     for r in rows:
-        out.setdefault((mode_of(r), r.figures.device_count), []).append(r)
+        g = c.group_of(r.key)
+        key = (g.mode, g.devices) if g else (mode_of(r), r.figures.device_count)
+        out.setdefault(key, []).append(r)
     return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
 
 
@@ -50,11 +54,18 @@ def _hover(label: str, rows: Sequence[Row], figure: str) -> str:
     return f"{label}: {figure}<br>{len(rows)} run{'s' * (len(rows) != 1)}: {who}"
 
 
+def _interval_name(rows: Sequence[Row], spread) -> str:
+    """What a throughput bar's whisker is: one run's windows, or the interval over the runs."""
+    if len(rows) == 1:
+        return "windows' interval, within-run only"
+    return f"{100 * spread.coverage:.0f}% interval over {len(rows)} runs" if spread else "range"
+
+
 def throughput_bars(c: Comparison) -> list[IntervalBar]:
     """Per mode and device count (the baseline's group too): the median throughput and its
     interval, each run's median as a dot."""
     out = []
-    for (mode, devices), rows in _groups(c.rows).items():
+    for (mode, devices), rows in _groups(c, c.rows).items():
         spread = pooled([r.figures.spread for r in rows if r.figures.spread is not None])
         values = [r.figures.throughput for r in rows if r.figures.throughput is not None]
         value = spread.median if spread else statistics.median(values) if values else None
@@ -62,7 +73,7 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
         label = group_label(mode, devices)
         shown = "–" if value is None else f"{value:.0f} samples/s"
         if low is not None and high is not None:
-            shown += f" (95% interval {low:.0f}–{high:.0f})"
+            shown += f" ({_interval_name(rows, spread)} {low:.0f}–{high:.0f})"
         out.append(
             IntervalBar(
                 label,
@@ -80,12 +91,14 @@ def throughput_bars(c: Comparison) -> list[IntervalBar]:
 
 def speedup_bars(c: Comparison) -> list[IntervalBar]:
     """One bar per headline card: its speedup and interval, each repeat's speedup as a dot."""
-    rows = [r for r in c.rows if not r.is_baseline]
-    groups = _groups(rows)
+    rows = [r for r in c.rows if not r.in_baseline]
+    groups = _groups(c, rows)
     by_key = {(card.mode, card.devices): card for card in c.headline}
     out = []
     for key, members in groups.items():
-        card: Card = by_key[key]
+        card: Card | None = by_key.get(key)
+        if card is None:  # a group that ran as another mode: no card, no bar
+            continue
         label = group_label(*key)
         dots = tuple(r.speed.speedup for r in members if r.speed.speedup is not None)
         out.append(
@@ -104,7 +117,7 @@ def speedup_bars(c: Comparison) -> list[IntervalBar]:
 
 
 def throughput_figure(c: Comparison) -> go.Figure:
-    """Throughput by mode: median bars, 95% intervals, repeats as dots."""
+    """Throughput by mode: median bars, their intervals, repeats as dots."""
     return interval_bar_figure(throughput_bars(c), y_title=THROUGHPUT_TITLE)
 
 

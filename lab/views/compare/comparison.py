@@ -7,21 +7,22 @@ page, ``lab compare`` (text and JSON), the CSV and the HTML report render as the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from lab import tags
-from lab.engine.launch.config import SINGLE
-from lab.views.compare import anatomy, derived, noise, scaling, varied
+from lab.views.compare import anatomy, derived, groups, noise, sanity, scaling, varied
 from lab.views.compare.fairness import FairnessWarning, fairness_warnings
 from lab.views.compare.figures import RunFigures, run_figures
+from lab.views.compare.groups import Group
 from lab.views.compare.headline import Card, headline, warning_summary
 from lab.views.compare.repeats import by_mode
 from lab.views.compare.runs import CompareRun, labels, provenance
 from lab.views.compare.scaling_curve import scaling_curve
 from lab.views.compare.speed import Speed, speed
+from lab.views.compare.verdict import Margin, margin_of
 
 AGREEMENT_RTOL = 1e-3
 
@@ -35,9 +36,10 @@ class Row:
     figures: RunFigures
     speed: Speed  # speedup and efficiency on the figure both runs have
     is_baseline: bool
-    verdict: str  # noise.verdict: baseline, within noise, faster, slower; "" without an interval
+    verdict: str  # its group's (groups.Group.verdict): baseline, within noise, faster, slower, …
     scaling: str | None  # the scaling label, "… (assumed)" when the lab cannot see the batches
     loss_agreement: int | None  # last step train/loss agrees with the baseline's; None: baseline
+    in_baseline: bool = False  # one of the baseline group's runs (the baseline's repeats)
 
     @property
     def key(self) -> str:
@@ -68,6 +70,29 @@ class Comparison:
     scaling_curve: tuple[dict[str, Any], ...] = ()
     # per option a knob sweep varied: each value's runs, throughput and speedup (varied.by_value)
     by_value: Mapping[str, list[dict[str, Any]]] | None = None
+    groups: tuple[Group, ...] = ()  # every group against the baseline group (groups.build)
+    margin: Margin = Margin()  # the noise margin the verdicts used, and its source
+
+    @property
+    def baseline_group(self) -> Group | None:
+        return next((g for g in self.groups if g.is_baseline), None)
+
+    def group_of(self, key: str) -> Group | None:
+        """The group of the run ``key``."""
+        return next((g for g in self.groups if key in g.keys), None)
+
+    @property
+    def baseline_text(self) -> str:
+        """The baseline group and its own spread: ``"single on 1 device: 3 runs, 2639–3261
+        samples/s (median 2686)"``; the margin the verdicts used."""
+        g = self.baseline_group
+        if g is None:
+            return ""
+        n = g.devices
+        return (
+            f"{g.mode} on {n} device{'s' * (n != 1)}: {g.spread_text()}; noise margin "
+            f"{self.margin.pct:g}% ({self.margin.source})"
+        )
 
     @property
     def warning_summary(self) -> str:
@@ -93,25 +118,10 @@ class Comparison:
 
 
 def choose_baseline(runs: Sequence[CompareRun]) -> str | None:
-    """The default baseline key: a run asked and run as ``single``, else the one with fewest
-    devices; of three or more such runs (repeats), the one of median throughput, so that a
-    mode's speedup against it is the speedup of the medians and not of a lucky or unlucky
-    repeat."""
-    if not runs:
-        return None
-
-    def kind(r: CompareRun) -> tuple:
-        m = run_figures(r)
-        asked_single = m.mode == SINGLE and m.effective_mode in (None, SINGLE)
-        return (not asked_single, len(m.devices) or 99)
-
-    best = min(kind(r) for r in runs)
-    tied = sorted((r for r in runs if kind(r) == best), key=lambda r: r.created_at)
-    speeds = [run_figures(r).throughput for r in tied]
-    if len(tied) < 3 or any(v is None for v in speeds):
-        return tied[0].key
-    order = sorted(range(len(tied)), key=lambda i: (speeds[i], i))
-    return tied[order[(len(tied) - 1) // 2]].key
+    """The default baseline run: of the default baseline group (``groups.baseline_group``: a knob
+    sweep's first value, else single on the fewest devices), its run of median throughput, so that
+    a run's own speedup against it divides by the group's median."""
+    return _base_key(runs, {r.key: run_figures(r) for r in runs}) if runs else None
 
 
 def loss_agreement(series: Any, baseline_series: Any, rtol: float = AGREEMENT_RTOL) -> int | None:
@@ -161,9 +171,24 @@ def _row(
         figures=m,
         speed=sp,
         is_baseline=is_baseline,
-        verdict=noise.verdict(sp.ratio, is_baseline),
+        verdict="",  # its group's, once the groups are built
         scaling=f"{label} (assumed)" if sp.assumed and label else label,
         loss_agreement=agreement,
+    )
+
+
+def _base_key(runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]) -> str:
+    key = groups.baseline_group(runs, figures)
+    members = [r for r in runs if groups.group_key(r, figures[r.key]) == key]
+    return groups.representative(members, figures)
+
+
+def _with_groups(rows: tuple[Row, ...], found: tuple[Group, ...]) -> tuple[Row, ...]:
+    """The rows with their group's verdict; the baseline group's runs marked as such."""
+    by_key = {k: g for g in found for k in g.keys}
+    return tuple(
+        replace(r, verdict=by_key[r.key].verdict, in_baseline=by_key[r.key].is_baseline)
+        for r in rows
     )
 
 
@@ -173,28 +198,37 @@ def compare(
     scalars: Mapping[str, Mapping[str, Any]] | None = None,
     throughput_tag: str | None = None,
     loss_tag: str | None = None,
+    margin: Any = None,
 ) -> Comparison:
-    """The comparison of ``runs`` against ``baseline_key`` (default: ``choose_baseline``).
+    """The comparison of ``runs`` against the baseline group: that of ``baseline_key`` (default:
+    ``groups.baseline_group``, its run of median throughput being ``baseline_key``).
 
     ``scalars`` maps a run key to its event series (``runs.read_scalars``): the figures of runs
     without summary.json, steps/s, utilisation and the loss agreement. ``throughput_tag``: the
     throughput of runs without summary.json (default: the first of ``derived.throughput_options``;
     None when every run has one); ``loss_tag``: whose step rate is steps/s (default: each run's own
-    first loss tag).
+    first loss tag). ``margin``: the noise margin (percent, or a ``Margin``-like ``pct`` and
+    ``source``; default the documented 10%).
     """
     if not runs:
         return Comparison((), None, throughput_tag, loss_tag, (), (), (), (), ())
     sc = scalars or {}
-    baseline_key = baseline_key if baseline_key in {r.key for r in runs} else choose_baseline(runs)
+    mg = margin_of(margin)
     throughput_tag = throughput_tag or derived.default_throughput(runs, sc)
     names = labels(runs)
     figures = {r.key: run_figures(r, sc.get(r.key), throughput_tag, loss_tag) for r in runs}
+    if baseline_key not in {r.key for r in runs}:
+        baseline_key = _base_key(runs, figures)
     speeds = {k: speed(m, figures[baseline_key]) for k, m in figures.items()}
     rows = tuple(
         _row(r, names[r.key], figures[r.key], speeds[r.key], baseline_key, sc) for r in runs
     )
+    base = next(r for r in rows if r.is_baseline)
+    found = groups.build(rows, groups.group_key(base.run, base.figures), mg.pct)
+    rows = _with_groups(rows, found)
     # what a knob sweep varied is the intended difference: no fairness warning for it
     warnings = varied.exempt(fairness_warnings(runs, names, figures, speeds, baseline_key), runs)
+    warnings += sanity.warnings(runs, names, found)
     # how to read derived figures goes with the noise notes, so every rendering carries it
     derived_note = [derived.HOW_TO_READ] if any(not r.summary for r in runs) else []
     return Comparison(
@@ -203,11 +237,13 @@ def compare(
         throughput_tag=throughput_tag,
         loss_tag=loss_tag,
         warnings=tuple(warnings + noise.busy_warnings(runs)),
-        notes=tuple(derived_note + noise.noise_notes(runs, baseline_key, sc)),
+        notes=tuple(derived_note + noise.noise_notes(found, mg)),
         anatomy=tuple(anatomy.explain([(names[k], m.profile) for k, m in figures.items()])),
-        by_mode=tuple(by_mode(runs, sc, baseline_key)),
+        by_mode=tuple(by_mode(runs, sc, baseline_key, mg.pct, found)),
         provenance=tuple(provenance(runs)),
-        headline=headline(rows),
-        scaling_curve=tuple(scaling_curve(runs, figures)),
-        by_value=varied.by_value(runs, figures),
+        headline=headline(rows, found, mg),
+        scaling_curve=tuple(scaling_curve(runs, figures, mg.pct)),
+        by_value=varied.by_value(runs, figures, mg.pct),
+        groups=found,
+        margin=mg,
     )

@@ -59,7 +59,9 @@ def curve_tags(scalars: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 BARS_NOTE = (
     "A bar per mode and device count, in the colours of the cards above: the median over its runs, "
-    "the whisker its 95% interval; with repeats, each run is a dot over its bar."
+    "the whisker its interval (throughput: one run's windows, within-run only; several runs: the "
+    "order-statistics interval of their medians, its coverage in the hover; speedup: the card's "
+    "interval over the pairs of runs); with repeats, each run is a dot over its bar."
 )
 
 NO_SAMPLES_NOTE = (

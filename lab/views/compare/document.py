@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from lab.views.compare.comparison import Comparison, Row
+from lab.views.compare.groups import Group
 from lab.views.compare.headline import Card
 from lab.views.compare.spread import Ratio, Spread
 
@@ -25,11 +26,17 @@ def _ratio_json(r: Ratio | None, value: float | None) -> dict[str, Any] | None:
 
 def _spread_json(s: Spread | None, value: float | None) -> dict[str, Any] | None:
     if s is not None:
-        return {"median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "windows": s.windows}
+        return {
+            "median": s.median,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "windows": s.windows,
+            "coverage": s.coverage,  # if the windows were independent (they are not)
+        }
     return (
         None
         if value is None
-        else {"median": value, "ci_low": None, "ci_high": None, "windows": None}
+        else {"median": value, "ci_low": None, "ci_high": None, "windows": None, "coverage": None}
     )
 
 
@@ -62,15 +69,31 @@ def _run_json(row: Row) -> dict[str, Any]:
     }
 
 
+def _group_json(c: Comparison) -> dict[str, Any] | None:
+    g = c.baseline_group
+    if g is None:
+        return None
+    return {
+        "mode": g.mode,
+        "devices": g.devices,
+        "runs": [r.run.run_id for r in c.rows if r.key in g.keys],
+        "throughputs": list(g.values),
+        "spread_text": g.spread_text(),
+    }
+
+
 def to_json(c: Comparison) -> dict[str, Any]:
     """The comparison as the ``compare --json`` document: per run its figures (measured or
     derived), throughput spread, steps/s, speedup and efficiency as ``{"value", "ci_low",
     "ci_high", "within_noise"}``, the verdict and the supervisor's ``interference``; the baseline,
     the throughput tag, the warnings, each repeated mode's median (``by_mode``) and, per option a
-    knob sweep varied, each value against the first (``by_value``); each run's ``varied``."""
+    knob sweep varied, each value against the first (``by_value``); each run's ``varied``; the
+    baseline group (``baseline_group``) and the noise margin the verdicts used (``margin``)."""
     return {
         "headline": [card.to_json() for card in c.headline],
         "baseline": c.baseline.run.run_id,
+        "baseline_group": _group_json(c),
+        "margin": {"pct": c.margin.pct, "source": c.margin.source},
         "throughput_tag": c.throughput_tag,
         "runs": [_run_json(row) for row in c.rows],
         "warnings": [w.message for w in c.warnings],
@@ -92,8 +115,15 @@ def _steps_text(t: dict | None) -> str:
     )
 
 
-def _row_text(name: str, r: dict[str, Any]) -> dict[str, str]:
-    sp, eff = r["speedup"], r["efficiency"]
+def _row_text(name: str, r: dict[str, Any], group: Group | None) -> dict[str, str]:
+    """One run's line; its speedup, efficiency and verdict are its group's (the cards')."""
+    if group is None or group.speedup is None and not group.is_baseline:
+        sp, eff = "–", "–"
+    elif group.is_baseline:
+        sp, eff = f"baseline: {group.spread_text()}", "–"
+    else:
+        sp = group.speedup_text()
+        eff = "–" if group.efficiency is None else f"{group.efficiency:.2f}"
     return {
         "run": name,
         "figures": r["figures"],
@@ -101,16 +131,8 @@ def _row_text(name: str, r: dict[str, Any]) -> dict[str, str]:
         "throughput (samples/s)": _tp_text(r["throughput"]),
         "steps/s": _steps_text(r.get("steps_per_sec")),
         "speedup of": r["speedup_of"] or "–",
-        "speedup": "–"
-        if sp is None
-        else (Ratio(**sp).text() if sp["ci_low"] is not None else f"{sp['value']:.2f}×"),
-        "efficiency": "–"
-        if eff is None
-        else (
-            f"{eff['value']:.2f} ({eff['ci_low']:.2f}–{eff['ci_high']:.2f})"
-            if eff["ci_low"] is not None
-            else f"{eff['value']:.2f}"
-        ),
+        "group speedup": sp,
+        "efficiency": eff,
         "noise": r["verdict"] or "–",
         "machine": "–"
         if r["interference"] is None
@@ -130,15 +152,18 @@ def _card_text(card: Card) -> str:
 def text(c: Comparison) -> list[str]:
     """The comparison as lines for a terminal: the table, the warnings, the repeats."""
     doc = to_json(c)
-    rows = [_row_text(row.name, r) for row, r in zip(c.rows, doc["runs"])]
+    rows = [_row_text(row.name, r, c.group_of(row.key)) for row, r in zip(c.rows, doc["runs"])]
     lines = [
-        f"baseline: {c.baseline.name} ({doc['baseline']})",
+        f"baseline: {c.baseline.name} ({doc['baseline']}); group {c.baseline_text}",
         *(_card_text(card) for card in c.headline),
         pd.DataFrame(rows).to_string(index=False),
     ]
     lines += [f"warning: {w}" for w in doc["warnings"]]
     for g in doc["by_mode"]:
         sp = "" if g["speedup"] is None else f", speedup of medians {g['speedup']:.2f}"
+        if g.get("ci_low") is not None:
+            sp += f" ({g['ci_low']:.2f}–{g['ci_high']:.2f}, {g['coverage_text']})"
+        sp += f", {g['verdict']}" if g.get("verdict") else ""
         lines.append(
             f"repeats: {g['sweep_id']} {g['mode']}: median {g['median']:.1f} samples/s over "
             f"{g['repeats']} "
@@ -153,7 +178,9 @@ def _value_text(flag: str, g: dict[str, Any]) -> str:
     """One value of a knob sweep: ``bucket-cap-mb=25 (ddp x2): 812.0 (790.1–830.2) samples/s,
     1.04× (0.97–1.12) against the first value, within noise``."""
     sp = g["speedup"]
-    against = "–" if sp is None else Ratio(**sp).text()
+    against = "–" if sp is None else f"{sp['value']:.2f}× ({sp['ci_low']:.2f}–{sp['ci_high']:.2f}"
+    against += "" if sp is None or not sp.get("coverage_text") else f", {sp['coverage_text']}"
+    against += "" if sp is None else ")"
     return (
         f"by value: {flag}={g['value']} ({g['with']}) over {len(g['runs'])} runs: "
         f"{_tp_text(g['throughput'])} samples/s, {against} against the first value, "

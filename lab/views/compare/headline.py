@@ -1,22 +1,30 @@
-"""The answer first: per mode against the baseline, the speedup with its interval, the verdict, the
-efficiency and the one reason the anatomy gives. Repeats of a mode fold into one card: the median
-over the repeats, their speedups' range as the interval. Also the warnings folded into one counting
-line (``warning_summary``).
+"""The answer first: per group (mode, knob value, device count) against the baseline group, the
+speedup with its interval and that interval's real coverage, the verdict, the efficiency and one
+reason (a mode not run as asked, the profiled step's wait, else the pre-flight's expectation; the
+likely causes of a superlinear efficiency). A card is a ``groups.Group`` as shown: the ratio of the
+groups' medians, the interval over the pairs of runs (``verdict.compare_groups``). The baseline
+group, and a group that ran as another mode, make no card. Also the warnings folded into one
+counting line (``warning_summary``).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lab.engine.launch.config import DDP, DP
-from lab.engine.sweep.plan import WEAK
-from lab.views.compare import anatomy
+from lab.views.compare import anatomy, groups, sanity
 from lab.views.compare.fairness import FairnessWarning
-from lab.views.compare.noise import FASTER, SLOWER, WITHIN
+from lab.views.compare.groups import Group
+from lab.views.compare.verdict import (
+    DEFAULT_MARGIN_PCT,
+    DEFAULT_SOURCE,
+    SUPERLINEAR_CAUSES,
+    SUSPECT,
+    Margin,
+)
 
 WHAT = {  # a warning key's words in the counting line; other keys read as their key
     "effective_mode": "not run as asked",
@@ -30,12 +38,14 @@ WHAT = {  # a warning key's words in the counting line; other keys read as their
     "amp": "precision differs",
     "no_summary": "no summary.json",
     "only_gpu0": "only GPU 0 worked",
+    "multiprocess_single": "single run in several processes",
+    "superlinear": "efficiency above 1.1",
 }
 
 
 @dataclass(frozen=True)
 class Card:
-    """One mode against the baseline; ``runs`` repeats folded into it."""
+    """One group against the baseline group; ``runs`` repeats folded into it."""
 
     mode: str
     devices: int
@@ -46,43 +56,60 @@ class Card:
     verdict: str
     reason: str | None
     runs: int
+    coverage: float | None = None  # the interval's real coverage (verdict.compare_groups)
+    coverage_text: str | None = None  # its name: "range of 3×3 pairs, 90%"
+    margin_pct: float = DEFAULT_MARGIN_PCT
+    margin_source: str = DEFAULT_SOURCE
+    baseline: str = ""  # the baseline group, "single on 1 device"
 
     def value_text(self) -> str:
         """The speedup alone, ``"1.29×"`` (a card's big number, short enough to show whole)."""
         return "–" if self.speedup is None else f"{self.speedup:.2f}×"
 
     def interval_text(self) -> str | None:
-        """The speedup's interval, ``"1.22–1.36"``; None without one."""
+        """The speedup's interval and its coverage, ``"1.22–1.36, range of 3×3 pairs, 90%"``;
+        None without one."""
         if self.speedup is None or self.ci_low is None or self.ci_high is None:
             return None
-        return f"{self.ci_low:.2f}–{self.ci_high:.2f}"
+        cov = f", {self.coverage_text}" if self.coverage_text else ""
+        return f"{self.ci_low:.2f}–{self.ci_high:.2f}{cov}"
 
     def speedup_text(self) -> str:
-        """``"1.29× (1.22–1.36)"``: the speedup with its interval, as the text and HTML say it."""
+        """``"1.29× (1.22–1.36, range of 3×3 pairs, 90%)"``: as the text and HTML say it."""
         interval = self.interval_text()
         return self.value_text() + (f" ({interval})" if interval else "")
 
     def to_json(self) -> dict[str, Any]:
-        """The ``headline`` item of ``lab compare --json``: exactly these six keys."""
+        """The ``headline`` item of ``lab compare --json``: the six keys ``mode``, ``devices``,
+        ``speedup`` (``{"value", "ci_low", "ci_high", "coverage", "coverage_text"}``),
+        ``efficiency``, ``verdict``, ``reason``, then ``runs``, ``margin_pct``,
+        ``margin_source`` and ``baseline``."""
         return {
             "mode": self.mode,
             "devices": self.devices,
             "speedup": None
             if self.speedup is None
-            else {"value": self.speedup, "ci_low": self.ci_low, "ci_high": self.ci_high},
+            else {
+                "value": self.speedup,
+                "ci_low": self.ci_low,
+                "ci_high": self.ci_high,
+                "coverage": self.coverage,
+                "coverage_text": self.coverage_text,
+            },
             "efficiency": self.efficiency,
             "verdict": self.verdict,
             "reason": self.reason,
+            "runs": self.runs,
+            "margin_pct": self.margin_pct,
+            "margin_source": self.margin_source,
+            "baseline": self.baseline,
         }
 
 
 def mode_of(row: Any) -> str:
     """The asked mode; a weak-scaling run is a mode of its own (it trains a larger global batch),
     and so is each value of a knob sweep (``ddp bucket-cap-mb=25``)."""
-    m = row.figures
-    mode = str(m.mode or m.effective_mode or "?")
-    mode = f"{mode} (weak)" if row.run.scaling == WEAK else mode
-    return f"{mode} {row.run.varied_text}".strip()
+    return groups.mode_label(row.run, row.figures)
 
 
 def reason(row: Any) -> str | None:
@@ -106,44 +133,47 @@ def reason(row: Any) -> str | None:
     return None
 
 
-def _verdict(low: float | None, high: float | None, verdicts: list[str]) -> str:
-    if len(verdicts) == 1 or low is None or high is None:
-        return verdicts[0]
-    return FASTER if low > 1 else SLOWER if high < 1 else WITHIN
+def group_name(mode: str, devices: int) -> str:
+    return f"{mode} on {devices} device{'s' * (devices != 1)}"
 
 
-def _card(mode: str, devices: int, rows: list[Any]) -> Card:
-    speeds = [r.speed.speedup for r in rows if r.speed.speedup is not None]
-    effs = [r.speed.efficiency for r in rows if r.speed.efficiency is not None]
-    sp = statistics.median(speeds) if speeds else None
-    if len(rows) == 1 and rows[0].speed.ratio is not None:
-        low, high = rows[0].speed.ratio.ci_low, rows[0].speed.ratio.ci_high
-    elif len(speeds) > 1:
-        low, high = min(speeds), max(speeds)
-    else:
-        low = high = None
+def _card(g: Group, rows: list[Any], margin: Margin, baseline: str) -> Card:
     reasons = [x for x in (reason(r) for r in rows) if x]
+    why = reasons[0] if reasons else sanity.expectation([r.run for r in rows])
+    if g.verdict == SUSPECT:
+        why = SUPERLINEAR_CAUSES[:1].upper() + SUPERLINEAR_CAUSES[1:]
     return Card(
-        mode=mode,
-        devices=devices,
-        speedup=sp,
-        ci_low=low,
-        ci_high=high,
-        efficiency=statistics.median(effs) if effs else None,
-        verdict=_verdict(low, high, [r.verdict for r in rows]),
-        reason=reasons[0] if reasons else None,
-        runs=len(rows),
+        mode=g.mode,
+        devices=g.devices,
+        speedup=g.speedup,
+        ci_low=g.low,
+        ci_high=g.high,
+        efficiency=g.efficiency,
+        verdict=g.verdict,
+        reason=why,
+        runs=g.runs,
+        coverage=g.coverage,
+        coverage_text=g.coverage_text,
+        margin_pct=margin.pct,
+        margin_source=margin.source,
+        baseline=baseline,
     )
 
 
-def headline(rows: Sequence[Any]) -> tuple[Card, ...]:
-    """One card per (asked mode, device count) against the baseline, in the rows' order; the
-    baseline itself makes no card."""
-    groups: dict[tuple[str, int], list[Any]] = {}
-    for r in rows:
-        if not r.is_baseline:
-            groups.setdefault((mode_of(r), r.figures.device_count), []).append(r)
-    return tuple(_card(mode, devices, g) for (mode, devices), g in groups.items())
+def headline(
+    rows: Sequence[Any], found: Sequence[Group], margin: Margin | None = None
+) -> tuple[Card, ...]:
+    """One card per group against the baseline group, in the rows' order; the baseline group and
+    a group that ran as another mode (DP on one device: single) make none."""
+    margin = margin or Margin()
+    by_key = {r.key: r for r in rows}
+    base = next((g for g in found if g.is_baseline), None)
+    baseline = "" if base is None else group_name(base.mode, base.devices)
+    return tuple(
+        _card(g, [by_key[k] for k in g.keys], margin, baseline)
+        for g in found
+        if not g.is_baseline and g.ran_as is None
+    )
 
 
 def warning_summary(warnings: Sequence[FairnessWarning]) -> str:

@@ -1,45 +1,60 @@
 """Noise in a comparison: whether a speedup shows a difference ("within noise"), and what the
 supervisor saw of other work on the machine ("busy machine").
 
-A speedup is a ``spread.Ratio`` of two medians; its verdict is ``within noise`` when its interval
-comes within 10% of 1.0, else ``faster`` or ``slower``. ``noise_notes`` explains it with the runs'
-own numbers; ``busy_note`` turns the supervisor's ``interference`` record into a warning.
+The verdict itself is ``lab.views.compare.verdict``'s one rule (``decide``): faster or slower only
+when the whole interval lies beyond the noise margin around 1.0. ``noise_notes`` explains it with
+the groups' own numbers; ``busy_note`` turns the supervisor's ``interference`` record into a
+warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lab.views.compare.fairness import FairnessWarning
-from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.spread import Ratio, Spread, ratio
+from lab.views.compare.spread import Ratio
+from lab.views.compare.verdict import (
+    BASELINE,
+    DEFAULT_MARGIN_PCT,
+    FASTER,
+    SLOWER,
+    SUSPECT,
+    WITHIN,
+    Margin,
+    decide,
+)
 
-BASELINE, WITHIN, FASTER, SLOWER = "baseline", "within noise", "faster", "slower"
+__all__ = ["BASELINE", "FASTER", "SLOWER", "SUSPECT", "WITHIN"]
 
 NOISE_TEXT = """\
-**Noise.** Each run's throughput is the median of its logging windows (samples
-per second, the first window left out as warm-up), with a 95% interval of that
-median from order statistics. A speedup's interval divides the ends of the two
-intervals; when it comes within 10% of 1.0 the row says *within noise*: these
-runs do not show a difference, so it gets no green or red. The intervals
-measure the noise *within* each run only; whole runs shift from one run to the
-next (identical runs here differed by up to 5% on a quiet machine, hence the
-10%), and a machine that was busier during one run than another shifts them
-more, which is what the *busy machine* warning and the sweep's repeats
-(Compare modes with repeats 3) are for."""
+**Noise.** A run's throughput is the median of its logging windows (samples per
+second, the first window left out as warm-up). With repeats, a comparison is
+between groups of runs (a mode, a knob's value, a device count): the speedup is
+the ratio of the groups' medians, and its interval is read off the ratios of
+every pair of runs (one of each group), cut where the exact Mann–Whitney
+distribution says; its real coverage is written beside it ("range of 3×3 pairs,
+90%": 3 runs against 3 cover the true ratio 9 times in 10). One run against one
+run has only its logging windows, which follow each other and so look surer
+than they are: such an interval says *within-run windows only, no run-to-run
+evidence*. A speedup is *faster* or *slower* only when its whole interval lies
+beyond the noise margin around 1.0 (above 1 + m, or below 1 / (1 + m)); else
+*within noise*, with no green or red. The margin is this machine's measured
+run-to-run noise where the lab has measured it, else the documented 10%. An
+efficiency above 1.1 under strong scaling is flagged instead of shown green: the
+runs did different work."""
 
 
-def verdict(r: Ratio | None, is_baseline: bool = False) -> str:
-    """``baseline``, ``within noise``, ``faster`` or ``slower``; empty when there is no interval."""
+def verdict(
+    r: Ratio | None, is_baseline: bool = False, margin_pct: float = DEFAULT_MARGIN_PCT
+) -> str:
+    """``baseline``, or ``verdict.decide`` on the ratio's interval; "" without one."""
     if is_baseline:
         return BASELINE
     if r is None:
         return ""
-    if r.within_noise:
-        return WITHIN
-    return FASTER if r.value > 1 else SLOWER
+    return decide(r.ci_low, r.ci_high, margin_pct)
 
 
 def busy_note(interference: dict | None) -> str | None:
@@ -66,31 +81,24 @@ def busy_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
     return out
 
 
-def _fmt(s: Spread) -> str:
-    interval = f"95% interval {s.ci_low:.0f}–{s.ci_high:.0f}, {s.windows} windows"
-    return f"{s.median:.0f} samples/s ({interval})"
-
-
-def noise_notes(
-    runs: Sequence[CompareRun],
-    baseline_key: str,
-    scalars: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """The noise paragraph, then one sentence per run within noise, with its and the baseline's
-    figures."""
-    names = labels(runs)
-    spreads = {r.key: run_spread(r, (scalars or {}).get(r.key)) for r in runs}
-    base = spreads.get(baseline_key)
+def noise_notes(groups: Sequence[Any], margin: Margin | None = None) -> list[str]:
+    """The noise paragraph, the baseline group's own spread and margin, then one sentence per group
+    within noise with its and the baseline's figures."""
+    margin = margin or Margin()
+    base = next((g for g in groups if g.is_baseline), None)
     out = [NOISE_TEXT]
-    for r in runs:
-        rat = ratio(spreads[r.key], base)
-        if r.key == baseline_key or rat is None or not rat.within_noise:
+    if base is None:
+        return out
+    out.append(
+        f"**Baseline**: {base.mode} on {base.devices} device{'s' * (base.devices != 1)}, "
+        f"{base.spread_text()}. Noise margin {margin.pct:g}% ({margin.source})."
+    )
+    for g in groups:
+        if g.is_baseline or g.verdict != WITHIN:
             continue
         out.append(
-            f"**{names[r.key]}** reads {rat.text()}: the interval comes within 10% of 1.0, so "
-            "against "
-            f"{names[baseline_key]} it is within noise. Its windows' median was "
-            f"{_fmt(spreads[r.key])}, "
-            f"the baseline's {_fmt(base)}."
+            f"**{g.mode} on {g.devices}** reads {g.speedup_text()}: the interval reaches into the "
+            f"{margin.pct:g}% margin around 1.0, so against the baseline it is within noise. "
+            f"Its runs: {g.spread_text()}; the baseline's: {base.spread_text()}."
         )
     return out

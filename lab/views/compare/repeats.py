@@ -1,6 +1,7 @@
 """Repeats of a sweep: the runs of one sweep and asked mode grouped, and per group the median of the
 runs' median throughputs, the range across the repeats and the speedup of that median against the
-baseline's group: the between-run noise that one run's interval cannot show.
+baseline's group with its interval over the pairs of runs and the verdict (``verdict``): the
+between-run noise that one run's interval cannot show.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from lab.engine.sweep.plan import WEAK
 from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import over_repeats
+from lab.views.compare.verdict import BASELINE, DEFAULT_MARGIN_PCT, compare_groups
 
 
 def asked_mode(run: CompareRun) -> str:
@@ -56,8 +58,14 @@ def by_mode(
     runs: Sequence[CompareRun],
     scalars: Mapping[str, Mapping[str, Any]] | None = None,
     baseline_key: str | None = None,
+    margin_pct: float = DEFAULT_MARGIN_PCT,
+    found: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
-    """Per sweep and mode: median over repeats, min, max, repeats, spread %, speedup, run ids.
+    """Per sweep and mode: median over repeats, min, max, repeats, spread %, speedup, run ids, and
+    against the baseline run's group ``ci_low``, ``ci_high``, ``coverage_text`` and ``verdict``
+    (``verdict.compare_groups``, the cards' function and inputs): where a repeats group is one
+    of the comparison's groups ``found`` (``groups.Group``), that group's own figures, so the cards,
+    the rows and this table give one number per question.
 
     Empty unless some sweep ran a mode more than once. ``speedup`` divides the
     group's median by the median of the baseline run's group (None when the
@@ -79,10 +87,41 @@ def by_mode(
                 **summary,
                 "run_ids": [r.run_id for r in members],
                 "keys": [r.key for r in members],
+                "_values": [s.median for s in spreads if s is not None],
             }
         )
     base = next((g for g in out if baseline_key in g["keys"]), None)
     for g in out:
         g["speedup"] = g["median"] / base["median"] if base and base["median"] else None
-        del g["keys"]
+        same = next((x for x in found if set(x.keys) == set(g["keys"])), None)
+        g.update(_against(g, base, margin_pct) if same is None else _of_group(same))
+    for g in out:
+        del g["keys"], g["_values"]
     return out
+
+
+def _of_group(group: Any) -> dict[str, Any]:
+    return {
+        "speedup": group.speedup if not group.is_baseline else 1.0,
+        "ci_low": group.low,
+        "ci_high": group.high,
+        "coverage_text": group.coverage_text,
+        "verdict": group.verdict,
+    }
+
+
+def _against(g: dict[str, Any], base: dict[str, Any] | None, margin_pct: float) -> dict[str, Any]:
+    """The group's interval and verdict against the baseline's group."""
+    if base is None:
+        return {"ci_low": None, "ci_high": None, "coverage_text": None, "verdict": ""}
+    if g is base:
+        return {"ci_low": None, "ci_high": None, "coverage_text": None, "verdict": BASELINE}
+    if len(base["_values"]) * len(g["_values"]) < 2:  # one run each: no run-to-run evidence
+        return {"ci_low": None, "ci_high": None, "coverage_text": None, "verdict": ""}
+    c = compare_groups(base["_values"], g["_values"], margin_pct)
+    return {
+        "ci_low": c.low,
+        "ci_high": c.high,
+        "coverage_text": c.coverage_text,
+        "verdict": c.verdict,
+    }

@@ -43,7 +43,11 @@ def _headline(c: Comparison) -> list[str]:
     """The answer first: one card per mode against the baseline."""
     if not c.headline:
         return []
-    out = ['<h2>Headline</h2><div class="headline">']
+    out = [
+        "<h2>Headline</h2>",
+        f'<p class="meta">Against the baseline group, {html.escape(c.baseline_text)}</p>',
+        '<div class="headline">',
+    ]
     for card in c.headline:
         eff = "–" if card.efficiency is None else f"{card.efficiency:.2f}"
         out.append(

@@ -33,6 +33,8 @@ from lab.views.live.script_run import outside_dirs
 from lab.views.runscalars import folder_scalars
 
 SAMPLE_PREFIX = "sample/"
+# the pre-flight's lines and expectations, saved at launch (the engine's runfolder.PREFLIGHT)
+PREFLIGHT = "preflight.json"
 # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
 FOREIGN = "foreign"
 # the files that make a folder a lab run (any one of them): foreign logs have none
@@ -59,6 +61,11 @@ class CompareRun:
     interference: dict | None = None
     # run.json's: the options its knob sweep varied and this run's values (lab.engine.sweep.vary)
     varied: dict | None = None
+    # status.json's: the most processes of its tree that trained at once (several under single
+    # placement: a script that starts its own DDP)
+    train_processes: int | None = None
+    # preflight.json's expectations' texts (cores shared, DP on one device), in its order
+    expectations: tuple[str, ...] = ()
 
     @property
     def varied_text(self) -> str:
@@ -136,7 +143,23 @@ def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
         ended_at=st.get("ended_at"),
         interference=interference if isinstance(interference, dict) else None,
         varied=meta.get("varied") if isinstance(meta.get("varied"), dict) else None,
+        train_processes=_int(st.get("train_processes")),
+        expectations=expectations(Path(record.run_dir)),
     )
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def expectations(run_dir: Path) -> tuple[str, ...]:
+    """The pre-flight's expectations saved in the run folder (``preflight.json``), as texts."""
+    data = read_json_kept(run_dir / PREFLIGHT) or {}
+    items = data.get("expectations") if isinstance(data, dict) else None
+    return tuple(str(x["text"]) for x in items or [] if isinstance(x, dict) and x.get("text"))
 
 
 def shown_value(value: Any) -> str:

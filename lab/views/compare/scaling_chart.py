@@ -1,4 +1,4 @@
-"""How a device-count sweep scales, drawn: throughput against device count per mode with its 95%
+"""How a device-count sweep scales, drawn: throughput against device count per mode with its
 interval, the ideal line (N times the single baseline: perfect scaling, strong or weak, in samples
 or steps per second), efficiency against device count, and the seeds' table (rows: device counts;
 columns: modes; cells: throughput with its interval and the efficiency). All read from
@@ -34,7 +34,7 @@ def _rate(curve: Sequence[dict[str, Any]]) -> str:
 
 
 def _mode_lines(fig: go.Figure, curve: Sequence[dict[str, Any]], key: str, centre: str) -> None:
-    """One line per mode (its colour) of each point's ``key`` figure at ``centre``, its 95%
+    """One line per mode (its colour) of each point's ``key`` figure at ``centre``, its
     interval as an error bar."""
     for mode, points in _by_mode(curve).items():
         shown = [p for p in points if p[key]]

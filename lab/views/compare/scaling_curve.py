@@ -1,6 +1,10 @@
 """The scaling curve of a device-count sweep: per mode and device count, the throughput over the
-repeats with its 95% interval, the speedup against the single baseline and the efficiency
-(speedup / devices). Empty unless some mode of the runs ran at several device counts. Read by
+repeats with its interval (one run: its windows'; several: order statistics of their medians), the
+speedup against the single baseline group and the efficiency (speedup / devices). With repeats on
+either side the speedup is the cards' (``verdict.compare_groups``: the ratio of the groups'
+medians, the interval over the pairs of runs, its ``coverage_text`` and ``verdict``); one run
+against one run, the ratio of their windows' intervals (no run-to-run evidence).
+Empty unless some mode of the runs ran at several device counts. Read by
 ``Comparison.scaling_curve`` and rendered as ``compare --json``'s ``scaling_curve``.
 """
 
@@ -13,6 +17,7 @@ from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
+from lab.views.compare.verdict import DEFAULT_MARGIN_PCT, NO_RUN_TO_RUN, compare_groups, decide
 
 
 def pooled(spreads: list[Spread]) -> Spread | None:
@@ -27,7 +32,9 @@ def _tp(s: Spread) -> dict[str, float]:
 
 
 def scaling_curve(
-    runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]
+    runs: Sequence[CompareRun],
+    figures: Mapping[str, RunFigures],
+    margin_pct: float = DEFAULT_MARGIN_PCT,
 ) -> list[dict[str, Any]]:
     """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
     mode and count; speedup against the (single, 1) group (None when there is none); ``rate`` is
@@ -49,10 +56,11 @@ def scaling_curve(
 
     spreads = {k: pooled([s for s in map(rate, g) if s is not None]) for k, g in grouped.items()}
     base = spreads.get(("single", 1))
+    values = {k: [s.median for s in map(rate, g) if s is not None] for k, g in grouped.items()}
     out = []
     for (mode, n), g in sorted(grouped.items()):
         s = spreads[(mode, n)]
-        speed = ratio(s, base)
+        speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], margin_pct)
         out.append(
             {
                 "mode": mode,
@@ -60,8 +68,46 @@ def scaling_curve(
                 "runs": [r.run_id for r in g],
                 "throughput": _tp(s) if s else None,
                 "rate": "samples/s" if samples else "steps/s",
-                "speedup": speed.to_json() if speed else None,
-                "efficiency": speed.scaled(1 / n).to_json() if speed else None,
+                "speedup": speed,
+                "efficiency": None if speed is None else _scaled(speed, 1 / n),
             }
         )
     return out
+
+
+def _speedup(
+    s: Spread | None,
+    base: Spread | None,
+    mine: list[float],
+    theirs: list[float],
+    margin_pct: float,
+) -> dict[str, Any] | None:
+    """``{"value", "ci_low", "ci_high", "within_noise", "coverage_text", "verdict"}`` against the
+    single baseline group."""
+    if len(mine) > 1 or len(theirs) > 1:
+        if not mine or not theirs:
+            return None
+        c = compare_groups(theirs, mine, margin_pct)
+        return {
+            "value": c.speedup,
+            "ci_low": c.low,
+            "ci_high": c.high,
+            "within_noise": c.verdict == "within noise",
+            "coverage_text": c.coverage_text,
+            "verdict": c.verdict,
+        }
+    speed = ratio(s, base)
+    if speed is None:
+        return None
+    return {
+        **speed.to_json(),
+        "coverage_text": NO_RUN_TO_RUN,
+        "verdict": decide(speed.ci_low, speed.ci_high, margin_pct),
+    }
+
+
+def _scaled(speed: dict[str, Any], factor: float) -> dict[str, Any]:
+    return {
+        **speed,
+        **{k: speed[k] * factor for k in ("value", "ci_low", "ci_high")},
+    }

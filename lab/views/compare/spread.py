@@ -1,10 +1,11 @@
 """How sure a throughput or a speedup is: medians with distribution-free intervals.
 
 A run's steady throughput is the median of its logging windows (the first dropped as warm-up) with
-a 95% interval of the median from order statistics (binomial ranks; the whole range with too few
-windows). A speedup divides two medians, its interval the ends of the two intervals; it is "within
-noise" when that interval comes within ``RUN_TO_RUN`` (10%) of 1.0, the run-to-run shift one run's
-windows cannot see. No randomness, no scipy.
+an interval of the median from order statistics (binomial ranks: 95% if the windows were
+independent, which they are not; the whole range, and its real coverage, with too few windows). A
+speedup of one run over another divides two medians, its interval the ends of the two intervals,
+its verdict ``verdict.decide`` (``within_noise``): within-run windows only, no run-to-run evidence.
+Groups of runs are compared by ``verdict.compare_groups``. No randomness, no scipy.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+from lab.views.compare.verdict import WITHIN, decide
 
 LEVEL = 0.95
 # Identical runs shift as a whole from one run to the next (measured here: 0.98, 1.01 and 1.05 on a
@@ -108,9 +111,7 @@ def ratio(run: Spread | None, baseline: Spread | None) -> Ratio | None:
     if run is None or baseline is None or baseline.median <= 0 or baseline.ci_low <= 0:
         return None
     lo, hi = run.ci_low / baseline.ci_high, run.ci_high / baseline.ci_low
-    return Ratio(
-        run.median / baseline.median, lo, hi, lo <= 1.0 + RUN_TO_RUN and hi >= 1.0 - RUN_TO_RUN
-    )
+    return Ratio(run.median / baseline.median, lo, hi, decide(lo, hi) == WITHIN)
 
 
 def over_repeats(medians: Sequence[float]) -> dict[str, float | int] | None:

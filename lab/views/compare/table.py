@@ -14,7 +14,8 @@ import pandas as pd
 
 from lab.views.compare.comparison import Comparison, Row
 from lab.views.compare.figures import device_order
-from lab.views.compare.noise import FASTER, SLOWER
+from lab.views.compare.groups import Group
+from lab.views.compare.verdict import FASTER, SLOWER
 
 HOW_TO_READ = """\
 **Speedup** is a run's steady-state throughput (samples per second, without the
@@ -41,8 +42,8 @@ class Column:
 
 
 SPEEDUP_CI, EFFICIENCY_CI, VERDICT, MACHINE = (
-    "speedup (95% interval)",
-    "efficiency (95% interval)",
+    "speedup (interval, coverage)",
+    "efficiency (interval)",
     "noise",
     "machine",
 )
@@ -102,18 +103,22 @@ BEFORE_DEVICES = (
     Column(
         SPEEDUP_CI,
         None,
-        "Median throughput / the baseline's, with the 95% interval (ratio of the intervals' ends).",
+        "Its group's speedup against the baseline group (the ratio of the groups' median "
+        "throughputs) with its interval and that interval's real coverage: over the pairs of runs "
+        "(range of 3×3 pairs, 90%) with repeats; one run against one run, its logging windows "
+        "only (no run-to-run evidence). The baseline group's rows show its own spread.",
     ),
     Column(
         EFFICIENCY_CI,
         None,
-        "Speedup / (devices / baseline devices), with the same interval scaled.",
+        "Its group's speedup / (devices / baseline devices), with the same interval scaled.",
     ),
     Column(
         VERDICT,
         None,
-        "'within noise' when the speedup's interval comes within 10% of 1.0 (how much identical "
-        "runs differ): no difference shown by these runs.",
+        "Its group's verdict: 'faster' or 'slower' only when the whole interval lies beyond the "
+        "noise margin around 1.0 (the machine's measured run-to-run noise, else 10%), else "
+        "'within noise'; 'check: superlinear' when a strong-scaling efficiency is above 1.1.",
     ),
     Column(
         MACHINE,
@@ -197,27 +202,27 @@ def text_help(columns: Iterable[str]) -> dict[str, str]:
     }
 
 
-def _noise_cells(row: Row) -> dict[str, str]:
-    """Speedup and efficiency with their intervals, the verdict, the machine."""
-    sp = row.speed
+def _noise_cells(row: Row, group: Group | None) -> dict[str, str]:
+    """Its group's speedup and efficiency with their intervals and coverage, the verdict (the
+    cards' own), the machine."""
     machine = "" if row.busy is None else ("busy" if row.busy else "quiet")
-    if sp.speedup is None:
-        return {SPEEDUP_CI: "", EFFICIENCY_CI: "", VERDICT: "", MACHINE: machine}
-    eff = sp.scaled
-    return {
-        SPEEDUP_CI: sp.ratio.text() if sp.ratio else f"{sp.speedup:.2f}×",
-        # neither scaling applies: no efficiency, so no interval for it either
-        EFFICIENCY_CI: ""
-        if sp.efficiency is None
-        else f"{sp.speedup * sp.factor:.2f}"
-        if eff is None
-        else f"{eff.value:.2f} ({eff.ci_low:.2f}–{eff.ci_high:.2f})",
-        VERDICT: row.verdict,
-        MACHINE: machine,
-    }
+    cells = {SPEEDUP_CI: "", EFFICIENCY_CI: "", VERDICT: row.verdict, MACHINE: machine}
+    if group is None:
+        return cells
+    if group.is_baseline:
+        return {**cells, SPEEDUP_CI: f"baseline: {group.spread_text()}"}
+    if group.speedup is None:
+        return cells
+    eff = ""
+    if group.efficiency is not None:
+        f = group.efficiency / group.speedup
+        eff = f"{group.efficiency:.2f}" + (
+            "" if group.low is None else f" ({group.low * f:.2f}–{group.high * f:.2f})"
+        )
+    return {**cells, SPEEDUP_CI: group.speedup_text(), EFFICIENCY_CI: eff}
 
 
-def _cells(row: Row, devices: list[str], gpus: list[str]) -> dict[str, Any]:
+def _cells(row: Row, devices: list[str], gpus: list[str], group: Group | None) -> dict[str, Any]:
     m, sp = row.figures, row.speed
     return {
         "run": row.name,
@@ -234,7 +239,7 @@ def _cells(row: Row, devices: list[str], gpus: list[str]) -> dict[str, Any]:
         "speedup": sp.speedup,
         "efficiency": sp.efficiency,
         "scaling": row.scaling,
-        **_noise_cells(row),
+        **_noise_cells(row, group),
         "wall time (s)": m.wall_time_s,
         "epoch time (s)": m.epoch_time_s,
         **{PEAK_PREFIX + d: m.peaks.get(d) for d in devices},
@@ -257,7 +262,7 @@ def frame(c: Comparison) -> pd.DataFrame:
     devices = sorted({d for r in c.rows for d in r.figures.peaks}, key=device_order)
     gpus = sorted({g for r in c.rows for g in r.figures.utilisation.per_gpu}, key=device_order)
     df = pd.DataFrame(
-        [_cells(r, devices, gpus) for r in c.rows],
+        [_cells(r, devices, gpus, c.group_of(r.key)) for r in c.rows],
         columns=COLUMNS_BEFORE_DEVICES
         + [PEAK_PREFIX + d for d in devices]
         + COLUMNS_AFTER_DEVICES
@@ -319,6 +324,10 @@ def repeats_frame(c: Comparison) -> pd.DataFrame | None:
                 "max": round(g["max"], 1),
                 "spread across repeats (%)": round(g["spread_pct"], 1),
                 "speedup of medians": None if g["speedup"] is None else round(g["speedup"], 3),
+                "interval": ""
+                if g.get("ci_low") is None
+                else f"{g['ci_low']:.2f}–{g['ci_high']:.2f}, {g['coverage_text']}",
+                "verdict": g.get("verdict", ""),
             }
             for g in c.by_mode
         ]

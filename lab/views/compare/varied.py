@@ -5,7 +5,9 @@ mode, within runs that are otherwise alike (the same sweep, asked mode, device c
 varied values: ``with``): per value the pooled throughput with its interval
 (``scaling_curve.pooled``: one run's own interval, or the median of the runs' medians and its
 interval), the profiled runs' step and exposed communication (``anatomy``), the speedup
-against the first value (``spread.ratio``) and its verdict (``noise``).
+against the first value and its verdict (over the pairs of runs, ``verdict.compare_groups``, when
+either value has repeats; else the two runs' windows, ``spread.ratio``, with no run-to-run
+evidence).
 ``exempt`` drops the fairness warnings about what was varied (``fairness``: the runs differ in
 the seed, batch, precision or model a sweep meant to vary).
 """
@@ -16,13 +18,21 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.views.compare import anatomy, noise
+from lab.views.compare import anatomy
 from lab.views.compare.fairness import FairnessWarning
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import asked_mode, devices
 from lab.views.compare.runs import CompareRun, shown_value
 from lab.views.compare.scaling_curve import pooled
 from lab.views.compare.spread import ratio
+from lab.views.compare.verdict import (
+    BASELINE,
+    DEFAULT_MARGIN_PCT,
+    NO_RUN_TO_RUN,
+    WITHIN,
+    compare_groups,
+    decide,
+)
 
 # a varied option (its flag without dashes) -> the fairness warning its difference would raise
 WARNING_OF = {
@@ -61,6 +71,7 @@ def _value_group(
         else {"median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high},
         **_anatomy(members, figures),
         "_spread": s,
+        "_values": [x for r in members if (x := figures[r.key].throughput) is not None],
     }
 
 
@@ -79,8 +90,50 @@ def _anatomy(members: list[CompareRun], figures: Mapping[str, RunFigures]) -> di
     }
 
 
+def _against_first(
+    g: dict[str, Any], first: dict[str, Any], margin_pct: float
+) -> tuple[dict[str, Any] | None, str]:
+    """The value's speedup against the first value and its verdict: over the pairs of runs
+    (``verdict.compare_groups``) when either has repeats, else the two runs' windows."""
+    a, b = first["_values"], g["_values"]
+    if g is first:  # the baseline: 1, and its own spread around its median
+        if len(a) > 1:
+            med = statistics.median(a)
+            return {
+                "value": 1.0,
+                "ci_low": min(a) / med,
+                "ci_high": max(a) / med,
+                "within_noise": True,
+                "coverage_text": f"the baseline's own range over {len(a)} runs",
+            }, BASELINE
+        own = ratio(g["_spread"], g["_spread"])
+        return (
+            None if own is None else {**own.to_json(), "coverage_text": NO_RUN_TO_RUN}
+        ), BASELINE
+    if len(a) > 1 or len(b) > 1:
+        if not a or not b:
+            return None, ""
+        c = compare_groups(a, b, margin_pct)
+        return {
+            "value": c.speedup,
+            "ci_low": c.low,
+            "ci_high": c.high,
+            "within_noise": c.verdict == WITHIN,
+            "coverage": c.coverage,
+            "coverage_text": c.coverage_text,
+        }, c.verdict
+    sp = ratio(g["_spread"], first["_spread"])
+    if sp is None:
+        return None, ""
+    return {**sp.to_json(), "coverage_text": NO_RUN_TO_RUN}, decide(
+        sp.ci_low, sp.ci_high, margin_pct
+    )
+
+
 def by_value(
-    runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]
+    runs: Sequence[CompareRun],
+    figures: Mapping[str, RunFigures],
+    margin_pct: float = DEFAULT_MARGIN_PCT,
 ) -> dict[str, list[dict[str, Any]]]:
     """``{flag: [{"value", "with", "runs", "throughput", "step_ms", "comm_exposed_ms", "speedup",
     "verdict"}]}`` per varied
@@ -101,16 +154,10 @@ def by_value(
         for (sweep, context, _), members in grouped.items():
             g = _value_group(members[0].varied[flag], members, figures)
             first = firsts.setdefault((sweep, context), g)
-            sp = ratio(g["_spread"], first["_spread"])
-            g.update(
-                {
-                    "with": context,
-                    "speedup": sp.to_json() if sp else None,
-                    "verdict": noise.verdict(sp, g is first),
-                }
-            )
+            sp, verdict = _against_first(g, first, margin_pct)
+            g.update({"with": context, "speedup": sp, "verdict": verdict})
             entries.append(g)
         for g in entries:
-            del g["_spread"]
+            del g["_spread"], g["_values"]
         out[flag] = entries
     return out

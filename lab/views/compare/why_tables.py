@@ -44,7 +44,8 @@ def collectives_frame(c: Comparison) -> pd.DataFrame | None:
 def _interval(d: Mapping[str, Any] | None, centre: str, fmt: str) -> str:
     if not d:
         return "–"
-    return f"{d[centre]:{fmt}} ({d['ci_low']:{fmt}}–{d['ci_high']:{fmt}})"
+    cov = f", {d['coverage_text']}" if d.get("coverage_text") else ""
+    return f"{d[centre]:{fmt}} ({d['ci_low']:{fmt}}–{d['ci_high']:{fmt}}{cov})"
 
 
 def by_value_frame(c: Comparison) -> pd.DataFrame | None:
