@@ -232,7 +232,7 @@ elif noise_clicked:
     from lab.engine.noise import measure
 
     try:
-        log_path = measure.start_in_background(root, int(noise_runs))
+        log_path, _ = measure.start_in_background(root, int(noise_runs))
         st.success(f"Started: {int(noise_runs)} runs one after another; its output: {log_path}")
     except measure.NoiseError as e:
         st.error(str(e))

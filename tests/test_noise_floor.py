@@ -100,7 +100,6 @@ def test_home_button_starts_the_measurement_in_the_background(runs_dir):
     from streamlit.testing.v1 import AppTest
 
     from lab.engine.launch import launcher
-    from lab.engine.noise import measure
 
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=30)
     at.run()
@@ -108,7 +107,7 @@ def test_home_button_starts_the_measurement_in_the_background(runs_dir):
     at.run()
     assert not at.exception, at.exception
     assert any("3 runs" in s.value or "5 runs" in s.value for s in at.success)
-    (child,) = [c for c in measure._children if c.poll() is None]
+    (child,) = [c for c in launcher._children if "noise" in c.args and c.poll() is None]
     try:
         end = time.monotonic() + 120
         sweeps = runs_dir / ".sweeps"
@@ -120,4 +119,3 @@ def test_home_button_starts_the_measurement_in_the_background(runs_dir):
     finally:
         child.kill()
         child.wait()
-        measure._children.clear()

@@ -10,18 +10,13 @@ a detached process, for a page's button: the record appears when the runs have e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from lab.engine.launch import launcher
 from lab.engine.launch.runconfig import RunConfig, world_size
 from lab.engine.noise import record
-from lab.runfolder import REPO_ROOT, SUCCEEDED, SUMMARY_JSON, read_json, stamp
-
-_children: list[subprocess.Popen] = []  # polled so they never linger as zombies
+from lab.runfolder import SUCCEEDED, SUMMARY_JSON, read_json, stamp
 
 
 class NoiseError(RuntimeError):
@@ -71,25 +66,11 @@ def finish(
     return rec
 
 
-def start_in_background(root: Path, runs: int, flags: list[str] | None = None) -> Path:
-    """Start ``python -m lab noise --runs N [flags]`` detached; the path of its log."""
+def start_in_background(root: Path, runs: int, flags: list[str] | None = None) -> tuple[Path, Any]:
+    """Start ``python -m lab noise --runs N [flags]`` detached (``launcher.start_command``); the
+    path of its log and the process (a ``subprocess.Popen``)."""
     check_runs(runs)
-    for child in list(_children):
-        if child.poll() is not None:
-            _children.remove(child)
     log_path = Path(root) / record.NOISE_DIR / f"{stamp()}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, LAB_RUNS_DIR=str(root))
-    with open(log_path, "ab") as out:
-        _children.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "lab", "noise", "--runs", str(runs), *(flags or [])],
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-    return log_path
+    args = ["noise", "--runs", str(runs), *(flags or [])]
+    return log_path, launcher.start_command(args, log_path, Path(root))
