@@ -132,12 +132,29 @@ def interleave(aa: int, ab: int) -> list[str]:
     return [kind for _, kind in sorted(slots)]
 
 
+def conditions(sweep_id: str, runs_dir: Path) -> str:
+    """How the sweep's runs were measured: how many the supervisor flagged busy, and the range of
+    their steady throughputs (samples/s)."""
+    record = json.loads((runs_dir / ".sweeps" / f"{sweep_id}.json").read_text())
+    busy, values = 0, []
+    for rid in record.get("run_ids") or []:
+        status = json.loads((runs_dir / rid / "status.json").read_text() or "{}")
+        busy += bool((status.get("interference") or {}).get("busy"))
+        summary = runs_dir / rid / "summary.json"
+        if summary.is_file():
+            median = (json.loads(summary.read_text()).get("throughput") or {}).get("median")
+            values += [median] if median else []
+    spread = f"{min(values):.0f}–{max(values):.0f} samples/s" if values else "no throughput"
+    return f"[{busy} of {len(record.get('run_ids') or [])} runs busy, {spread}]"
+
+
 def report(sweeps: list[tuple[str, str]], runs_dir: Path) -> None:
     aa_cards = aa_false = ab_sweeps = ab_slower = 0
     for kind, sid in sweeps:
         cards = headline(sid, runs_dir)
         verdicts = [c.get("verdict") for c in cards]
-        print(f"{kind} {sid}: " + ("; ".join(card_text(c) for c in cards) or "no card"))
+        shown = "; ".join(card_text(c) for c in cards) or "no card"
+        print(f"{kind} {sid}: {shown} {conditions(sid, runs_dir)}")
         if kind == "A/A":
             aa_cards += len(cards)
             aa_false += sum(v in FALSE for v in verdicts)
