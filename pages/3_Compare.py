@@ -20,7 +20,9 @@ from lab.views.compare import (
     anatomy,
     chain,
     derived,
+    groups,
     linkshare,
+    margins,
     modes,
     picker,
     report,
@@ -102,11 +104,12 @@ def _choose(runs: list[compare_runs.CompareRun], names: dict[str, str]) -> tuple
     chosen = [by_key[k] for k in keys]
     base_default = choose_baseline(chosen)
     baseline = st.selectbox(
-        "Baseline (speedup = 1)",
+        "Baseline (speedup = 1): this run's group",
         keys,
         index=keys.index(base_default),
         format_func=lambda k: names[k],
         key="cmp_baseline",
+        help=groups.BASELINE_HELP,
     )
     return chosen, baseline
 
@@ -164,21 +167,16 @@ def _headline(c: Comparison) -> None:
         return
     st.caption(f"Against the baseline group, {c.baseline_text}:")
     for col, card in zip(st.columns(min(len(c.headline), 4)) * 8, c.headline[:32]):
-        eff = "" if card.efficiency is None else f" · efficiency {card.efficiency:.2f}"
-        repeats = f" · {card.runs} repeats" if card.runs > 1 else ""
         col.metric(
             f"{card.mode} on {card.devices} device{'s' * (card.devices != 1)}",
             card.value_text(),
-            delta=card.interval_text(),  # beside the value, so neither is cut off
+            delta=card.delta_text(),  # beside the value, so neither is cut off
             delta_color={"faster": "green", "slower": "red"}.get(card.verdict, "gray"),
             delta_arrow={"faster": "up", "slower": "down"}.get(card.verdict, "off"),
             delta_description=card.verdict or None,
             help=card.reason,
         )
-        col.caption(
-            " · ".join(x for x in (modes.marker(card.mode), card.reason) if x) + eff + repeats,
-            unsafe_allow_html=True,
-        )
+        col.caption(card.caption(modes.marker(card.mode)), unsafe_allow_html=True)
 
 
 def _warnings(c: Comparison) -> None:
@@ -377,7 +375,7 @@ def main() -> None:
         )
         return
     tp_tag, loss_tag = _speed_tags(chosen, scalars)
-    c = compare(chosen, baseline, scalars, tp_tag, loss_tag)
+    c = compare(chosen, baseline, scalars, tp_tag, loss_tag, margins.measured(runs_dir()))
     _headline(c)
     _warnings(c)
     table = compare_table.frame(c)

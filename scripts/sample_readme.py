@@ -207,23 +207,25 @@ the previous runs are replaced only when all new runs succeed.
 def _interval(fig: dict | None, centre: str, fmt: str, unit: str = "") -> str:
     if not fig:
         return "–"
-    return f"{fig[centre]:{fmt}}{unit} ({fig['ci_low']:{fmt}}–{fig['ci_high']:{fmt}})"
+    cov = f", {fig['coverage_text']}" if fig.get("coverage_text") else ""
+    return f"{fig[centre]:{fmt}}{unit} ({fig['ci_low']:{fmt}}–{fig['ci_high']:{fmt}}{cov})"
 
 
 def scaling_table(curve) -> str:
     """The Compare page's scaling curve (``Comparison.scaling_curve``) as a markdown table."""
     rate = curve[0]["rate"] if curve else "samples/s"
     lines = [
-        f"| mode | devices | runs | throughput ({rate}, median of the repeats, 95% interval) "
-        "| speedup vs single × 1 (95% interval) | efficiency (speedup / devices) |",
-        "|---|---|---|---|---|---|",
+        f"| mode | devices | runs | throughput ({rate}, median of the repeats, its interval) "
+        "| speedup vs single × 1 (interval, coverage) | efficiency (speedup / devices) | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in sorted(curve, key=lambda p: (p["mode"] != "single", p["mode"], p["devices"])):
         lines.append(
             f"| {p['mode']} | {p['devices']} | {len(p['runs'])} "
             f"| {_interval(p['throughput'], 'median', '.0f')} "
             f"| {_interval(p['speedup'], 'value', '.2f', '×')} "
-            f"| {_interval(p['efficiency'], 'value', '.2f')} |"
+            f"| {_interval(p['efficiency'], 'value', '.2f')} "
+            f"| {(p['speedup'] or {}).get('verdict') or '–'} |"
         )
     return "\n".join(lines)
 

@@ -16,8 +16,9 @@ from streamlit.testing.v1 import AppTest
 
 from lab.cli import main as lab_main
 from lab.engine import registry
+from lab.engine.sweep import record as sweep_record
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views.compare import document, report, sanity
+from lab.views.compare import document, margins, report, sanity
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import table as cols
 from lab.views.compare import verdict as v
@@ -311,9 +312,59 @@ def test_the_page_cards_carry_the_same_verdicts(runs_dir):
     assert c.headline
     shown = [(m.label, m.value, m.delta, m.proto.delta_description) for m in at.metric]
     want = [
-        (f"{card.mode} on {card.devices} devices", card.value_text(), card.interval_text(),
+        (f"{card.mode} on {card.devices} devices", card.value_text(), card.delta_text(),
          card.verdict)
         for card in c.headline
     ]  # fmt: skip
     assert sorted(shown) == sorted(want)
-    assert all("pairs, " in m.delta for m in at.metric)  # the coverage beside every interval
+    assert all(m.delta.endswith(", 50%") for m in at.metric)  # 1 run against 3 (the page's 10)
+    assert sum("range of 1×3 pairs, 50%" in x.value for x in at.caption) == len(at.metric)
+
+
+def test_the_margin_can_be_looked_up_per_host_and_device_count(tmp_path):
+    """The engine's latest measured noise for the baseline's host and each group's device count;
+    the documented 10% where none was measured."""
+    _mixed(tmp_path)
+    asked = []
+
+    def latest(host, devices):
+        asked.append((host, devices))
+        return v.Margin(60.0, f"measured on {host}, {devices} devices") if devices == 2 else None
+
+    c = compare(_load(tmp_path), margin=latest)
+    cards = {(card.mode, card.devices): card for card in c.headline}
+    assert cards[("ddp", 2)].margin_source == "measured on box, 2 devices"
+    assert cards[("ddp", 2)].verdict == v.WITHIN  # 1.44–1.57 lies inside the 60% margin
+    assert cards[("ddp", 4)].margin_source == v.DEFAULT_SOURCE
+    assert cards[("ddp", 4)].verdict == v.SLOWER
+    assert set(asked) == {("box", 1), ("box", 2), ("box", 4)}  # each count looked up once
+    assert len(asked) == 3
+    point = next(p for p in c.scaling_curve if (p["mode"], p["devices"]) == ("ddp", 2))
+    assert point["speedup"]["verdict"] == v.WITHIN  # the curve uses the same margin
+
+
+def test_without_a_noise_record_the_documented_margin_is_used_and_named(tmp_path):
+    _mixed(tmp_path)
+    c = compare(_load(tmp_path), margin=margins.measured(tmp_path))
+    assert {card.margin_source for card in c.headline} == {v.DEFAULT_SOURCE}
+    assert {card.margin_pct for card in c.headline} == {10.0}
+    assert "noise margin 10% (documented default, 10%)" in c.baseline_text
+
+
+def test_the_first_value_is_the_sweeps_own_first_in_any_order_given(tmp_path):
+    """A sweep makes its runs within one second: the first value is its record's first (the plan's
+    order), whatever order a page or a command line passes the runs in."""
+    ids = []
+    for i, (seed, tp) in enumerate(
+        [(1, 1000), (2, 1010), (1, 990), (2, 1005), (1, 1020), (2, 995)]
+    ):
+        ids.append(f"s-seed{seed}-{i}")
+        _run(tmp_path, ids[-1], tp, sweep_id="sweep-same", varied={"seed": seed}, minute=0)
+    sweep_record.write(tmp_path, "sweep-same", ids, "strong")
+    runs = _load(tmp_path)
+    assert sorted(r.sweep_index for r in runs) == list(range(6))
+    for given in (runs, runs[::-1]):
+        c = compare(given)
+        assert [card.mode for card in c.headline] == ["single seed=2"]
+        assert c.headline[0].baseline == "single seed=1 on 1 device"
+        assert [g["value"] for g in c.by_value["seed"]] == [1, 2]

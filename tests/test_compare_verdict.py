@@ -93,3 +93,23 @@ def test_margin_of_accepts_numbers_records_and_none():
     assert v.margin_of(4).pct == 4.0
     rec = v.Margin(6.5, "measured on host x, 2 devices")
     assert v.margin_of(rec) == rec
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 20])
+def test_a_runs_window_interval_states_its_coverage_for_independent_windows(n):
+    """One run's order-statistics interval of its median: its stated coverage (e.g. 50% for two
+    windows, never called 95%) holds for independent windows, by simulation."""
+    from lab.views.compare.spread import median_spread
+
+    rng = np.random.default_rng(n)
+    trials, true_median = 4000, 100.0
+    draws = true_median * rng.lognormal(0.0, 0.05, size=(trials, n))
+    stated = median_spread(draws[0]).coverage
+    hits = 0
+    for row in draws:
+        s = median_spread(row)
+        hits += s.ci_low <= true_median <= s.ci_high
+    assert abs(hits / trials - stated) <= 0.02, (n, hits / trials, stated)
+    if n == 2:
+        assert stated == 0.5
+    assert v.windows_text(stated * stated, [n, n]).startswith(v.NO_RUN_TO_RUN)

@@ -65,7 +65,7 @@ def test_page_shows_the_cards_above_one_folded_warning_line(runs_dir):
     assert not at.exception
     # the speedup as the value, its interval beside it (the delta) and the verdict after that
     assert [m.value for m in at.metric] == [card.value_text() for card in c.headline]
-    assert [m.delta for m in at.metric] == [card.interval_text() for card in c.headline]
+    assert [m.delta for m in at.metric] == [card.delta_text() for card in c.headline]
     assert [w.value for w in at.warning] == [c.warning_summary]
     n = len(c.warnings)
     assert n and c.warning_summary.startswith(f"{n} note{'s' if n > 1 else ''}: ")

@@ -135,7 +135,7 @@ def test_csv_and_html_carry_the_same(four):
 def test_noise_note_names_the_numbers(four):
     _, runs = four
     c = compare(runs, "a-single")
-    notes = noise.noise_notes(c.groups, c.margin)
+    notes = noise.noise_notes(c.groups)
     assert notes[0] == noise.NOISE_TEXT and len(notes) == 3  # only b-dp is within noise
     assert notes[1].startswith("**Baseline**: single (a-single) on 1 device, 1 run, 1000 samples/s")
     assert "Noise margin 10% (documented default, 10%)" in notes[1]

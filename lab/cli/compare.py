@@ -79,7 +79,7 @@ def tag_problem(tag: str | None, scalars: Mapping[str, Mapping[str, Any]]) -> st
 def cmd_compare(a: argparse.Namespace) -> int:
     # pandas and plotly load only for this command, not for every ``python -m lab``
     from lab.events import LogdirReader
-    from lab.views.compare import document
+    from lab.views.compare import document, margins
     from lab.views.compare.comparison import compare
 
     chosen = resolve(a.runs + ([a.baseline] if a.baseline else []), root())
@@ -90,14 +90,16 @@ def cmd_compare(a: argparse.Namespace) -> int:
     problem = tag_problem(a.throughput_tag, scalars)
     if problem:
         raise UserError(problem)
-    c = compare(chosen, base, scalars, a.throughput_tag)
+    c = compare(chosen, base, scalars, a.throughput_tag, margin=margins.measured(root()))
     print_json(document.to_json(c)) if a.json else print("\n".join(document.text(c)))
     return 0
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "compare", help="the Compare table: speedups with intervals, noise, busy machines"
+        "compare",
+        help="the Compare table: group speedups with intervals and their coverage, noise, busy "
+        "machines",
     )
     p.add_argument(
         "runs",
@@ -107,7 +109,10 @@ def add_parser(sub) -> None:
         "TensorBoard logs",
     )
     p.add_argument(
-        "--baseline", help="the run whose throughput is speedup 1 (default: a single-device run)"
+        "--baseline",
+        help="a run whose group (its sweep's runs of the same mode, knob values and device count) "
+        "is the baseline (default: the first value of a knob sweep, else single on the fewest "
+        "devices)",
     )
     p.add_argument(
         "--throughput-tag",

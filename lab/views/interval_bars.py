@@ -1,6 +1,7 @@
-"""Bars that carry their uncertainty: each bar a median with its 95% interval as an error bar and,
-when it folds several runs, each run as a dot over it; one colour and one legend entry per group
-(a mode, on the Compare page). Labels wrap onto lines (``wrap_label``), never cut off.
+"""Bars that carry their uncertainty: each bar a median with its interval as an error bar (the hover
+says what interval and its coverage) and, when it folds several runs, each run as a dot over it;
+one colour and one legend entry per group (a mode, on the Compare page). Labels wrap onto lines
+(``wrap_label``), never cut off.
 
 - ``IntervalBar``: one bar: label, value, interval, colour, group, dots, hover.
 - ``interval_bar_figure(bars, *, y_title, reference=None, title=None, text_format=".0f")``.

@@ -22,7 +22,7 @@ from lab.views.compare.repeats import by_mode
 from lab.views.compare.runs import CompareRun, labels, provenance
 from lab.views.compare.scaling_curve import scaling_curve
 from lab.views.compare.speed import Speed, speed
-from lab.views.compare.verdict import Margin, margin_of
+from lab.views.compare.verdict import Margin, margins_of
 
 AGREEMENT_RTOL = 1e-3
 
@@ -71,7 +71,7 @@ class Comparison:
     # per option a knob sweep varied: each value's runs, throughput and speedup (varied.by_value)
     by_value: Mapping[str, list[dict[str, Any]]] | None = None
     groups: tuple[Group, ...] = ()  # every group against the baseline group (groups.build)
-    margin: Margin = Margin()  # the noise margin the verdicts used, and its source
+    margin: Margin = Margin()  # the baseline's device count's noise margin (each group has its own)
 
     @property
     def baseline_group(self) -> Group | None:
@@ -207,13 +207,13 @@ def compare(
     without summary.json, steps/s, utilisation and the loss agreement. ``throughput_tag``: the
     throughput of runs without summary.json (default: the first of ``derived.throughput_options``;
     None when every run has one); ``loss_tag``: whose step rate is steps/s (default: each run's own
-    first loss tag). ``margin``: the noise margin (percent, or a ``Margin``-like ``pct`` and
-    ``source``; default the documented 10%).
+    first loss tag). ``margin``: the noise margin (a percent, a ``Margin``-like ``pct`` and
+    ``source``, or ``(host, devices) -> Margin-like | None``: the latest measured for the baseline
+    run's host and each group's device count; default the documented 10%).
     """
     if not runs:
         return Comparison((), None, throughput_tag, loss_tag, (), (), (), (), ())
     sc = scalars or {}
-    mg = margin_of(margin)
     throughput_tag = throughput_tag or derived.default_throughput(runs, sc)
     names = labels(runs)
     figures = {r.key: run_figures(r, sc.get(r.key), throughput_tag, loss_tag) for r in runs}
@@ -224,7 +224,8 @@ def compare(
         _row(r, names[r.key], figures[r.key], speeds[r.key], baseline_key, sc) for r in runs
     )
     base = next(r for r in rows if r.is_baseline)
-    found = groups.build(rows, groups.group_key(base.run, base.figures), mg.pct)
+    mg = margins_of(margin, base.run.host)
+    found = groups.build(rows, groups.group_key(base.run, base.figures), mg)
     rows = _with_groups(rows, found)
     # what a knob sweep varied is the intended difference: no fairness warning for it
     warnings = varied.exempt(fairness_warnings(runs, names, figures, speeds, baseline_key), runs)
@@ -237,13 +238,13 @@ def compare(
         throughput_tag=throughput_tag,
         loss_tag=loss_tag,
         warnings=tuple(warnings + noise.busy_warnings(runs)),
-        notes=tuple(derived_note + noise.noise_notes(found, mg)),
+        notes=tuple(derived_note + noise.noise_notes(found)),
         anatomy=tuple(anatomy.explain([(names[k], m.profile) for k, m in figures.items()])),
-        by_mode=tuple(by_mode(runs, sc, baseline_key, mg.pct, found)),
+        by_mode=tuple(by_mode(runs, sc, baseline_key, mg, found)),
         provenance=tuple(provenance(runs)),
-        headline=headline(rows, found, mg),
-        scaling_curve=tuple(scaling_curve(runs, figures, mg.pct)),
-        by_value=varied.by_value(runs, figures, mg.pct),
+        headline=headline(rows, found),
+        scaling_curve=tuple(scaling_curve(runs, figures, mg)),
+        by_value=varied.by_value(runs, figures, mg),
         groups=found,
-        margin=mg,
+        margin=mg.at(base.figures.device_count),
     )

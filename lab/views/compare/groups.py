@@ -25,6 +25,11 @@ from lab.views.compare.derived import SAMPLES
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.runs import CompareRun
 
+BASELINE_HELP = (
+    "The baseline is a group: the runs of this run's sweep with the same mode, knob values and "
+    "device count (its repeats). Default: the first value of a knob sweep, else single on the "
+    "fewest devices."
+)
 GroupKey = tuple[str, str, int]  # (sweep id, or "run:" and the run's key outside a sweep; mode; n)
 
 
@@ -59,7 +64,7 @@ def _first_varied(runs: Sequence[CompareRun]) -> str | None:
     swept = [r for r in runs if r.varied]
     if not swept:
         return None
-    return min(swept, key=lambda r: r.created_at or "").varied_text
+    return min(swept, key=lambda r: r.made).varied_text
 
 
 def baseline_group(runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]) -> GroupKey:
@@ -74,13 +79,13 @@ def baseline_group(runs: Sequence[CompareRun], figures: Mapping[str, RunFigures]
         asked_single = m.mode == SINGLE and m.effective_mode in (None, SINGLE)
         return (several_processes(r), not asked_single, len(m.devices) or 99)
 
-    best = min(pool, key=lambda r: (kind(r), r.created_at or ""))
+    best = min(pool, key=lambda r: (kind(r), r.made))
     return group_key(best, figures[best.key])
 
 
 def representative(members: Sequence[CompareRun], figures: Mapping[str, RunFigures]) -> str:
     """The run of median throughput of a group (the earliest of two middles), else its first."""
-    tied = sorted(members, key=lambda r: r.created_at or "")
+    tied = sorted(members, key=lambda r: r.made)
     speeds = [figures[r.key].throughput for r in tied]
     if len(tied) < 3 or any(s is None for s in speeds):
         return tied[0].key
@@ -107,6 +112,8 @@ class Group:
     verdict: str = ""
     efficiency: float | None = None
     strong: bool = True
+    margin_pct: float = v.DEFAULT_MARGIN_PCT  # the noise margin its verdict used
+    margin_source: str = v.DEFAULT_SOURCE
 
     @property
     def runs(self) -> int:
@@ -207,9 +214,11 @@ def _labels(grouped: Mapping[GroupKey, list[Any]]) -> dict[GroupKey, str]:
     return out
 
 
-def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[Group, ...]:
+def build(rows: Sequence[Any], base_key: GroupKey, margin: Any = None) -> tuple[Group, ...]:
     """Every group of ``rows`` (``comparison.Row``: run, name, figures, speed) in the rows' order,
-    each against the baseline group ``base_key``."""
+    each against the baseline group ``base_key`` under its device count's noise margin
+    (``verdict.margins_of(margin)``)."""
+    margins = v.margins_of(margin)
     grouped: dict[GroupKey, list[Any]] = {}
     for r in rows:
         grouped.setdefault(group_key(r.run, r.figures), []).append(r)
@@ -230,10 +239,12 @@ def build(rows: Sequence[Any], base_key: GroupKey, margin_pct: float) -> tuple[G
             if len(ran) == 1 and all(ran_as_another(r.figures) for r in members)
             else None,
         }
+        m = margins.at(key[2])
+        common.update(margin_pct=m.pct, margin_source=m.source)
         if key == base_key:
             out.append(Group(**common, is_baseline=True, verdict=v.BASELINE))
             continue
-        found = _against(members, base_rows, margin_pct)
+        found = _against(members, base_rows, m.pct)
         factor = _factor(members)
         sp = found.get("speedup")
         eff = None if sp is None or factor is None else sp * factor

@@ -23,7 +23,6 @@ from lab.views.compare.verdict import (
     DEFAULT_SOURCE,
     SUPERLINEAR_CAUSES,
     SUSPECT,
-    Margin,
 )
 
 WHAT = {  # a warning key's words in the counting line; other keys read as their key
@@ -73,6 +72,26 @@ class Card:
             return None
         cov = f", {self.coverage_text}" if self.coverage_text else ""
         return f"{self.ci_low:.2f}–{self.ci_high:.2f}{cov}"
+
+    def delta_text(self) -> str | None:
+        """The interval short enough for a card's delta, its coverage beside it:
+        ``"0.85–1.30, 90%"``, ``"1.62–2.00, windows only"``; None without one."""
+        if self.speedup is None or self.ci_low is None or self.ci_high is None:
+            return None
+        short = (
+            f"{100 * self.coverage:.0f}%"
+            if self.coverage is not None and "pairs" in (self.coverage_text or "")
+            else "windows only"
+        )
+        return f"{self.ci_low:.2f}–{self.ci_high:.2f}, {short}"
+
+    def caption(self, marker: str = "") -> str:
+        """The line under a card: the mode's marker, the interval's full name, the reason, the
+        efficiency and the repeats."""
+        eff = None if self.efficiency is None else f"efficiency {self.efficiency:.2f}"
+        repeats = f"{self.runs} repeats" if self.runs > 1 else None
+        parts = (marker, self.coverage_text, self.reason, eff, repeats)
+        return " · ".join(x for x in parts if x)
 
     def speedup_text(self) -> str:
         """``"1.29× (1.22–1.36, range of 3×3 pairs, 90%)"``: as the text and HTML say it."""
@@ -137,7 +156,7 @@ def group_name(mode: str, devices: int) -> str:
     return f"{mode} on {devices} device{'s' * (devices != 1)}"
 
 
-def _card(g: Group, rows: list[Any], margin: Margin, baseline: str) -> Card:
+def _card(g: Group, rows: list[Any], baseline: str) -> Card:
     reasons = [x for x in (reason(r) for r in rows) if x]
     why = reasons[0] if reasons else sanity.expectation([r.run for r in rows])
     if g.verdict == SUSPECT:
@@ -154,23 +173,20 @@ def _card(g: Group, rows: list[Any], margin: Margin, baseline: str) -> Card:
         runs=g.runs,
         coverage=g.coverage,
         coverage_text=g.coverage_text,
-        margin_pct=margin.pct,
-        margin_source=margin.source,
+        margin_pct=g.margin_pct,
+        margin_source=g.margin_source,
         baseline=baseline,
     )
 
 
-def headline(
-    rows: Sequence[Any], found: Sequence[Group], margin: Margin | None = None
-) -> tuple[Card, ...]:
+def headline(rows: Sequence[Any], found: Sequence[Group]) -> tuple[Card, ...]:
     """One card per group against the baseline group, in the rows' order; the baseline group and
     a group that ran as another mode (DP on one device: single) make none."""
-    margin = margin or Margin()
     by_key = {r.key: r for r in rows}
     base = next((g for g in found if g.is_baseline), None)
     baseline = "" if base is None else group_name(base.mode, base.devices)
     return tuple(
-        _card(g, [by_key[k] for k in g.keys], margin, baseline)
+        _card(g, [by_key[k] for k in g.keys], baseline)
         for g in found
         if not g.is_baseline and g.ran_as is None
     )

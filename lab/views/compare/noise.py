@@ -14,16 +14,12 @@ from typing import Any
 
 from lab.views.compare.fairness import FairnessWarning
 from lab.views.compare.runs import CompareRun, labels
-from lab.views.compare.spread import Ratio
 from lab.views.compare.verdict import (
     BASELINE,
-    DEFAULT_MARGIN_PCT,
     FASTER,
     SLOWER,
     SUSPECT,
     WITHIN,
-    Margin,
-    decide,
 )
 
 __all__ = ["BASELINE", "FASTER", "SLOWER", "SUSPECT", "WITHIN"]
@@ -44,17 +40,6 @@ beyond the noise margin around 1.0 (above 1 + m, or below 1 / (1 + m)); else
 run-to-run noise where the lab has measured it, else the documented 10%. An
 efficiency above 1.1 under strong scaling is flagged instead of shown green: the
 runs did different work."""
-
-
-def verdict(
-    r: Ratio | None, is_baseline: bool = False, margin_pct: float = DEFAULT_MARGIN_PCT
-) -> str:
-    """``baseline``, or ``verdict.decide`` on the ratio's interval; "" without one."""
-    if is_baseline:
-        return BASELINE
-    if r is None:
-        return ""
-    return decide(r.ci_low, r.ci_high, margin_pct)
 
 
 def busy_note(interference: dict | None) -> str | None:
@@ -81,24 +66,24 @@ def busy_warnings(runs: Sequence[CompareRun]) -> list[FairnessWarning]:
     return out
 
 
-def noise_notes(groups: Sequence[Any], margin: Margin | None = None) -> list[str]:
-    """The noise paragraph, the baseline group's own spread and margin, then one sentence per group
-    within noise with its and the baseline's figures."""
-    margin = margin or Margin()
+def noise_notes(groups: Sequence[Any]) -> list[str]:
+    """The noise paragraph, the baseline group's own spread, then one sentence per group within
+    noise with its and the baseline's figures and the margin its verdict used."""
     base = next((g for g in groups if g.is_baseline), None)
     out = [NOISE_TEXT]
     if base is None:
         return out
     out.append(
         f"**Baseline**: {base.mode} on {base.devices} device{'s' * (base.devices != 1)}, "
-        f"{base.spread_text()}. Noise margin {margin.pct:g}% ({margin.source})."
+        f"{base.spread_text()}. Noise margin {base.margin_pct:g}% ({base.margin_source})."
     )
     for g in groups:
         if g.is_baseline or g.verdict != WITHIN:
             continue
         out.append(
             f"**{g.mode} on {g.devices}** reads {g.speedup_text()}: the interval reaches into the "
-            f"{margin.pct:g}% margin around 1.0, so against the baseline it is within noise. "
+            f"{g.margin_pct:g}% margin around 1.0 ({g.margin_source}), so against the baseline "
+            "it is within noise. "
             f"Its runs: {g.spread_text()}; the baseline's: {base.spread_text()}."
         )
     return out

@@ -13,7 +13,7 @@ from lab.engine.sweep.plan import WEAK
 from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import over_repeats
-from lab.views.compare.verdict import BASELINE, DEFAULT_MARGIN_PCT, compare_groups
+from lab.views.compare.verdict import BASELINE, compare_groups, margins_of
 
 
 def asked_mode(run: CompareRun) -> str:
@@ -58,7 +58,7 @@ def by_mode(
     runs: Sequence[CompareRun],
     scalars: Mapping[str, Mapping[str, Any]] | None = None,
     baseline_key: str | None = None,
-    margin_pct: float = DEFAULT_MARGIN_PCT,
+    margin: Any = None,
     found: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
     """Per sweep and mode: median over repeats, min, max, repeats, spread %, speedup, run ids, and
@@ -71,6 +71,7 @@ def by_mode(
     group's median by the median of the baseline run's group (None when the
     baseline is in no group).
     """
+    margins = margins_of(margin)
     grouped = groups(runs)
     if not any(len(g) > 1 for g in grouped.values()):
         return []
@@ -88,13 +89,15 @@ def by_mode(
                 "run_ids": [r.run_id for r in members],
                 "keys": [r.key for r in members],
                 "_values": [s.median for s in spreads if s is not None],
+                "_devices": devices(members[0]),
             }
         )
     base = next((g for g in out if baseline_key in g["keys"]), None)
     for g in out:
         g["speedup"] = g["median"] / base["median"] if base and base["median"] else None
         same = next((x for x in found if set(x.keys) == set(g["keys"])), None)
-        g.update(_against(g, base, margin_pct) if same is None else _of_group(same))
+        pct = margins.at(g.pop("_devices")).pct
+        g.update(_against(g, base, pct) if same is None else _of_group(same))
     for g in out:
         del g["keys"], g["_values"]
     return out

@@ -19,6 +19,7 @@ from typing import Any
 from lab.engine.launch.config import processes
 from lab.engine.registry import RunRecord
 from lab.engine.supervise.linked import file_origin
+from lab.engine.sweep import record as sweep_record
 from lab.events import discover
 from lab.runfolder import (
     RUN_JSON,
@@ -66,6 +67,13 @@ class CompareRun:
     train_processes: int | None = None
     # preflight.json's expectations' texts (cores shared, DP on one device), in its order
     expectations: tuple[str, ...] = ()
+    # its place in its sweep's record (the plan's order: a sweep makes its runs in one second)
+    sweep_index: int | None = None
+
+    @property
+    def made(self) -> tuple[str, int]:
+        """The order runs were made in: created_at, then (the same second) the sweep's order."""
+        return self.created_at, -1 if self.sweep_index is None else self.sweep_index
 
     @property
     def varied_text(self) -> str:
@@ -145,7 +153,19 @@ def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
         varied=meta.get("varied") if isinstance(meta.get("varied"), dict) else None,
         train_processes=_int(st.get("train_processes")),
         expectations=expectations(Path(record.run_dir)),
+        sweep_index=_sweep_index(record),
     )
+
+
+def _sweep_index(record: RunRecord) -> int | None:
+    """The run's index in its sweep's record (``.sweeps/<id>.json`` beside the run), else None."""
+    if not record.sweep_id:
+        return None
+    try:
+        ids = sweep_record.read(Path(record.run_dir).parent, record.sweep_id).get("run_ids")
+    except ValueError:  # a sweep id that is no folder name
+        return None
+    return ids.index(record.run_id) if isinstance(ids, list) and record.run_id in ids else None
 
 
 def _int(value: Any) -> int | None:

@@ -10,6 +10,7 @@ Empty unless some mode of the runs ran at several device counts. Read by
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,13 @@ from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, ratio
-from lab.views.compare.verdict import DEFAULT_MARGIN_PCT, NO_RUN_TO_RUN, compare_groups, decide
+from lab.views.compare.verdict import (
+    BASELINE,
+    NO_RUN_TO_RUN,
+    compare_groups,
+    decide,
+    margins_of,
+)
 
 
 def pooled(spreads: list[Spread]) -> Spread | None:
@@ -34,11 +41,12 @@ def _tp(s: Spread) -> dict[str, float]:
 def scaling_curve(
     runs: Sequence[CompareRun],
     figures: Mapping[str, RunFigures],
-    margin_pct: float = DEFAULT_MARGIN_PCT,
+    margin: Any = None,
 ) -> list[dict[str, Any]]:
     """``[{"mode", "devices", "runs", "throughput", "rate", "speedup", "efficiency"}]`` sorted by
     mode and count; speedup against the (single, 1) group (None when there is none); ``rate`` is
     samples/s, or steps/s when some run has no samples/s (a script's)."""
+    margins = margins_of(margin)
     grouped: dict[tuple[str, int], list[CompareRun]] = {}
     for r in runs:
         grouped.setdefault((_mode(r), devices(r)), []).append(r)
@@ -60,7 +68,11 @@ def scaling_curve(
     out = []
     for (mode, n), g in sorted(grouped.items()):
         s = spreads[(mode, n)]
-        speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], margin_pct)
+        pct = margins.at(n).pct
+        if (mode, n) == ("single", 1):
+            speed = _itself(s, values[(mode, n)])
+        else:
+            speed = _speedup(s, base, values[(mode, n)], values.get(("single", 1)) or [], pct)
         out.append(
             {
                 "mode": mode,
@@ -73,6 +85,24 @@ def scaling_curve(
             }
         )
     return out
+
+
+def _itself(s: Spread | None, mine: list[float]) -> dict[str, Any] | None:
+    """The baseline against itself: 1, with its own spread around its median."""
+    if len(mine) > 1:
+        med = statistics.median(mine)
+        return {
+            "value": 1.0,
+            "ci_low": min(mine) / med,
+            "ci_high": max(mine) / med,
+            "within_noise": True,
+            "coverage_text": f"the baseline's own range over {len(mine)} runs",
+            "verdict": BASELINE,
+        }
+    own = ratio(s, s)
+    if own is None:
+        return None
+    return {**own.to_json(), "coverage_text": NO_RUN_TO_RUN, "verdict": BASELINE}
 
 
 def _speedup(

@@ -18,10 +18,6 @@ from dataclasses import asdict, dataclass
 from lab.views.compare.verdict import WITHIN, decide
 
 LEVEL = 0.95
-# Identical runs shift as a whole from one run to the next (measured here: 0.98, 1.01 and 1.05 on a
-# quiet
-# machine), which windows of one run cannot see: a speedup is claimed only beyond this much.
-RUN_TO_RUN = 0.10
 
 
 @dataclass(frozen=True)

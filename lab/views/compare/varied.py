@@ -27,11 +27,11 @@ from lab.views.compare.scaling_curve import pooled
 from lab.views.compare.spread import ratio
 from lab.views.compare.verdict import (
     BASELINE,
-    DEFAULT_MARGIN_PCT,
     NO_RUN_TO_RUN,
     WITHIN,
     compare_groups,
     decide,
+    margins_of,
 )
 
 # a varied option (its flag without dashes) -> the fairness warning its difference would raise
@@ -133,15 +133,16 @@ def _against_first(
 def by_value(
     runs: Sequence[CompareRun],
     figures: Mapping[str, RunFigures],
-    margin_pct: float = DEFAULT_MARGIN_PCT,
+    margin: Any = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """``{flag: [{"value", "with", "runs", "throughput", "step_ms", "comm_exposed_ms", "speedup",
     "verdict"}]}`` per varied
     option, the values in the order the runs were made (the sweep's), the speedup against the first
     value ``with`` the same mode, device count and other values; empty without a knob sweep."""
+    margins = margins_of(margin)
     out: dict[str, list[dict[str, Any]]] = {}
-    # the sweep's order: by creation, then (the same second) as given, a sweep's record's order
-    runs = sorted(runs, key=lambda r: r.created_at or "")
+    # the sweep's order: by creation, then (the same second) its record's (``CompareRun.made``)
+    runs = sorted(runs, key=lambda r: r.made)
     flags = list(dict.fromkeys(k for r in runs for k in (r.varied or {})))
     for flag in flags:
         grouped: dict[tuple[str, str, str], list[CompareRun]] = {}
@@ -154,7 +155,8 @@ def by_value(
         for (sweep, context, _), members in grouped.items():
             g = _value_group(members[0].varied[flag], members, figures)
             first = firsts.setdefault((sweep, context), g)
-            sp, verdict = _against_first(g, first, margin_pct)
+            pct = margins.at(devices(members[0])).pct
+            sp, verdict = _against_first(g, first, pct)
             g.update({"with": context, "speedup": sp, "verdict": verdict})
             entries.append(g)
         for g in entries:

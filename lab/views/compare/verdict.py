@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 BASELINE, WITHIN, FASTER, SLOWER = "baseline", "within noise", "faster", "slower"
@@ -58,6 +58,36 @@ def margin_of(margin: Any = None) -> Margin:
     if isinstance(margin, (int, float)):
         return Margin(float(margin), f"given, {float(margin):g}%")
     return Margin(float(margin.pct), str(margin.source))
+
+
+@dataclass(frozen=True)
+class Margins:
+    """The margin for each device count: a lookup ``(host, devices) -> Margin-like | None`` (the
+    engine's latest measured noise for that host and count), else ``fixed``."""
+
+    fixed: Margin = field(default_factory=Margin)
+    lookup: Callable[[str | None, int], Any] | None = None
+    host: str | None = None
+    _seen: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def at(self, devices: int) -> Margin:
+        """The margin for ``devices``: the lookup's where it has one, else ``fixed``."""
+        if self.lookup is None:
+            return self.fixed
+        if devices not in self._seen:
+            found = self.lookup(self.host, int(devices))
+            self._seen[devices] = self.fixed if found is None else margin_of(found)
+        return self._seen[devices]
+
+
+def margins_of(margin: Any = None, host: str | None = None) -> Margins:
+    """``Margins`` from None (the documented 10%), a percent, a ``Margin``-like (``pct``,
+    ``source``), a callable ``(host, devices) -> Margin-like | None``, or ``Margins`` as is."""
+    if isinstance(margin, Margins):
+        return margin
+    if callable(margin) and not hasattr(margin, "pct"):
+        return Margins(lookup=margin, host=host)
+    return Margins(fixed=margin_of(margin))
 
 
 def noise_band(margin_pct: float) -> tuple[float, float]:
