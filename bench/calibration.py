@@ -110,11 +110,12 @@ def kind_of(sweep_id: str, runs_dir: Path) -> str:
 
 
 def ended(sweep_id: str, a: argparse.Namespace) -> bool:
-    """Have all the sweep's runs ended (a sweep still running is left out of --evaluate-only)?"""
+    """Did every run of the sweep succeed (a sweep still running, or stopped, is left out of
+    --evaluate-only)?"""
     record = json.loads((a.runs_dir / ".sweeps" / f"{sweep_id}.json").read_text())
     for rid in record.get("run_ids") or []:
         status = json.loads((a.runs_dir / rid / "status.json").read_text() or "{}")
-        if status.get("state") not in FINAL:
+        if status.get("state") != "succeeded":
             return False
     return True
 
