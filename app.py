@@ -13,6 +13,7 @@ import streamlit as st
 
 from lab import runfolder as paths
 from lab.engine.launch.access import launch_access
+from lab.engine.noise import record as noise_record
 from lab.engine.supervise.adopt import adopt_orphans
 from lab.engine.sweep.plan import MAX_REPEATS
 from lab.views import device_strip as strip
@@ -213,6 +214,31 @@ elif link_clicked:
         st.dataframe(linkcheck_view.rows(rec), hide_index=True, key="home_linkcheck_table")
     except linkcheck.LinkCheckError as e:
         st.error(str(e))
+
+st.subheader("Noise floor")
+st.markdown(
+    "How far identical runs land apart on this machine (`lab noise`): one config, the trainer's "
+    "defaults, runs this many times one after another, taking turns with every other lab run. "
+    "Compare calls a speedup faster or slower only beyond the margin measured here (half the "
+    "spread, at least 5%; 10% while none is measured)."
+)
+noise_runs = st.number_input(
+    "runs", min_value=3, max_value=20, value=5, step=1, key="home_noise_runs"
+)
+noise_clicked = st.button("Measure this machine's noise", key="home_noise")
+if noise_clicked and not access.allowed:
+    st.error(f"Not started: {access.message}")
+elif noise_clicked:
+    from lab.engine.noise import measure
+
+    try:
+        log_path, _ = measure.start_in_background(root, int(noise_runs))
+        st.success(f"Started: {int(noise_runs)} runs one after another; its output: {log_path}")
+    except measure.NoiseError as e:
+        st.error(str(e))
+latest_noise = noise_record.latest(root)
+if latest_noise:
+    st.caption(noise_record.describe(latest_noise))
 
 st.subheader("Pages")
 c1, c2, c3, c4 = st.columns(4)

@@ -58,6 +58,8 @@ LINKCHECKS_DIR = "linkchecks"
 JOB_SBATCH = "job.sbatch"
 # a Slurm job script's last lines: {"exit_code", "ended_at"} (none if killed)
 JOB_EXIT = "job_exit.json"
+# launcher: the pre-flight's lines and what they lead to expect (lab.engine.preflight.expectations)
+PREFLIGHT = "preflight.json"
 
 # ---- run states ------------------------------------------------------------
 QUEUED, STARTING, RUNNING = "queued", "starting", "running"

@@ -211,7 +211,7 @@ def test_a_failure_with_no_line_on_a_full_disk_is_disk_full(small_disk):
 
 
 def _lines(free: int | None, **kw) -> list[str]:
-    cfg = RunConfig(**{"model": "resnet18", "image_size": 32, **kw})
+    cfg = RunConfig(**{"model": "resnet18", "image_size": 32, "epochs": 1, **kw})
     facts = machine_facts(cfg, (), free=lambda folder: free)
     return [ln for ln in preflight(cfg, devices.snapshot(), facts) if "runs folder" in ln]
 

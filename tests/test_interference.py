@@ -70,7 +70,11 @@ def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     ours, others = with_tree.read(tree), blind.read([])
     # the machine may be shared (other tests): the child gets what it gets, and exactly that moves
     assert child_pct > 5
-    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (
+    # the two meters read one after the other: what others did in between (and processes that
+    # were born or ended there, counted by one meter only) shifts them by a share of others' load
+    slack = max(8.0, 0.25 * child_pct, 0.1 * ours)
+    assert child_pct > slack / 2
+    assert others - ours == pytest.approx(child_pct, abs=slack), (
         ours,
         others,
         child_pct,
@@ -92,7 +96,11 @@ def test_a_process_born_between_readings_is_the_runs_from_its_start():
         child.kill()
         child.wait()
     assert child_pct > 5
-    assert others - ours == pytest.approx(child_pct, abs=max(8.0, 0.25 * child_pct)), (
+    # the two meters read one after the other: what others did in between (and processes that
+    # were born or ended there, counted by one meter only) shifts them by a share of others' load
+    slack = max(8.0, 0.25 * child_pct, 0.1 * ours)
+    assert child_pct > slack / 2
+    assert others - ours == pytest.approx(child_pct, abs=slack), (
         ours,
         others,
         child_pct,
@@ -101,28 +109,45 @@ def test_a_process_born_between_readings_is_the_runs_from_its_start():
 
 def test_record_busy_fraction_and_reasons(monkeypatch):
     m = InterferenceMeter()
-    readings = iter([None, 10.0, 90.0, 10.0, 10.0, 10.0])  # % of one core; 2 cores: 90 > 40 is busy
+    # % of one core; 2 cores: 90 > 40 is busy, in 3 of 10 samples
+    readings = iter([None, 10.0, 90.0, 10.0, 90.0, 10.0, 90.0, 10.0, 10.0, 10.0, 10.0])
     monkeypatch.setattr(m._cpu, "read", lambda tree: next(readings))
     m._cpu.cores = 2
-    for _ in range(6):
+    for _ in range(11):
         m.sample([], ())
     rec = m.record()
     assert rec == {
         "busy": True,
         "reasons": [rec["reasons"][0]],
-        "other_cpu_cores_mean": 0.26,
-        "busy_fraction": 0.2,
-        "samples": 5,
+        "other_cpu_cores_mean": 0.34,
+        "busy_fraction": 0.3,
+        "busy_samples": 3,
+        "busy_cores_mean": 0.9,
+        "samples": 10,
         "foreign_gpu_processes": [],
         "gpu_note": None,
     }
-    assert "0.3 of the 2 cores" in rec["reasons"][0] and "20% of 5 samples" in rec["reasons"][0]
+    assert rec["reasons"][0].startswith(
+        "other processes used 0.9 of 2 cores during 30% of the run (3 of 10 samples"
+    )
     quiet = InterferenceMeter()
     monkeypatch.setattr(quiet._cpu, "read", lambda tree: 30.0)
     quiet._cpu.cores = 2
     for _ in range(20):
         quiet.sample([], ())
     assert quiet.record()["busy"] is False and quiet.record()["reasons"] == []
+
+
+def test_one_busy_sample_never_flags_a_run(monkeypatch):
+    m = InterferenceMeter()
+    # a short run: one busy sample in 5 is 20% of it, but one sample (a command starting) only
+    readings = iter([None, 10.0, 190.0, 10.0, 10.0, 10.0])
+    monkeypatch.setattr(m._cpu, "read", lambda tree: next(readings))
+    m._cpu.cores = 2
+    for _ in range(6):
+        m.sample([], ())
+    assert m.record()["busy"] is False and m.record()["busy_samples"] == 1
+    assert not is_busy(0.5, [], busy_samples=2) and is_busy(0.5, [], busy_samples=3)
 
 
 def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):

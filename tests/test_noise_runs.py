@@ -80,7 +80,7 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
             h.wait()
     inter = registry.status(runs_dir / hogged)["interference"]
     assert inter["busy"] is True and inter["busy_fraction"] > 0.10 and inter["samples"] >= 2, inter
-    assert "cores busy" in inter["reasons"][0]
+    assert "cores during" in inter["reasons"][0]
     status_json = json.loads(_lab("status", hogged, "--json", root=runs_dir).stdout)
     assert status_json["interference"] == inter
     doc = _compare(runs_dir, hogged, "--baseline", quiet)

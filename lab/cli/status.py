@@ -31,12 +31,14 @@ def _status_line(r) -> str:
 def cmd_status(a: argparse.Namespace) -> int:
     from lab.engine import registry
 
-    # the registry's record, and the supervisor's interference and queue records from status.json
+    # the registry's record, and the supervisor's interference, train_processes and queue records
+    # from status.json
     def js(rec) -> dict:
         st = registry.status(rec.run_dir)  # watcher: {"pid", "adopted_at"} after an adoption
         return dict(
             rec.to_json(),
             interference=st.get("interference"),
+            train_processes=st.get("train_processes"),
             queue=st.get("queue"),
             watcher=st.get("watcher"),
         )

@@ -269,6 +269,68 @@ def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[tuple[int, float], floa
     return out
 
 
+@dataclass(frozen=True)
+class CpuRow:
+    """One process of the machine in ``cpu_table``: its CPU seconds so far (user + system)."""
+
+    pid: int
+    ppid: int
+    ct: float
+    cpu_s: float
+
+
+def cpu_table() -> list[CpuRow]:
+    """Every process this pid namespace shows, with its parent and CPU seconds (ones that end
+    meanwhile are left out). On Linux read straight from ``/proc/<pid>/stat`` (a fifth of psutil's
+    cost per process: the sampler reads it every second), elsewhere through psutil."""
+    if os.path.isdir("/proc/self"):
+        return _proc_table()
+    out = []
+    for p in psutil.process_iter(["pid", "ppid", "create_time", "cpu_times"]):
+        info = p.info
+        t = info.get("cpu_times")
+        if t is None or info.get("create_time") is None:
+            continue
+        out.append(
+            CpuRow(info["pid"], info.get("ppid") or 0, info["create_time"], t.user + t.system)
+        )
+    return out
+
+
+def _proc_table() -> list[CpuRow]:
+    tick, boot = os.sysconf("SC_CLK_TCK"), psutil.boot_time()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:  # ended between the listing and the read: normal
+            continue
+        # after the command's closing parenthesis: state ppid ... utime(14) stime(15) ...
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        try:
+            ppid, utime, stime, start = (
+                int(fields[1]),
+                int(fields[11]),
+                int(fields[12]),
+                int(fields[19]),
+            )
+        except (IndexError, ValueError):
+            continue
+        out.append(CpuRow(int(name), ppid, boot + start / tick, (utime + stime) / tick))
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    """The command line of ``pid``; empty when it is gone or cannot be read."""
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
 def machine_cpu_s() -> tuple[float, int]:
     """(seconds all CPUs spent busy since boot, logical CPUs); guest time is already in user
     time."""

@@ -130,12 +130,12 @@ def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields
 
 
 def _spawn_supervisor(
-    args: list[str], log_path: Path, module: str = _SUPERVISOR
+    args: list[str], log_path: Path, module: str = _SUPERVISOR, extra: dict | None = None
 ) -> subprocess.Popen:
     for p in list(_children):
         if p.poll() is not None:
             _children.remove(p)
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra or {}))
     env["PYTHONPATH"] = str(REPO_ROOT) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
@@ -152,6 +152,11 @@ def _spawn_supervisor(
         )
     _children.append(p)
     return p
+
+
+def start_command(args: list[str], log_path: Path, runs_root: Path) -> subprocess.Popen:
+    """``python -m lab ARGS`` detached, on ``runs_root`` (a page's long command: ``noise``)."""
+    return _spawn_supervisor(args, log_path, "lab", {"LAB_RUNS_DIR": str(runs_root)})
 
 
 def _wait_up(p: subprocess.Popen, run_dir: Path, log_path: Path) -> None:

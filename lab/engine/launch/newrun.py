@@ -5,6 +5,8 @@ user's script differ only in the ``Program`` it is given (the command, its envir
 nodes' commands and the job script, built for the new folder and its port) and in the few
 run.json keys only one kind has. run.json's ``topology`` is the links between the run's GPUs
 (``lab.engine.devices.links``), null with ``topology_note`` saying why (no GPU, a Slurm run).
+preflight.json keeps the pre-flight's lines and expectations (``lab.engine.preflight``'s
+``expectations``).
 The run is queued until its supervisor writes status.json.
 ``machine`` is what a launch reads of this machine first.
 """
@@ -23,6 +25,7 @@ from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import nccl, ports
 from lab.engine.launch.runconfig import LOCAL, SLURM
+from lab.engine.preflight import expectations
 from lab.runfolder import JOB_SBATCH, RUN_JSON, check_run_id, now_iso, stamp, write_json_atomic
 
 
@@ -101,4 +104,5 @@ def create(
     write_json_atomic(run_dir / RUN_JSON, {**record, **(after or {})})
     if config.backend == SLURM:
         (run_dir / JOB_SBATCH).write_text(p.sbatch)
+    expectations.write(run_dir, config)  # preflight.json: what the pre-flight led to expect
     return run_dir

@@ -107,7 +107,7 @@ def number_problems(c: Any) -> list[tuple[str, str]]:
         "checkpoint",
         f"checkpoint {c.checkpoint!r} is unknown: use last or none",
     )
-    window = profile_problem(c.profile_steps, c.max_steps)
+    window = profile_problem(c.profile_steps, c.max_steps, last_step(c))
     need(window is None, "profile_steps", f"profile steps {c.profile_steps!r}: {window}")
     return out + health_problems(c)
 
@@ -157,9 +157,25 @@ def health_problems(c: Any) -> list[tuple[str, str]]:
     return out
 
 
-def profile_problem(text: object, max_steps: object) -> str | None:
-    """What is wrong with a ``--profile-steps`` window, as far as it can be told without the data
-    set."""
+def last_step(c: Any) -> int | None:
+    """The run's last optimizer step when it can be told before it starts: ``max_steps``, or fewer
+    when the epochs of a data set of known size end first (``--drop-last``: whole batches); None
+    for a folder of images."""
+    from lab.engine.preflight.disk import TRAIN_IMAGES
+
+    images = TRAIN_IMAGES.get(c.dataset) if isinstance(c.dataset, str) else None
+    max_steps = c.max_steps if isinstance(c.max_steps, int) and c.max_steps > 0 else None
+    ok = isinstance(c.epochs, int) and isinstance(c.batch_size, int) and c.batch_size > 0
+    if images is None or not ok or c.epochs < 1:
+        return max_steps
+    planned = c.epochs * (images // c.batch_size)
+    return planned if max_steps is None else min(planned, max_steps)
+
+
+def profile_problem(text: object, max_steps: object, last: int | None = None) -> str | None:
+    """What is wrong with a ``--profile-steps`` window, as far as it can be told without reading
+    the data set (``last``: the run's last step, ``last_step``, where the data set's size is
+    known)."""
     m = re.fullmatch(r"(\d+):(\d+)", text) if isinstance(text, str) else None
     if text == "" or not m:
         return (
@@ -173,9 +189,14 @@ def profile_problem(text: object, max_steps: object) -> str | None:
         return f"steps count from 1: start at 1 or later, e.g. 1:{max(b, 2)}"
     if b <= a:
         return f"B must be greater than A (the window is steps A to B-1), e.g. {a}:{a + 5}"
-    if isinstance(max_steps, int) and 0 < max_steps < b - 1:
+    if isinstance(max_steps, int) and 0 < max_steps < b - 1 and (last is None or last == max_steps):
         return (
             f"the run stops after max_steps {max_steps}: "
             f"end the window by {max_steps + 1} or raise max_steps"
+        )
+    if last is not None and last < b - 1:
+        return (
+            f"the run ends after step {last} (its epochs of whole batches): "
+            f"end the window by {last + 1}, or raise epochs (or max_steps)"
         )
     return None

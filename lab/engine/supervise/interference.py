@@ -2,22 +2,26 @@
 samples.
 
 The supervisor's sampler asks this module once per interval
-(``InterferenceMeter.sample``): CPU used by processes outside the run's tree
-(``sys/other_cpu_pct``: the machine's busy CPU time less the run's and the
-supervisor's own, from ``lab.engine.procs``, in % of one core like
-``sys/cpu_pct``), and per GPU of the run the processes NVML lists that are not
-the run's (``sys/gpu<i>/other_mem_mib``) and the utilisation NVML attributes
-to them (``sys/gpu<i>/other_util_pct``, where NVML can attribute; a note
-where it cannot, or where it lists pids this machine's process table does
-not show, as from another container). ``record()`` is status.json's
-``interference``; whether the run shared the machine is one rule,
-``is_busy``.
-"""
+(``InterferenceMeter.sample``): CPU used by other processes (``sys/other_cpu_pct``, in % of one
+core like ``sys/cpu_pct``: the CPU time of each process this machine shows that is not in the
+run's tree, not the supervisor, not the lab's own commands or server; ``OtherCpu``), and per GPU
+of the run the processes NVML lists that are not the run's (``sys/gpu<i>/other_mem_mib``) and
+the utilisation NVML attributes to them (``sys/gpu<i>/other_util_pct``, where NVML can attribute;
+a note where it cannot, or where it lists pids this machine's process table does not show, as
+from another container). ``record()`` is status.json's ``interference``; whether the run shared
+the machine is one rule, ``is_busy``: more than 10% of its samples, and at least 3, had others
+over 20% of every core (one sample never flags a run), or a foreign GPU process ran. The reason
+says how much of the run was shared ("other processes used 0.4 of 2 cores during 35% of the
+run"). The sampler also keeps the most processes of the run's tree that trained at once
+(``train_processes``: over a quarter of a core each, and over half the busiest's, in one
+interval)"""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from lab import tags
 from lab.engine import procs
@@ -25,9 +29,15 @@ from lab.engine.devices import nvml as devices
 
 OTHERS_PER_CORE_PCT = 20.0  # a sample is busy when others used more than this share of every core
 BUSY_FRACTION = 0.10  # a run is busy when more than this share of its samples were
+MIN_BUSY_SAMPLES = 3  # and at least this many: one sample (a command's start-up) never flags a run
+# a process of the run's tree "trains" in an interval when it used over this % of a core and at
+# least half of what the tree's busiest used (a crowded machine gives each less than a core; a
+# DataLoader worker uses a fraction of its trainer's)
+TRAIN_PROCESS_PCT = 25.0
 # psutil's create times rest on the boot time, which Linux gives in whole seconds: one may read
 # up to a second early, so "born since the last reading" allows that much
 _CT_SLACK_S = 1.0
+_ANCESTRY = 64  # parents walked up to find whether a process descends from the run's tree
 
 
 def sample_is_busy(other_cpu_pct: float, cores: int) -> bool:
@@ -36,39 +46,94 @@ def sample_is_busy(other_cpu_pct: float, cores: int) -> bool:
     return other_cpu_pct / max(1, cores) > OTHERS_PER_CORE_PCT
 
 
-def is_busy(busy_fraction: float, foreign_gpu_processes: Sequence[object]) -> bool:
-    """The rule: a run shared the machine when over 10% of its samples were busy, or any foreign GPU
-    process ran."""
-    return busy_fraction > BUSY_FRACTION or len(foreign_gpu_processes) > 0
+def is_busy(
+    busy_fraction: float, foreign_gpu_processes: Sequence[object], busy_samples: int | None = None
+) -> bool:
+    """The rule: a run shared the machine when over 10% of its samples, and at least 3, were busy,
+    or any foreign GPU process ran (``busy_samples`` None: the fraction alone decides)."""
+    enough = busy_samples is None or busy_samples >= MIN_BUSY_SAMPLES
+    return (busy_fraction > BUSY_FRACTION and enough) or len(foreign_gpu_processes) > 0
+
+
+def is_lab_command(argv: Sequence[str]) -> bool:
+    """The lab's own commands and server, which are not "other processes": ``python -m lab ...``
+    (the command line; a run's supervisor, ``-m lab.engine...``, and its training are not) and
+    the Streamlit server."""
+    args = list(argv)
+    for i, a in enumerate(args[:-1]):
+        if a == "-m" and args[i + 1] in ("lab", "streamlit"):
+            return True
+    return any(Path(a).name == "streamlit" for a in args[:2])
 
 
 class OtherCpu:
-    """CPU used outside a process tree (and this process) between two readings, in % of one core."""
+    """CPU used between two readings by processes that are not a run's, in % of one core.
+
+    Each process's CPU time is read (``procs.cpu_table``) and counted as others' only when it is
+    neither in the run's tree (given, or descending from a member), nor this process, nor one of
+    the lab's own commands (``is_lab_command``). A process that ended between two readings is not
+    counted at all: its owner cannot be told, and most are a run's own teardown or a short
+    command. ``train_processes``: how many of the tree's processes trained in the last interval
+    (over ``TRAIN_PROCESS_PCT`` of a core, and over half of the busiest's)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[int, float], float] = {}
-        self._last: tuple[float, float, float] | None = None  # (monotonic, wall, machine busy s)
+        self._lab: dict[tuple[int, float], bool] = {}  # whose a process is, read once
+        self._last: tuple[float, float] | None = None  # (monotonic, wall)
         self.cores = procs.machine_cpu_s()[1]
+        self.train_processes = 0
+        self._me = os.getpid()
 
     def read(self, tree: Sequence[procs.Process]) -> float | None:
         """Others' CPU since the previous reading; None on the first (it only sets the clocks)."""
         mono, wall = time.monotonic(), time.time()
-        machine, self.cores = procs.machine_cpu_s()
-        now = procs.cpu_seconds(tree)
-        ours = 0.0
-        for key, total in now.items():
+        self.cores = procs.machine_cpu_s()[1]
+        rows = procs.cpu_table()
+        parent = {r.pid: r.ppid for r in rows}
+        roots = {p.pid for p in tree}
+        deltas: dict[int, float] = {}
+        now: dict[tuple[int, float], float] = {}
+        for r in rows:
+            key = (r.pid, r.ct)
+            now[key] = r.cpu_s
             before = self._seen.get(key)
             if before is None:  # born since the last reading: all its CPU time is in this interval
-                before = (
-                    0.0
-                    if self._last is not None and key[1] >= self._last[1] - _CT_SLACK_S
-                    else total
-                )
-            ours += max(0.0, total - before)
-        last, self._seen, self._last = self._last, now, (mono, wall, machine)
+                born = self._last is not None and r.ct >= self._last[1] - _CT_SLACK_S
+                before = 0.0 if born else r.cpu_s
+            if r.cpu_s > before:
+                deltas[r.pid] = r.cpu_s - before
+        self._lab = {k: v for k, v in self._lab.items() if k in now}
+        last, self._seen, self._last = self._last, now, (mono, wall)
         if last is None or mono <= last[0]:
             return None
-        return 100.0 * max(0.0, machine - last[2] - ours) / (mono - last[0])
+        dt = mono - last[0]
+        others, training = 0.0, []
+        cts = {r.pid: r.ct for r in rows}
+        for pid, used in deltas.items():
+            if _descends(pid, roots, parent):
+                training.append(100.0 * used / dt)
+            elif pid != self._me and not self._is_lab(pid, cts[pid]):
+                others += used
+        bar = max([TRAIN_PROCESS_PCT, *(0.5 * p for p in training)])
+        self.train_processes = sum(p > bar for p in training)
+        return 100.0 * others / dt
+
+    def _is_lab(self, pid: int, ct: float) -> bool:
+        key = (pid, ct)
+        if key not in self._lab:
+            self._lab[key] = is_lab_command(procs.cmdline(pid))
+        return self._lab[key]
+
+
+def _descends(pid: int, roots: set[int], parent: dict[int, int]) -> bool:
+    """Is ``pid`` one of ``roots`` or below one of them?"""
+    for _ in range(_ANCESTRY):
+        if pid in roots:
+            return True
+        pid = parent.get(pid, 0)
+        if pid <= 1:
+            return False
+    return False
 
 
 def classify(
@@ -94,7 +159,8 @@ class InterferenceMeter:
         self._cpu = OtherCpu()
         self._since: dict[int, int] = {}  # GPU -> newest NVML utilisation sample seen
         self.samples = self.busy_samples = 0
-        self._other_sum = 0.0
+        self._other_sum = self._busy_sum = 0.0
+        self.train_processes = 0  # the most processes of the tree training at once
         self._foreign: dict[tuple[int, int], float] = {}
         self._notes: dict[int, str] = {}
 
@@ -108,7 +174,10 @@ class InterferenceMeter:
             values[tags.SYS_OTHER_CPU_PCT] = other
             self.samples += 1
             self._other_sum += other
-            self.busy_samples += sample_is_busy(other, self._cpu.cores)
+            self.train_processes = max(self.train_processes, self._cpu.train_processes)
+            if sample_is_busy(other, self._cpu.cores):
+                self.busy_samples += 1
+                self._busy_sum += other
         ours = {p.pid for p in tree}
         for g in gpus:
             values.update(self._gpu(g, ours))
@@ -146,13 +215,13 @@ class InterferenceMeter:
         foreign = [
             {"gpu": g, "pid": p, "used_mib": m} for (g, p), m in sorted(self._foreign.items())
         ]
+        busy_cores = self._busy_sum / self.busy_samples / 100.0 if self.busy_samples else 0.0
         reasons = []
-        if fraction > BUSY_FRACTION:
+        if is_busy(fraction, (), self.busy_samples):
             reasons.append(
-                f"other processes kept {mean_cores:.1f} of the {self._cpu.cores} cores busy on "
-                "average, "
-                f"more than {OTHERS_PER_CORE_PCT:.0f}% of every core in {fraction:.0%} of "
-                f"{self.samples} samples"
+                f"other processes used {busy_cores:.1f} of {self._cpu.cores} cores during "
+                f"{fraction:.0%} of the run ({self.busy_samples} of {self.samples} samples, "
+                f"each over {OTHERS_PER_CORE_PCT:.0f}% of every core)"
             )
         reasons += [
             f"process {f['pid']} (not this run's) used GPU {f['gpu']}"
@@ -160,10 +229,12 @@ class InterferenceMeter:
             for f in foreign
         ]
         return {
-            "busy": is_busy(fraction, foreign),
+            "busy": is_busy(fraction, foreign, self.busy_samples),
             "reasons": reasons,
             "other_cpu_cores_mean": round(mean_cores, 3),
             "busy_fraction": round(fraction, 4),
+            "busy_samples": self.busy_samples,
+            "busy_cores_mean": round(busy_cores, 3),
             "samples": self.samples,
             "foreign_gpu_processes": foreign,
             "gpu_note": " ".join(self._notes[k] for k in sorted(self._notes)) or None,

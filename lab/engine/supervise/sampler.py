@@ -5,7 +5,8 @@ GPUs are read through ``lab.engine.devices.nvml`` and the run's whole process tr
 through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
 summed), what else used the machine through ``lab.engine.supervise.interference``
 (``sys/other_cpu_pct``, ``sys/gpu<i>/other_*``; ``interference()`` is
-status.json's record), the link traffic of the run's GPUs through
+status.json's record; ``train_processes()``, the most processes of the tree training at once,
+status.json's ``train_processes``), the link traffic of the run's GPUs through
 ``lab.engine.devices.links`` (``sys/gpu<i>/pcie_{rx,tx}_mib_s``, ``nvlink_{rx,tx}_mib_s``; what the
 driver does not give is the record's ``link_note``), and each value is written as a scalar event
 under ``RUN_DIR/sys``; on a full disk the events stop (one warning in the log), the run goes on.
@@ -107,6 +108,12 @@ class SysSampler:
         """status.json's ``interference`` record of the samples so far, with ``link_note``: the
         link traffic the driver did not give (None: all of it was read, or the run has no GPU)."""
         return {**self._others.record(), "link_note": self._links.note()}
+
+    def train_processes(self) -> int:
+        """status.json's ``train_processes``: the most processes of the run's tree that trained at
+        once in one interval (``interference.OtherCpu``); several under single placement: the
+        script starts its own DDP, as Lightning does."""
+        return self._others.train_processes
 
     def close(self) -> None:
         try:

@@ -139,7 +139,10 @@ class RunSupervisor:
                     try:
                         values = sampler.sample(tree)
                         if sampler.step % _INTERFERENCE_EVERY == 0:
-                            self.status.update(interference=sampler.interference())
+                            self.status.update(
+                                interference=sampler.interference(),
+                                train_processes=sampler.train_processes(),
+                            )
                     except Exception as e:  # a sampling hiccup must never fail the run
                         log.warning("sampling failed: %s", e)
                 self.health.tick(child.pid, tree, values, self.linker.dirs)
@@ -215,6 +218,7 @@ class RunSupervisor:
             if sampler is not None:
                 # written with the final state
                 self.status.data["interference"] = sampler.interference()
+                self.status.data["train_processes"] = sampler.train_processes()
             return self._finish(rc, req)
         finally:
             if sampler is not None:
