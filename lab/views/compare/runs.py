@@ -22,6 +22,7 @@ from lab.engine.supervise.linked import file_origin
 from lab.engine.sweep import record as sweep_record
 from lab.events import discover
 from lab.runfolder import (
+    PREFLIGHT,
     RUN_JSON,
     SCRIPT,
     STATUS_JSON,
@@ -34,8 +35,6 @@ from lab.views.live.script_run import outside_dirs
 from lab.views.runscalars import folder_scalars
 
 SAMPLE_PREFIX = "sample/"
-# the pre-flight's lines and expectations, saved at launch (the engine's runfolder.PREFLIGHT)
-PREFLIGHT = "preflight.json"
 # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
 FOREIGN = "foreign"
 # the files that make a folder a lab run (any one of them): foreign logs have none
