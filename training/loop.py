@@ -73,6 +73,7 @@ class Loop:
     ) -> None:
         self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
         self.device = placement.device
+        model = knobs.sync_bn(model, args, placement.effective_mode)
         self.model_without_ddp = model
         if args.channels_last:
             model.to(memory_format=torch.channels_last)

@@ -42,6 +42,7 @@ DDP_KNOBS = (
     ("grad_as_bucket_view", "DDP's gradients as bucket views"),
     ("static_graph", "DDP's static graph"),
     ("find_unused_parameters", "DDP's find unused parameters"),
+    ("sync_bn", "sync BatchNorm"),
 )
 DEVICES_WHY = "compare scaling efficiency rather than speedup."
 HOST_WHY = "different machines make throughput incomparable."
