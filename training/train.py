@@ -165,6 +165,8 @@ def _summary(
         "precision": loop.precision,
         "accum_steps": args.accum_steps,
         "micro_batch": placement.per_device_batch // args.accum_steps,
+        "batchnorm": knobs.has_batchnorm(loop.model_without_ddp),
+        "sync_bn": any(isinstance(m, torch.nn.SyncBatchNorm) for m in loop.model.modules()),
         "amp_skipped_steps": out.amp_skipped_steps,
         "torch_version": torch.__version__,
         **knobs.numerics_record(),

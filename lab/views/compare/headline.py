@@ -46,6 +46,7 @@ WHAT = {  # a warning key's words in the counting line; other keys read as their
     "static_graph": "DDP options differ",
     "find_unused_parameters": "DDP options differ",
     "sync_bn": "DDP options differ",
+    "batchnorm": "BatchNorm batches differ",
     "nccl_preset": "NCCL preset differs",
 }
 
