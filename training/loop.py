@@ -8,8 +8,9 @@ kept to tensors on the device; ``.item()`` and collectives happen only at the
 end of a logging window (or every step when ``--grad-norm-warn`` is on), so
 the harness costs little over a bare loop. ``stop`` is polled after every step
 so SIGTERM ends the run within one step; DDP ranks agree on it every
-``STOP_SYNC_EVERY`` steps, so all leave at the same step, through an asynchronous vote on the CPU
-(``distributed.StopVote``: no host-device sync, so DDP pays no sync the other modes do not). With a GradScaler
+``STOP_SYNC_EVERY`` steps, so all leave at the same step, through an asynchronous vote on
+the CPU (``distributed.StopVote``: no host-device sync, so DDP pays no sync the other modes
+do not). With a GradScaler
 every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``).
 A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
 ``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape). A step's forward and

@@ -39,8 +39,8 @@ STATIC_GRAPH_WITH_ACCUM = (
 )
 
 SYNC_BN_CPU = (
-    "sync BatchNorm runs on GPUs only (nn.SyncBatchNorm wants CUDA inputs): choose GPUs or leave it "
-    "out"
+    "sync BatchNorm runs on GPUs only (nn.SyncBatchNorm wants CUDA inputs): choose GPUs or "
+    "leave it out"
 )
 
 FIELDS: tuple[FormField, ...] = (
