@@ -11,8 +11,8 @@ the NCCL kernels, and ``comm_exposed`` is their time when no other kernel
 runs on the same device, computed per device (DataParallel's process drives several) and then
 averaged over them (``comm_by_device_ms`` keeps each); on the CPU the ``gloo:*``/``nccl:*``
 ranges of the backend's threads and the ``c10d::*`` ops on the main thread, and
-``comm_exposed`` is their time when the main thread runs no op of its own (it waits, e.g. for DDP's all-reduce at
-the end of backward). DataParallel's phases are its ``Scatter``,
+``comm_exposed`` is their time when the main thread runs no op of its own (it waits, e.g.
+for DDP's all-reduce at the end of backward). DataParallel's phases are its ``Scatter``,
 ``Broadcast`` (replicate) and ``Gather`` ops on the main thread. Everything is
 clipped to the steps and divided by their number: milliseconds per step.
 """
