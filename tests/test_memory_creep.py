@@ -211,3 +211,6 @@ def test_other_tenants_memory_is_taken_off_the_gpu_series(tmp_path):
     w = HealthWatch(tmp_path, {"kind": "script"}, lambda **kw: None)
     w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/other_mem_mib": 8000.0})
     assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 1000.0
+    # NVML's per-process memory of the run's own processes, where it has it, decides
+    w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/run_mem_mib": 700.0})
+    assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 700.0

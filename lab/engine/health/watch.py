@@ -164,8 +164,9 @@ class HealthWatch:
                 tag.startswith(tags.SYS_GPU) and tag.endswith("/mem_used_mib")
             ):
                 other = values.get(tag.replace("/mem_used_mib", "/other_mem_mib"), 0.0) or 0.0
+                own = values.get(tag.replace("/mem_used_mib", "/run_mem_mib"))  # per process
                 pts = self._memory.setdefault(tag, [])
-                pts.append((now, float(v) - float(other)))
+                pts.append((now, float(own) if own is not None else float(v) - float(other)))
                 self._memory[tag] = creep.thin(pts)
 
     def _allocated_series(self) -> dict[str, list[tuple[float, float]]]:
