@@ -194,6 +194,7 @@ st.markdown(
 max_mib = st.number_input(
     "Largest message (MiB, 0: the default)",
     min_value=0.0,
+    max_value=1024.0,
     value=0.0,
     step=1.0,
     key="home_link_max_mib",

@@ -63,7 +63,8 @@ def test_breakdown_carries_every_ranks_rows_and_keeps_per_rank_keys():
     other = {**mine, "rank": 1, "collectives": [{**mine["collectives"][0], "rank": 1}]}
     b = combine((3, 4), [other, mine], "cpu", "ddp", 2, None)
     assert [c["rank"] for c in b["collectives"]] == [0, 1]
-    assert all(set(r) == {"rank", "step_ms", "phases_ms"} for r in b["per_rank"])
+    keys = {"rank", "step_ms", "phases_ms", "comm_by_device_ms"}
+    assert all(set(r) == keys for r in b["per_rank"])
     assert b["collectives"][0]["bytes"] == 4000 and b["collectives"][0]["busbw_gbps"] == 0.008
 
 

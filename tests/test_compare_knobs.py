@@ -148,3 +148,24 @@ def test_a_sweep_varying_precision_or_accumulation_is_not_warned_about(tmp_path)
         accum_steps=4,
     )
     assert [w.key for w in _compare(tmp_path).warnings] == []
+
+
+def _summary_add(root: Path, run_id: str, **extra: object) -> None:
+    p = root / run_id / "summary.json"
+    p.write_text(json.dumps({**json.loads(p.read_text()), **extra}))
+
+
+def test_batchnorm_over_different_batches_is_not_the_same_training(tmp_path):
+    """Strong scaling, a model with BatchNorm: single normalises over 64, ddp x2 over 32 per rank:
+    a warning (naming --sync-bn); with sync BatchNorm both take 64 and there is none; nor without
+    BatchNorm."""
+    _run(tmp_path, "single", 1000.0, minute=0)
+    _run(tmp_path, "ddp", 1800.0, mode="ddp", nproc=2, per_device=64, minute=1)
+    assert "batchnorm" not in {w.key for w in _compare(tmp_path).warnings}
+    _summary_add(tmp_path, "single", batchnorm=True)
+    _summary_add(tmp_path, "ddp", batchnorm=True)
+    warns = {w.key: w.message for w in _compare(tmp_path).warnings}
+    assert "64: single" in warns["batchnorm"] and "32: ddp" in warns["batchnorm"]
+    assert "--sync-bn" in warns["batchnorm"]
+    _summary_add(tmp_path, "ddp", sync_bn=True)
+    assert "batchnorm" not in {w.key for w in _compare(tmp_path).warnings}

@@ -166,6 +166,7 @@ def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):
     gpus = devices.read_gpus((1,))
     vals = m.sample([psutil.Process(busy_child.pid)], gpus)
     assert vals["sys/gpu1/other_mem_mib"] == 1500.0
+    assert vals["sys/gpu1/run_mem_mib"] == 3000.0  # the run's own, NVML's per-process memory
     assert vals["sys/gpu1/other_util_pct"] == 40.0  # the mean of the foreign process's two samples
     assert "sys/gpu0/other_mem_mib" not in vals  # only the GPUs given
     vals = m.sample([psutil.Process(busy_child.pid)], gpus)

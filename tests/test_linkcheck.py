@@ -237,3 +237,20 @@ def test_home_table_has_one_row_per_size_and_the_box_keeps_the_default():
     assert "GPU 0, GPU 1" in shown.heading({**rec, "gpus": [0, 1], "backend": "nccl"})
     assert shown.rows({"results": None}) == []
     assert (shown.max_bytes(0), shown.max_bytes(0.5)) == (None, 512 * 1024)
+
+
+def test_sizes_up_to_one_gib_on_request_and_no_further(capsys):
+    """--max-mib 1024 reaches 1 GiB on both size ladders (doubling on GPUs, quadrupling on the
+    CPU); above it, one line and nothing starts."""
+    from lab.cli import main
+    from lab.engine import linkcheck as engine
+    from training.linkcheck import sizes
+
+    top = engine.max_bytes_of(1024)
+    assert top == 1 << 30
+    assert sizes(top, factor=2)[-1] == 1 << 30 and sizes(top, factor=4)[-1] == 1 << 30
+    with pytest.raises(engine.LinkCheckError, match="at most 1024 MiB"):
+        engine.max_bytes_of(1025)
+    assert main(["linkcheck", "--nproc", "2", "--max-mib", "2048"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-mib: at most 1024 MiB" in err[0]

@@ -174,3 +174,43 @@ def test_a_script_keeping_every_loss_alive_is_flagged_while_it_runs_and_a_health
                 launcher.stop(run_id, runs_dir, grace_s=1)
         for run_id in (leaky, healthy):
             wait_for(lambda r=run_id: alive_of(runs_dir / r) == [], 20, "no process left")
+
+
+def test_the_trainers_allocated_series_decides_not_nvml_device_memory(tmp_path):
+    """NVML's device-wide used memory rises (allocator reserve, NCCL buffers, other tenants) while
+    the trainer's allocated memory stays flat: no creep; the reverse is creep, named as such."""
+    from types import SimpleNamespace
+
+    w = HealthWatch(tmp_path, {"kind": "trainer"}, lambda **kw: None)
+    rising, flat = series(lambda t: warm(t) + 2.0 * t), series(warm)
+    w._memory = {"sys/gpu0/mem_used_mib": rising}
+
+    def scalars(pts):
+        return SimpleNamespace(
+            step=list(range(len(pts))), wall_time=[p[0] for p in pts], value=[p[1] for p in pts]
+        )
+
+    w._scalars = {
+        "mem/cuda0/allocated_mib": scalars(flat),
+        "mem/cuda0/reserved_mib": scalars(rising),
+    }
+    assert list(w._memory_series()) == ["mem/cuda0/allocated_mib"]
+    obs = rules.Observation(now=0.0, started=0.0, alive=True, last_activity=0.0)
+    found = rules.findings(rules.Observation(**{**obs.__dict__, "memory": w._memory_series()}))
+    assert "memory_creep" not in {f.key for f in found}
+    w._scalars = {"mem/cuda0/allocated_mib": scalars(rising)}
+    f = next(
+        f
+        for f in rules.findings(rules.Observation(**{**obs.__dict__, "memory": w._memory_series()}))
+        if f.key == "memory_creep"
+    )
+    assert f.evidence["series"] == "mem/cuda0/allocated_mib" and "allocated" in f.message
+
+
+def test_other_tenants_memory_is_taken_off_the_gpu_series(tmp_path):
+    w = HealthWatch(tmp_path, {"kind": "script"}, lambda **kw: None)
+    w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/other_mem_mib": 8000.0})
+    assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 1000.0
+    # NVML's per-process memory of the run's own processes, where it has it, decides
+    w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/run_mem_mib": 700.0})
+    assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 700.0

@@ -94,6 +94,24 @@ def test_cuda_comm_exposed_is_nccl_time_without_compute_kernels():
     assert ph["comm_total"] == pytest.approx(5.0) and ph["comm_exposed"] == pytest.approx(3.0)
 
 
+def test_cuda_exposed_comm_is_per_device_then_averaged():
+    """DataParallel: one process, two GPUs. GPU 1's compute must not hide GPU 0's NCCL kernel
+    (a union over devices would call GPU 0's all-reduce hidden)."""
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    trace = one_step(
+        x("conv_kernel", 0, 4000, "kernel", pid=0, tid=7),  # GPU 0 computes 0..4000
+        x(nccl, 4000, 4000, "kernel", pid=0, tid=20),  # then waits on NCCL 4000..8000
+        x("conv_kernel", 4000, 4000, "kernel", pid=1, tid=7),  # GPU 1 computes meanwhile
+        x(nccl, 8000, 1000, "kernel", pid=1, tid=20),  # and waits 8000..9000
+    )
+    fig = rank_figures(trace, 0)
+    by = fig["comm_by_device_ms"]
+    assert by["0"] == {"comm_total": 4.0, "comm_exposed": 4.0}
+    assert by["1"] == {"comm_total": 1.0, "comm_exposed": 1.0}
+    ph = fig["phases_ms"]
+    assert ph["comm_total"] == pytest.approx(2.5) and ph["comm_exposed"] == pytest.approx(2.5)
+
+
 def test_dataparallel_phases_come_from_its_ops_on_the_main_thread():
     trace = one_step(
         x("Scatter", 100, 400),

@@ -89,6 +89,7 @@ def test_single_run_writes_every_tag_and_learns(run30):
         "mem/cpu0/allocated_mib",
         "mem/cpu0/peak_mib",
         "mem/cpu0/reserved_mib",
+        "mem/cpu0/peak_reserved_mib",
     }
     assert expected <= set(tags), expected - set(tags)
     loss = [v for _, v in tags["train/loss"]]
@@ -117,6 +118,10 @@ def test_single_run_summary_and_progress(run30):
     assert not [p for p in run.rglob("*.tmp")]  # atomic writes leave no temp files
     # profiling is off by default
     assert "profile" not in summary and not (run / "profile").exists()
+    # issue 33: the allocator's peak reserve beside the allocated peak; what decides OOM; BatchNorm
+    assert summary["peak_reserved_mib"]["cpu0"] >= summary["peak_mem_mib"]["cpu0"] * 0.99 > 0
+    assert "peak_reserved_mib" in summary["oom_note"] and "NVML" in summary["oom_note"]
+    assert summary["batchnorm"] is False and summary["sync_bn"] is False  # tinycnn has no BatchNorm
 
 
 def test_resume_continues_exactly_where_it_stopped(run30, tmp_path):

@@ -121,3 +121,25 @@ def test_the_table_and_the_page_warnings(dp_run):
     keys = [w.key for w in list(compare([run], scalars={run.key: scalars}).warnings)]
     assert keys == ["only_gpu0"]
     assert list(compare([run]).warnings) == []  # without the samples nothing is claimed
+
+
+def test_sm_activity_decides_where_the_gpus_have_it_and_memory_is_evidence(dp_run):
+    """NCCL's spinning kernels make GPU 1 read as busy to utilisation; SM activity (GPM) says
+    GPU 0 did the work. Where every GPU has SM activity it decides, in both directions; device 0
+    holding less memory than the others vetoes the finding."""
+    run, scalars = dp_run
+    even_util = dict(scalars, **{"sys/gpu3/util_pct": S([0, 95, 95, 95, 0], TIMES)})
+    assert gpu0_warnings([run], {run.key: even_util}) == []
+    sm = {
+        "sys/gpu2/sm_active_pct": S([0, 80, 80, 80, 0], TIMES),
+        "sys/gpu3/sm_active_pct": S([0, 10, 10, 10, 0], TIMES),
+    }
+    [msg] = gpu0_warnings([run], {run.key: {**even_util, **sm}})
+    assert "its mean SM activity was 80% against 10%" in msg and "MiB at its peak" in msg
+    flat_sm = {**sm, "sys/gpu3/sm_active_pct": S([0, 70, 70, 70, 0], TIMES)}
+    assert gpu0_warnings([run], {run.key: {**scalars, **flat_sm}}) == []  # utilisation alone not
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    summary["peak_mem_mib"] = {"cuda0": 300.0, "cuda1": 900.0}
+    (run.run_dir / "summary.json").write_text(json.dumps(summary))
+    [reloaded] = load_runs(run.run_dir.parent)
+    assert gpu0_warnings([reloaded], {reloaded.key: {**even_util, **sm}}) == []

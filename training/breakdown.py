@@ -8,10 +8,11 @@ the main thread); ``data``, ``forward``, ``backward`` and ``optimizer`` are the
 loop's ranges of those names on it; ``other`` is what of the step they leave
 (not negative). Communication is every collective the trace shows: on CUDA
 the NCCL kernels, and ``comm_exposed`` is their time when no other kernel
-runs; on the CPU the ``gloo:*``/``nccl:*`` ranges of the backend's threads and
-the ``c10d::*`` ops on the main thread, and ``comm_exposed`` is their time when
-the main thread runs no op of its own (it waits, e.g. for DDP's all-reduce at
-the end of backward). DataParallel's phases are its ``Scatter``,
+runs on the same device, computed per device (DataParallel's process drives several) and then
+averaged over them (``comm_by_device_ms`` keeps each); on the CPU the ``gloo:*``/``nccl:*``
+ranges of the backend's threads and the ``c10d::*`` ops on the main thread, and
+``comm_exposed`` is their time when the main thread runs no op of its own (it waits, e.g.
+for DDP's all-reduce at the end of backward). DataParallel's phases are its ``Scatter``,
 ``Broadcast`` (replicate) and ``Gather`` ops on the main thread. Everything is
 clipped to the steps and divided by their number: milliseconds per step.
 """
@@ -87,15 +88,28 @@ def _span(e: dict[str, Any]) -> tuple[float, float]:
     return float(e["ts"]), float(e["ts"]) + float(e["dur"])
 
 
+def _device(e: dict[str, Any]) -> Any:
+    """A kernel's device: the trace's ``args.device``, else its ``pid`` (the profiler's device
+    lane)."""
+    return (e.get("args") or {}).get("device", e.get("pid"))
+
+
 def _comm(
     events: list[dict[str, Any]], main_ops: list[dict[str, Any]]
-) -> tuple[Intervals, Intervals]:
-    """(all communication, the part of it the step waited for), before clipping to the steps."""
+) -> dict[Any, tuple[Intervals, Intervals]]:
+    """Per device: (all communication, the part of it the step waited for), before clipping to
+    the steps. On CUDA each device's NCCL kernels are exposed where that device runs no other
+    kernel (another GPU's compute does not hide them: DataParallel's one process drives
+    several); on the CPU one entry, ``None``."""
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    if kernels:  # CUDA: the device's timeline says what overlapped
-        comm = union(_span(e) for e in kernels if "nccl" in e["name"].lower())
-        compute = union(_span(e) for e in kernels if "nccl" not in e["name"].lower())
-        return comm, subtract(comm, compute)
+    if kernels:  # CUDA: each device's timeline says what overlapped
+        out = {}
+        for dev in sorted({_device(e) for e in kernels}, key=str):
+            mine = [e for e in kernels if _device(e) == dev]
+            comm = union(_span(e) for e in mine if "nccl" in e["name"].lower())
+            compute = union(_span(e) for e in mine if "nccl" not in e["name"].lower())
+            out[dev] = (comm, subtract(comm, compute))
+        return out
     comm = union(
         _span(e)
         for e in events
@@ -105,7 +119,7 @@ def _comm(
     # waiting, not work.
     waiting = union(_span(e) for e in main_ops if is_comm(e["name"]))
     working = subtract(union(_span(e) for e in main_ops if not is_comm(e["name"])), waiting)
-    return comm, subtract(comm, working)
+    return {None: (comm, subtract(comm, working))}
 
 
 def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[str, Any] | None:
@@ -135,8 +149,10 @@ def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[
         for name in PHASES
     }
     main_ops = [e for e in on_main if e.get("cat") == "cpu_op"]
-    comm, exposed = _comm(events, main_ops)
-    phases["comm_total"], phases["comm_exposed"] = per_step(comm), per_step(exposed)
+    by_device = {d: (per_step(c), per_step(x)) for d, (c, x) in _comm(events, main_ops).items()}
+    # combined: the mean over the process's devices of each device's own figures
+    phases["comm_total"] = sum(c for c, _ in by_device.values()) / len(by_device)
+    phases["comm_exposed"] = sum(x for _, x in by_device.values()) / len(by_device)
     for key, op in DP_OPS.items():
         phases[key] = per_step(_span(e) for e in main_ops if e["name"] == op)
     step_ms = length(window) / n / 1000.0
@@ -145,6 +161,11 @@ def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[
         "rank": rank,
         "step_ms": round(step_ms, 4),
         "phases_ms": {k: round(phases[k], 4) for k in KEYS},
+        "comm_by_device_ms": {
+            str(d): {"comm_total": round(c, 4), "comm_exposed": round(x, 4)}
+            for d, (c, x) in by_device.items()
+            if d is not None
+        },
         "collectives": collectives.rank_collectives(events, window, n, rank, world_size),
         "calls": {"steps": n, "ops": collectives.rank_calls(events, window, world_size)},
     }

@@ -22,7 +22,13 @@ from typing import Sequence
 MODES = ("single", "dp", "ddp")
 PRECISIONS = ("fp32", "fp16", "bf16")
 # DDP's own constructor options: refused in the other modes
-DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
+DDP_ONLY = (
+    "bucket_cap_mb",
+    "grad_as_bucket_view",
+    "static_graph",
+    "find_unused_parameters",
+    "sync_bn",
+)
 
 
 class BadInput(Exception):
@@ -144,6 +150,12 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--static-graph", action="store_true", help="ddp: static_graph=True")
     p.add_argument(
         "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
+    )
+    p.add_argument(
+        "--sync-bn",
+        action="store_true",
+        help="ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap (BatchNorm "
+        "statistics over every rank's batch)",
     )
 
 

@@ -245,6 +245,36 @@ def any_across_processes(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+class StopVote:
+    """DDP's stop vote without a host-device sync: a MAX all-reduce of a CPU flag over a gloo
+    group of its own, started asynchronously at one vote and read at the next (the answer lags one
+    vote; every rank reads the same one at the same step). Outside DDP, the flag itself. Create
+    it on every rank at the same point (``new_group`` is collective)."""
+
+    def __init__(self) -> None:
+        self.group = dist.new_group(backend="gloo") if is_dist() else None
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    def __call__(self, flag: bool) -> bool:
+        if not is_dist():
+            return flag
+        answer = False
+        if self._pending is not None:
+            work, t = self._pending
+            work.wait()
+            answer = bool(t.item())  # a CPU tensor: no device sync
+        t = torch.tensor([int(flag)], dtype=torch.int32)
+        work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        self._pending = (work, t)
+        return answer
+
+    def close(self) -> None:
+        """Wait for the last vote (every rank started it), so nothing is left in flight."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """Every rank's ``obj`` in rank order (``[obj]`` outside DDP)."""
     if not is_dist():

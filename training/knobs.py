@@ -83,6 +83,11 @@ def check(args: Any, placement: Any) -> None:
             "--precision fp16 needs CUDA (autocast with a GradScaler); this run is on the CPU: "
             "use --precision bf16 there"
         )
+    if getattr(args, "sync_bn", False) and device.type != "cuda":
+        raise BadInput(
+            "--sync-bn runs on GPUs only (nn.SyncBatchNorm wants CUDA inputs); this run is on the "
+            "CPU: leave out --sync-bn"
+        )
     if name == "bf16" and device.type == "cuda":
         ids = list(placement.device_ids) or [device.index or 0]
         problem = bf16_problem(ids)
@@ -116,6 +121,19 @@ def ddp_options(args: Any) -> dict[str, Any]:
     if args.grad_as_bucket_view:
         out["gradient_as_bucket_view"] = True
     return out
+
+
+def sync_bn(model: nn.Module, args: Any, mode: str) -> nn.Module:
+    """``model`` with its BatchNorm layers as ``nn.SyncBatchNorm`` under ``--sync-bn`` in DDP (the
+    same parameters: the optimizer's stay valid), else ``model``."""
+    if getattr(args, "sync_bn", False) and mode == "ddp":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    return model
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` has a BatchNorm layer (its statistics depend on the batch it sees)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 def micro_batches(

@@ -8,7 +8,9 @@ kept to tensors on the device; ``.item()`` and collectives happen only at the
 end of a logging window (or every step when ``--grad-norm-warn`` is on), so
 the harness costs little over a bare loop. ``stop`` is polled after every step
 so SIGTERM ends the run within one step; DDP ranks agree on it every
-``STOP_SYNC_EVERY`` steps, so all leave at the same step. With a GradScaler
+``STOP_SYNC_EVERY`` steps, so all leave at the same step, through an asynchronous vote on
+the CPU (``distributed.StopVote``: no host-device sync, so DDP pays no sync the other modes
+do not). With a GradScaler
 every step's gradient norm is taken to count skipped steps (``metrics.GradWatch``).
 A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
 ``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape). A step's forward and
@@ -31,7 +33,7 @@ from training import checkpoint, knobs
 from training.cli import BadInput
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
 from training.debug import check_loss, hang_if_asked
-from training.distributed import Placement, any_across_processes, reduce_across_processes, wrap
+from training.distributed import Placement, StopVote, reduce_across_processes, wrap
 from training.metrics import GradWatch, Recorder, Span, Window, gathered_memory_mib
 from training.profiling import StepProfiler
 
@@ -72,12 +74,14 @@ class Loop:
     ) -> None:
         self.args, self.p, self.data, self.rec, self.stop = args, placement, data, recorder, stop
         self.device = placement.device
+        model = knobs.sync_bn(model, args, placement.effective_mode)
         self.model_without_ddp = model
         if args.channels_last:
             model.to(memory_format=torch.channels_last)
         self.precision = knobs.precision(args, self.device)
         amp_dtype = knobs.DTYPES.get(self.precision)
         self.model = wrap(model, placement, knobs.ddp_options(args), amp_dtype)
+        self.vote = StopVote()  # DDP's stop vote: asynchronous, no .item() on the device
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
@@ -190,7 +194,7 @@ class Loop:
         before its summary)."""
         if self.p.effective_mode != "ddp":
             return self.stop()
-        return self.step % STOP_SYNC_EVERY == 0 and any_across_processes(self.stop(), self.device)
+        return self.step % STOP_SYNC_EVERY == 0 and self.vote(self.stop())
 
     def _train_step(
         self, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], epoch: int, out: Outcome
@@ -242,6 +246,7 @@ class Loop:
 
     def _finish(self, out: Outcome) -> Outcome:
         self.prof.close()
+        self.vote.close()
         self._sync()
         out.steps = self.step
         out.amp_skipped_steps = self.grads.skipped_steps()

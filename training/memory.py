@@ -219,3 +219,22 @@ def block(per_device: dict[str, dict[str, Any]], measured: str) -> dict[str, Any
 def local(estimates: dict[str, dict[str, float]], measure: Measure) -> dict[str, dict[str, Any]]:
     """This process's part of ``block``'s input."""
     return {n: {"estimate": estimates.get(n, {}), **v} for n, v in measure.peaks().items()}
+
+
+OOM_NOTE = (
+    "out of memory comes when the caching allocator cannot reserve more: peak_reserved_mib "
+    "(torch.cuda.max_memory_reserved) plus the CUDA context and NCCL's buffers (NVML's per-process "
+    "used memory counts them all) decides it, not peak_mem_mib (max_memory_allocated)"
+)
+
+
+def reserved_record(mem: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """summary.json's additive ``peak_reserved_mib`` (``{device: MiB}``: the allocator's reserve at
+    its peak, ``torch.cuda.max_memory_reserved``; the peak resident set on the CPU) and
+    ``oom_note`` (which figure decides out-of-memory)."""
+    return {
+        "peak_reserved_mib": {
+            d: round(v.get("peak_reserved", v["peak"]), 1) for d, v in sorted(mem.items())
+        },
+        "oom_note": OOM_NOTE,
+    }

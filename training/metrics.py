@@ -57,7 +57,9 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
-    """This process's devices: ``{name: {allocated, peak, reserved}}`` in MiB."""
+    """This process's devices: ``{name: {allocated, peak, reserved, peak_reserved}}`` in MiB
+    (``peak_reserved``: ``torch.cuda.max_memory_reserved``, what the caching allocator held at
+    most, which is what runs out; on the CPU the peak resident set, as ``peak``)."""
     out: dict[str, dict[str, float]] = {}
     if placement.device.type == "cuda":
         for name, i in zip(
@@ -67,6 +69,7 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
                 "allocated": torch.cuda.memory_allocated(i) / MIB,
                 "peak": torch.cuda.max_memory_allocated(i) / MIB,
                 "reserved": torch.cuda.memory_reserved(i) / MIB,
+                "peak_reserved": torch.cuda.max_memory_reserved(i) / MIB,
             }
     else:
         rss = psutil.Process().memory_info().rss / MIB
@@ -75,7 +78,13 @@ def local_memory_mib(placement: Placement) -> dict[str, dict[str, float]]:
             peak = hwm / 1024
         else:  # elsewhere the lifetime peak (Linux reports KiB)
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB
-        out[placement.device_names[0]] = {"allocated": rss, "peak": max(peak, rss), "reserved": rss}
+        top = max(peak, rss)
+        out[placement.device_names[0]] = {
+            "allocated": rss,
+            "peak": top,
+            "reserved": rss,
+            "peak_reserved": top,
+        }
     return out
 
 

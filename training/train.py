@@ -165,6 +165,8 @@ def _summary(
         "precision": loop.precision,
         "accum_steps": args.accum_steps,
         "micro_batch": placement.per_device_batch // args.accum_steps,
+        "batchnorm": knobs.has_batchnorm(loop.model_without_ddp),
+        "sync_bn": any(isinstance(m, torch.nn.SyncBatchNorm) for m in loop.model.modules()),
         "amp_skipped_steps": out.amp_skipped_steps,
         "torch_version": torch.__version__,
         **knobs.numerics_record(),
@@ -270,6 +272,7 @@ def _main(argv: Sequence[str] | None) -> int:
     _Stop.recorder = recorder
     from training import memory
     from training.distributed import barrier_then_destroy, gather_objects
+    from training.memory import reserved_record
     from training.metrics import gathered_memory_mib, local_memory_mib, merge_memory
 
     _setup_logging(placement.rank, placement.effective_mode == "ddp")
@@ -298,17 +301,21 @@ def _main(argv: Sequence[str] | None) -> int:
             out.steps,
             "" if _Stop.requested else " (another rank was asked to stop)",
         )
-        local = {d: v["peak"] for d, v in local_memory_mib(placement).items()}
+        mem = local_memory_mib(placement)
+        local = {d: v["peak"] for d, v in mem.items()}
         summary = _summary(
             args, placement, loop, out, started_at, time.perf_counter() - t0, loop.peak_mem or local
         )
+        summary.update(reserved_record(mem))
         est, measure = loop.memory
         summary["memory"] = memory.block(memory.local(est, measure), measure.measured())
         recorder.summary(summary)
         recorder.close()
         return SIGTERM_EXIT
-    peak = {d: v["peak"] for d, v in gathered_memory_mib(placement).items()}
+    mem = gathered_memory_mib(placement)
+    peak = {d: v["peak"] for d, v in mem.items()}
     summary = _summary(args, placement, loop, out, started_at, time.perf_counter() - t0, peak)
+    summary.update(reserved_record(mem))
     est, measure = loop.memory
     # a collective in DDP: every rank's devices
     parts = merge_memory(gather_objects(memory.local(est, measure)))

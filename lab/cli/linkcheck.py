@@ -27,9 +27,7 @@ def cmd_linkcheck(a: argparse.Namespace) -> int:
 
     try:
         p = linkcheck.plan(a.gpus, a.nproc, usable_indices())
-        if a.max_mib is not None and a.max_mib <= 0:
-            raise linkcheck.LinkCheckError("--max-mib: give a positive number of MiB")
-        max_bytes = None if a.max_mib is None else int(a.max_mib * 1024**2)
+        max_bytes = linkcheck.max_bytes_of(a.max_mib)
         rec = linkcheck.run(root(), p, max_bytes=max_bytes, iters=a.iters)
     except linkcheck.LinkCheckError as e:
         raise UserError(str(e)) from None
@@ -58,7 +56,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--max-mib",
         type=float,
-        help="the largest message in MiB (default 256 on GPUs, 16 on the CPU)",
+        help="the largest message in MiB, up to 1024 (1 GiB) (default 256 on GPUs, 16 on the CPU)",
     )
     p.add_argument("--iters", type=int, help="timed all-reduces per size (default 20 GPU, 10 CPU)")
     p.add_argument("--json", action="store_true")

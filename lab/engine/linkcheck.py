@@ -34,12 +34,25 @@ from lab.runfolder import (
 )
 
 GPU_MAX_BYTES, CPU_MAX_BYTES = 256 << 20, 16 << 20
+LIMIT_BYTES = 1 << 30  # the largest message on request (--max-mib 1024), as nccl-tests' -e 1G
 TIMEOUT_S = 600.0
 MAX_CPU_PROCS = 64
 
 
 class LinkCheckError(ValueError):
     """A link check that cannot run here, or failed; the message says why and what to do."""
+
+
+def max_bytes_of(max_mib: float | None) -> int | None:
+    """The largest message for ``--max-mib`` (None: the plan's default); refused, in one line,
+    at 0 or less or above 1 GiB."""
+    if max_mib is None:
+        return None
+    if max_mib <= 0:
+        raise LinkCheckError("--max-mib: give a positive number of MiB")
+    if max_mib * 1024**2 > LIMIT_BYTES:
+        raise LinkCheckError(f"--max-mib: at most {LIMIT_BYTES >> 20} MiB (1 GiB), not {max_mib:g}")
+    return int(max_mib * 1024**2)
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,8 @@ def run(
     folder.mkdir(parents=True, exist_ok=True)
     check_id = f"{stamp()}-{p.backend}-{p.world_size}-{secrets.token_hex(2)}"
     part, log = folder / f"{check_id}.part", folder / f"{check_id}.log"
+    if max_bytes is not None and not 0 < max_bytes <= LIMIT_BYTES:
+        raise LinkCheckError(f"the largest message must be 1 byte to 1 GiB, not {max_bytes}")
     argv = _command(p, part, int(max_bytes or p.max_bytes), iters)
     env = _env(p)
     rc = run_and_wait(argv, env, log, timeout_s)

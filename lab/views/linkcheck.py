@@ -7,8 +7,8 @@ from typing import Any, Mapping
 
 # the form's "largest message" box: 0 keeps the engine's default
 MAX_MIB_HELP = (
-    "The largest all-reduced message, in MiB; 0: the default (256 MiB on GPUs, 16 MiB on the CPU). "
-    "Sizes start at 1 KiB."
+    "The largest all-reduced message, in MiB, up to 1024 (1 GiB); 0: the default (256 MiB on "
+    "GPUs, 16 MiB on the CPU). Sizes start at 1 KiB."
 )
 
 

@@ -15,8 +15,10 @@ first sighting. The findings (docs/contracts.md section 2):
 - ``chance_accuracy``: after 2 epochs, accuracy within 2 points of 1/classes.
 - ``input_bound``: the last window waited for data over 30% of its step time.
 - ``grad_spike``: the trainer's grad-norm warnings (``train/grad_norm_warning``).
-- ``memory_creep``: a GPU's used memory (NVML, ``sys/gpu<i>/mem_used_mib``), or on the CPU the
-  process tree's RSS (``sys/rss_mib``), keeps rising after warm-up instead of levelling off
+- ``memory_creep``: the trainer's allocated memory (``mem/<device>/allocated_mib``, what its
+  tensors hold), else (a script) a GPU's memory held by the run (NVML's used memory less other
+  tenants' processes, ``sys/gpu<i>/mem_used_mib``), or on the CPU the process tree's RSS
+  (``sys/rss_mib``), keeps rising after warm-up instead of levelling off
   (``lab.engine.health.creep`` says how that is judged); the evidence is the slope in MiB/min.
 
 The supervisor's glue (``lab.engine.health.watch``) adds the stalled run's
@@ -222,7 +224,12 @@ def memory_creep(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
         return None
     tag, ev = max(found, key=lambda f: f[1]["slope_mib_per_min"])
     gpu = tag.split("/")[1] if tag.startswith(tags.SYS_GPU) else None
-    what = f"{gpu.upper()}'s used memory" if gpu else "The run's resident memory (RSS)"
+    if tag.startswith(tags.MEM):
+        what = f"The trainer's allocated memory on {tag.split('/')[1]}"
+    elif gpu:
+        what = f"{gpu.upper()}'s memory held by the run"
+    else:
+        what = "The run's resident memory (RSS)"
     return (
         f"{what} keeps growing after warm-up: {ev['slope_mib_per_min']:.0f} MiB per minute over "
         f"the last {ev['window_s']:.0f} s ({ev['from_mib']:.0f} to {ev['to_mib']:.0f} MiB) "

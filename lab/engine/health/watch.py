@@ -156,19 +156,36 @@ class HealthWatch:
         )
 
     def _note_memory(self, values: dict[str, float]) -> None:
-        """Keep this sample's memory: every GPU's used memory and the process tree's RSS."""
+        """Keep this sample's memory: each GPU's memory held by the run (NVML's used memory less
+        other tenants' processes, ``other_mem_mib``) and the process tree's RSS."""
         now = time.time()
         for tag, v in values.items():
             if tag == tags.SYS_RSS_MIB or (
                 tag.startswith(tags.SYS_GPU) and tag.endswith("/mem_used_mib")
             ):
+                other = values.get(tag.replace("/mem_used_mib", "/other_mem_mib"), 0.0) or 0.0
+                own = values.get(tag.replace("/mem_used_mib", "/run_mem_mib"))  # per process
                 pts = self._memory.setdefault(tag, [])
-                pts.append((now, float(v)))
+                pts.append((now, float(own) if own is not None else float(v) - float(other)))
                 self._memory[tag] = creep.thin(pts)
 
+    def _allocated_series(self) -> dict[str, list[tuple[float, float]]]:
+        """The trainer's own ``mem/<device>/allocated_mib`` series as (wall seconds, MiB): what
+        its tensors hold, without the allocator's reserve, NCCL's lazy buffers or other tenants."""
+        out = {}
+        for tag, s in self._scalars.items():
+            if tag.startswith(tags.MEM) and tag.endswith("/allocated_mib"):
+                walls, vals = np.asarray(s.wall_time, dtype=float), np.asarray(s.value)
+                out[tag] = creep.thin([(float(w), float(v)) for w, v in zip(walls, vals)])
+        return out
+
     def _memory_series(self) -> dict[str, list[tuple[float, float]]]:
-        """The GPUs' series where the run has GPUs (the RSS of a GPU run also holds CUDA's host
-        side, which grows for reasons of its own), else the RSS."""
+        """The trainer's allocated series where it writes them; else the GPUs' per-run series
+        where the run has GPUs (the RSS of a GPU run also holds CUDA's host side, which grows for
+        reasons of its own), else the RSS."""
+        allocated = self._allocated_series()
+        if allocated:
+            return allocated
         gpus = {t: p for t, p in self._memory.items() if t.startswith(tags.SYS_GPU)}
         return gpus or {t: p for t, p in self._memory.items() if t == tags.SYS_RSS_MIB}
 

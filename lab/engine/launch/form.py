@@ -345,7 +345,10 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
         "Performance knobs",
         [
             ["precision", "accum_steps", "channels_last"],
-            ["bucket_cap_mb", ("grad_as_bucket_view", "static_graph", "find_unused_parameters")],
+            [
+                "bucket_cap_mb",
+                ("grad_as_bucket_view", "static_graph", "find_unused_parameters", "sync_bn"),
+            ],
             ["nccl_preset", "memory_snapshot"],
         ],
     ),

@@ -5,7 +5,7 @@ NCCL preset, declared once (``FIELDS``, which ``lab.engine.launch.form.FIELDS`` 
 
 The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--precision``,
 ``--accum-steps``, ``--channels-last``, ``--bucket-cap-mb``, ``--grad-as-bucket-view``,
-``--static-graph`` and ``--find-unused-parameters``; the NCCL preset is the lab's own
+``--static-graph``, ``--find-unused-parameters`` and ``--sync-bn``; the NCCL preset is the lab's own
 (``lab.engine.launch.nccl``: its variables go into the run's environment). Refused with one line
 where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
 precision, an accumulation that does not divide each process's batch, DDP's static graph with
@@ -22,7 +22,13 @@ from lab.engine.launch.field import FormField
 from lab.engine.launch.runconfig import DDP, DP, SLURM
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-DDP_ONLY = ("bucket_cap_mb", "grad_as_bucket_view", "static_graph", "find_unused_parameters")
+DDP_ONLY = (
+    "bucket_cap_mb",
+    "grad_as_bucket_view",
+    "static_graph",
+    "find_unused_parameters",
+    "sync_bn",
+)
 MAX_ACCUM, MAX_BUCKET_MB, MAX_SNAPSHOT_STEPS = 1024, 10_000, 10_000
 _DDP = ("mode", DDP)
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
@@ -30,6 +36,11 @@ _DDP = ("mode", DDP)
 STATIC_GRAPH_WITH_ACCUM = (
     "DDP's static graph does not work with gradient accumulation (no_sync() fails its first "
     "backward): leave out static graph or set accumulation steps to 1"
+)
+
+SYNC_BN_CPU = (
+    "sync BatchNorm runs on GPUs only (nn.SyncBatchNorm wants CUDA inputs): choose GPUs or "
+    "leave it out"
 )
 
 FIELDS: tuple[FormField, ...] = (
@@ -115,6 +126,17 @@ FIELDS: tuple[FormField, ...] = (
         "(costs a graph walk every step).",
         cli_help="ddp: find_unused_parameters=True",
         trainer_flag="--find-unused-parameters",
+    ),
+    FormField(
+        "sync_bn",
+        "Sync BatchNorm",
+        "check",
+        "launch_sync_bn",
+        only_if=_DDP,
+        help="nn.SyncBatchNorm.convert_sync_batchnorm before DDP's wrap: BatchNorm statistics over "
+        "the global batch, not each rank's (GPUs only; costs a collective per BatchNorm layer).",
+        cli_help="ddp, GPUs: BatchNorm statistics over every rank's batch (nn.SyncBatchNorm)",
+        trainer_flag="--sync-bn",
     ),
     FormField(
         "nccl_preset",
@@ -210,6 +232,8 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
         out.append(("accum_steps", accum))
     elif c.static_graph and c.mode == DDP and _whole(c.accum_steps, 2, MAX_ACCUM):
         out.append(("static_graph", STATIC_GRAPH_WITH_ACCUM))
+    if c.sync_bn and c.mode == DDP and not _has_gpus(c):
+        out.append(("sync_bn", SYNC_BN_CPU))
     if c.memory_snapshot and not _has_gpus(c):
         out.append(
             (

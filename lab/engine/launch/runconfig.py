@@ -109,6 +109,7 @@ class RunConfig:
     grad_as_bucket_view: bool = False  # ddp
     static_graph: bool = False  # ddp
     find_unused_parameters: bool = False  # ddp
+    sync_bn: bool = False  # ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap
     nccl_preset: str = ""  # a name of lab.engine.launch.nccl.PRESETS: its variables in the env
     memory_snapshot: int = 0  # the trainer's --memory-snapshot N (CUDA only); 0 = off
 

@@ -189,6 +189,9 @@ class InterferenceMeter:
             key = (g.index, p.pid)
             self._foreign[key] = max(self._foreign.get(key, 0.0), p.used_mib or 0.0)
         out = {tags.sys_gpu(g.index, "other_mem_mib"): sum(p.used_mib or 0.0 for p in foreign)}
+        mine = [p.used_mib for p in g.processes if p.pid in ours and p.used_mib is not None]
+        if mine:  # NVML's per-process used memory of the run's own processes: context, NCCL too
+            out[tags.sys_gpu(g.index, "run_mem_mib")] = float(sum(mine))
         util = devices.process_utilization(g.index, self._since.get(g.index, 0))
         if util is None:
             self._notes[g.index] = (

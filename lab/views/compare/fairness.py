@@ -42,6 +42,12 @@ DDP_KNOBS = (
     ("grad_as_bucket_view", "DDP's gradients as bucket views"),
     ("static_graph", "DDP's static graph"),
     ("find_unused_parameters", "DDP's find unused parameters"),
+    ("sync_bn", "sync BatchNorm"),
+)
+BATCHNORM_WHY = (
+    "BatchNorm's statistics depend on the batch each device normalises over, so these runs do not "
+    "compute the same training (loss curves and accuracies differ beyond chance); under DDP "
+    "--sync-bn takes them over the global batch."
 )
 DEVICES_WHY = "compare scaling efficiency rather than speedup."
 HOST_WHY = "different machines make throughput incomparable."
@@ -132,6 +138,30 @@ def _knobs(seen: Sequence[CompareRun], names: Mapping[str, str]) -> list[Fairnes
     return out + _differ(names, "nccl_preset", "NCCL preset", preset, NCCL_WHY)
 
 
+def bn_batch(r: CompareRun, m: RunFigures) -> Any:
+    """The samples a BatchNorm layer of ``r`` normalises over per forward: the micro-batch of one
+    device (DP splits it over its GPUs), or the global micro-batch under sync BatchNorm; None where
+    the run has no BatchNorm or its batch is unknown."""
+    s = r.summary or {}
+    if not s.get("batchnorm"):
+        return None
+    accum = int(r.option("accum_steps") or 1)
+    if s.get("sync_bn") and m.global_batch:
+        return int(m.global_batch) // accum
+    if m.per_device_batch is None:
+        return None
+    split = len(m.devices) if m.effective_mode == "dp" and m.devices else 1
+    return int(m.per_device_batch) // accum // max(1, split)
+
+
+def _batchnorm(
+    seen: Sequence[CompareRun], names: Mapping[str, str], figures: Mapping[str, RunFigures]
+) -> list[FairnessWarning]:
+    """Runs with BatchNorm whose layers normalise over different batches: not the same training."""
+    per = {r.key: b for r in seen if (b := bn_batch(r, figures[r.key])) is not None}
+    return _differ(names, "batchnorm", "BatchNorm batch (samples)", per, BATCHNORM_WHY)
+
+
 def _differences(
     runs: Sequence[CompareRun], names: Mapping[str, str], figures: Mapping[str, RunFigures]
 ) -> list[FairnessWarning]:
@@ -154,6 +184,7 @@ def _differences(
     )
     out += _differ(names, "seed", "seed", {r.key: r.option("seed") for r in seen}, SEED_WHY)
     out += _knobs(seen, names)
+    out += _batchnorm(seen, names, figures)
     parallel = {
         r.key: len(m.devices)
         for r in seen

@@ -45,6 +45,8 @@ WHAT = {  # a warning key's words in the counting line; other keys read as their
     "grad_as_bucket_view": "DDP options differ",
     "static_graph": "DDP options differ",
     "find_unused_parameters": "DDP options differ",
+    "sync_bn": "DDP options differ",
+    "batchnorm": "BatchNorm batches differ",
     "nccl_preset": "NCCL preset differs",
 }
 

@@ -21,7 +21,8 @@ CHOICES = {
 }
 CHOICE_HELP = (
     "Strong (default): every mode gets the same global batch, so all compute the same training and "
-    "the speedup is the speedup of that training. Weak: every device gets the same batch, so DDP "
+    "the speedup is the speedup of that training (BatchNorm aside: its statistics are per device's "
+    "batch unless DDP's --sync-bn). Weak: every device gets the same batch, so DDP "
     "on "
     "N devices trains with an N times larger global batch; efficiency is then throughput per "
     "device "
