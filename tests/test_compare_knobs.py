@@ -88,9 +88,9 @@ def test_a_weak_device_count_sweep_has_speedup_and_efficiency(tmp_path):
     assert two["speedup"]["value"] == pytest.approx(1.6)
     assert two["efficiency"]["value"] == pytest.approx(0.8)
     assert curve[("single (weak)", 1)]["speedup"]["value"] == pytest.approx(1.0)
-    # the chart's ideal line starts from the same baseline
+    # the chart's ideal line starts from the same baseline (CPU runs: the line says what it assumes)
     fig = scaling_chart.throughput_figure(list(curve.values()))
-    ideal = [t for t in fig.data if t.name == scaling_chart.IDEAL]
+    ideal = [t for t in fig.data if t.name == scaling_chart.IDEAL_CPU]
     assert len(ideal) == 1 and list(ideal[0].y) == [1000.0, 2000.0]
 
 
