@@ -11,6 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
@@ -100,6 +101,7 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
     assert any("**Noise.**" in m.value for m in at.markdown)
 
 
+@pytest.mark.proc
 def test_home_repeats_field_starts_interleaved_runs(runs_dir):
     from lab.engine.launch.launcher import stop_sweep
     from lab.engine.registry import list_runs

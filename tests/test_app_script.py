@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from tests.test_script_runs import EXAMPLES, SHORT, check_curves
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 
 
 def _app(page: str) -> AppTest:

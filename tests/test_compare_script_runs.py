@@ -33,7 +33,7 @@ from lab.views.runscalars import folder_scalars
 from tests.test_compare import load_runs
 from tests.test_comparison import notes_shown
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 STEPS = "8"
 

@@ -108,6 +108,7 @@ def test_gpu_processes_are_named_by_the_owner_the_caller_gives(fake):
     assert devices.read_gpus(owner=owner, with_processes=False)[1].processes == ()
 
 
+@pytest.mark.proc
 def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
     # a real process tree: this test process plays the run's supervisor, a real child holds "GPU
     # memory"
@@ -147,6 +148,7 @@ def test_gpu_count_from_fake_drives_validation(fake):
     assert "GPU 3 does not exist: this machine has 2 GPUs (0-1)" in errs[0].message
 
 
+@pytest.mark.proc
 def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
     from lab.engine.supervise.sampler import SysSampler
 

@@ -128,6 +128,7 @@ def _free() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.proc
 def test_real_port_clash(real_failures):
     d, rc = real_failures["port"]
     assert rc != 0
@@ -137,6 +138,7 @@ def test_real_port_clash(real_failures):
     assert "address already in use" in diag.excerpt.lower() or "EADDRINUSE" in diag.excerpt
 
 
+@pytest.mark.proc
 def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_failures):
     d, rc = real_failures["raise"]
     assert rc == 1
@@ -149,6 +151,7 @@ def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_fail
     assert "--rank 1" in diag.fix
 
 
+@pytest.mark.proc
 def test_real_batch_that_does_not_split(real_failures):
     d, rc = real_failures["batch"]
     assert rc != 0

@@ -125,6 +125,7 @@ STUBBORN = (
 )
 
 
+@pytest.mark.proc
 def test_three_modes_launch_at_once_and_succeed(runs_dir):
     ids = []
     for c in (cfg(mode="single"), cfg(mode="dp"), cfg(mode="ddp", nproc=2)):
@@ -148,6 +149,7 @@ def test_three_modes_launch_at_once_and_succeed(runs_dir):
     assert (ddp / "logs").is_dir() and read_json(ddp / "status.json")["port"] != 29500
 
 
+@pytest.mark.proc
 def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
     ids = [launcher.launch(cfg(mode="ddp", nproc=2, max_steps=2), runs_dir) for _ in range(4)]
     states = [launcher.wait(r, runs_dir, 240) for r in ids]
@@ -156,6 +158,7 @@ def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
     assert len(ports) == 4
 
 
+@pytest.mark.proc
 def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     """Two real 2-rank DDP runs side by side: one is stopped, one loses rank 1 to kill -9."""
     to_stop = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
@@ -195,6 +198,7 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     wait_for(lambda: alive_of(d_kill) == [], 5, "no process of the failed run")
 
 
+@pytest.mark.proc
 def test_stop_twenty_times_without_a_leak(runs_dir):
     leaks = []
     for i in range(20):
@@ -219,6 +223,7 @@ def test_stop_twenty_times_without_a_leak(runs_dir):
     assert leaks == []
 
 
+@pytest.mark.proc
 def test_a_taken_port_is_replaced_before_the_start(runs_dir):
     import socket
 
@@ -235,6 +240,7 @@ def test_a_taken_port_is_replaced_before_the_start(runs_dir):
         held.close()
 
 
+@pytest.mark.proc
 def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     port = str(ports.free_port())
     # the child fails like torchrun's store on a taken port, but only on the first port it is given
@@ -254,6 +260,7 @@ def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     assert str(read_json(d / "status.json")["port"]) != port
 
 
+@pytest.mark.proc
 def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     rid = "cannot-start"
     d = runs_dir / rid
@@ -273,6 +280,7 @@ def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     assert diag["key"] == "supervisor" and "/nonexistent/python" in diag["cause"]
 
 
+@pytest.mark.proc
 def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
@@ -288,6 +296,7 @@ def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     assert len(read_json(d / "status.json")["tree"]) == 2
 
 
+@pytest.mark.proc
 def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
@@ -338,6 +347,7 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
+@pytest.mark.proc
 def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
     from lab.views.compare.figures import run_figures
@@ -372,6 +382,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     assert efficiency("strong", 2.0, run_figures(load_run(d)).device_count, 1.0, 1) == 0.5
 
 
+@pytest.mark.proc
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
     sweep_id, ids = launcher.launch_sweep(
         [cfg(mode="single", max_steps=1), cfg(mode="dp", max_steps=1)], runs_dir

@@ -97,6 +97,7 @@ def test_warm_read_same_points_and_decodes_nothing(tmp_path, cache_dir, count_sc
     assert same(plain, snapshot(events.LogdirReader(logs)))
 
 
+@pytest.mark.proc
 def test_sample_runs_read_the_same_from_the_cache(cache_dir):
     plain = events.LogdirReader(SAMPLE_RUNS, cache=False)
     want = snapshot(plain)

@@ -36,7 +36,7 @@ from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
 from tests.test_engine_runs import alive_of, state, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 FINAL = ("succeeded", "failed", "stopped", "lost")
 ENV = {"OMP_NUM_THREADS": "1"}
 

@@ -127,6 +127,7 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_a_script_keeping_every_loss_alive_is_flagged_while_it_runs_and_a_healthy_one_is_not(
     runs_dir, tmp_path

@@ -28,7 +28,7 @@ import pytest
 from lab.events import RunReader
 from lab.runfolder import REPO_ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 EXAMPLES = REPO_ROOT / "examples"
 SHORT = ["--epochs", "1", "--max-steps", "5", "--log-every", "1"]
 PRINTED = re.compile(r"^(?:\[default0\]:)?epoch \d+ step (\d+) loss ([0-9.]+)", re.M)

@@ -153,6 +153,7 @@ def test_a_varied_option_is_no_fairness_warning(tmp_path):
     assert "global_batch" in [w.key for w in compare(load_runs(unvaried)).warnings]
 
 
+@pytest.mark.proc
 def test_a_bad_vary_on_the_command_line_is_one_line_and_starts_nothing(tmp_path):
     res = _lab("sweep", "--modes", "ddp", "--vary", "bucket-size=1,25", root=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
@@ -168,6 +169,7 @@ def _allreduce_calls(run_dir: Path) -> float:
     return rows[0]["calls"]
 
 
+@pytest.mark.proc
 @pytest.mark.timeout(900)  # four real DDP runs one after another on a shared machine
 def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_path):
     # tinycnn's gradients are ~24 KB in all: 1 MB buckets would hold them in one bucket, as 25 MB
@@ -216,6 +218,7 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
     assert "by value: bucket-cap-mb=25" in text.stdout, text.stdout
 
 
+@pytest.mark.proc
 def test_bf16_against_fp32_on_the_cpu_compares_memory_and_throughput_with_intervals(tmp_path):
     res = _lab(
         "sweep", "--modes", "single", "--vary", "precision=fp32,bf16", "--json", *TINY,

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 SAME = [
     "--log-every",

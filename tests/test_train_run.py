@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--image-size", "16", "--batch-size", "32", "--lr", "0.1"]
 # the CPU, even on a GPU box
