@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import table as cols
-from tests.test_comparison import notes_shown
+from tests.helpers.comparison import notes_shown
 
 REPO = Path(__file__).resolve().parent.parent
 BUSY = {

@@ -32,7 +32,7 @@ from torch import nn
 
 from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT
-from tests.test_diagnose import ROOT_CAUSE, _captured, _free, _torchrun
+from tests.helpers.diagnose import ROOT_CAUSE, _captured, _free, _torchrun
 from training import models
 
 UNUSED_LAYER = """

@@ -20,8 +20,8 @@ import pytest
 
 from lab import events
 from lab.events import apart, many
-from tests.test_events_incremental import header, rec
-from tests.test_events_many import flip, snapshot
+from tests.helpers.event_records import header, rec
+from tests.helpers.event_snapshots import flip, snapshot
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from lab import events
 from lab.events import cache, decode, tfrecord
 from lab.events.cache import CACHE_DIRNAME, SUFFIX
 from lab.runfolder import SAMPLE_RUNS
-from tests.test_events_incremental import header, rec
+from tests.helpers.event_records import header, rec
 
 OLD = 1_600_000_000  # an mtime long past: the entry is trusted without reading the file
 

@@ -188,7 +188,7 @@ def test_no_driver_attributes_nothing(fake):
 @pytest.mark.proc
 def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_child):
     from lab.engine.supervise.sampler import SysSampler
-    from tests.test_devices import _load_scalars
+    from tests.helpers.devices import _load_scalars
 
     fake([FakeGpu(processes=[(os.getpid(), 700)], process_util=[(os.getpid(), 25, 5)])])
     s = SysSampler(tmp_path, gpus=(0,))

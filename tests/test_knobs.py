@@ -22,7 +22,7 @@ import pytest
 
 from lab.engine.launch import form, launcher, nccl
 from lab.engine.launch.config import RunConfig, problems
-from tests.test_train_ddp import SAME, free_port, losses
+from tests.helpers.train_ddp import SAME, free_port, losses
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

@@ -18,7 +18,7 @@ from lab.engine.health.watch import HealthWatch
 from lab.engine.launch import launcher, script
 from lab.engine.launch.script import ScriptConfig
 from lab.events import LogdirReader
-from tests.test_engine_runs import alive_of, state, wait_for
+from tests.helpers.engine_runs import alive_of, state, wait_for
 
 FINAL = ("succeeded", "failed", "stopped", "lost")
 

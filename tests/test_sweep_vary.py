@@ -19,6 +19,7 @@ from lab.engine.launch.config import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare.comparison import compare
+from tests.helpers.sweep_vary import _varied_run
 from tests.test_compare import load_runs
 from tests.test_noise import spread_run
 
@@ -104,15 +105,6 @@ def test_two_options_cross_and_long_names_keep_their_values():
         "cmp-tinycnn-ddpx2-bcm0.001-as4",
     ]  # initials where the flags do not fit a name
     assert all(len(c.name) <= vary.NAME_ROOM for c in got)
-
-
-def _varied_run(root: Path, run_id: str, median: float, varied: dict, **kw) -> None:
-    d = spread_run(root, run_id, median, median * 0.95, median * 1.05, sweep_id="s1", **kw)
-    nproc = len(kw.get("devices", ())) or 1
-    for name in ("run.json", "summary.json"):  # DDP's processes, as the launcher records them
-        doc = json.loads((d / name).read_text())
-        doc["config"]["nproc"] = nproc
-        (d / name).write_text(json.dumps(dict(doc, varied=varied) if name == "run.json" else doc))
 
 
 def test_compare_groups_runs_by_value_against_the_first_value(tmp_path):

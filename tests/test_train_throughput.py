@@ -12,7 +12,7 @@ import pytest
 from lab.events import LogdirReader
 from lab.views.compare.spread import median_spread, steady_windows
 from lab.views.runscalars import run_scalars
-from tests.test_train_run import trainer
+from tests.helpers.train_run import trainer
 from training.throughput import window_spread
 
 
