@@ -161,3 +161,78 @@ def runs_dir(tmp_path, monkeypatch) -> Path:
     d.mkdir()
     monkeypatch.setenv("LAB_RUNS_DIR", str(d))
     return d
+
+
+# -- tiers: a test that starts a process says so --------------------------------------------------
+# ``proc`` (starts a process: a CLI, a supervisor, torchrun, git), ``e2e`` (a browser), ``slurm``
+# and ``gpu`` name what a test costs; the quick tier (README, Tests) deselects them all and runs in
+# parallel. The rule is enforced: while an unmarked test runs (its setup, its fixtures, its body and
+# its teardown), starting a process, from any thread, through subprocess, os.fork or os.posix_spawn
+# (multiprocessing and asyncio go through these) raises ProcessNotMarked and fails the test, so a
+# new test that forgets its marker fails the first time it runs.
+PROC_MARKERS = ("proc", "e2e", "slurm", "gpu")
+
+
+class ProcessNotMarked(BaseException):
+    """Raised where an unmarked test starts a process. A BaseException, so the code under test's
+    ``except Exception`` (a launcher reporting a failed start) cannot swallow it."""
+
+
+_unmarked_item: list = [None]  # the unmarked test now running, if any
+
+
+def _guarded(original, what: str):
+    def start(*args, **kwargs):
+        item = _unmarked_item[0]
+        if item is not None:
+            shown = args[1] if what == "subprocess.Popen" and len(args) > 1 else kwargs.get("args")
+            item.stash.setdefault(_STARTED, []).append(f"{what}({shown!r})"[:200])
+            raise ProcessNotMarked(
+                f"{item.nodeid} started a process ({what}) without a marker: mark it "
+                "@pytest.mark.proc (or e2e/slurm/gpu), or the module with pytestmark"
+            )
+        return original(*args, **kwargs)
+
+    start.__wrapped__ = original
+    return start
+
+
+_STARTED = pytest.StashKey[list]()
+
+
+def pytest_configure(config):
+    import subprocess
+
+    if not getattr(subprocess.Popen.__init__, "_lab_guard", False):
+        guard = _guarded(subprocess.Popen.__init__, "subprocess.Popen")
+        guard._lab_guard = True
+        subprocess.Popen.__init__ = guard
+        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp"):
+            if hasattr(os, name):
+                setattr(os, name, _guarded(getattr(os, name), f"os.{name}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    marked = any(item.get_closest_marker(m) for m in PROC_MARKERS)
+    _unmarked_item[0] = None if marked else item
+    try:
+        yield
+    finally:
+        _unmarked_item[0] = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:  # the raise itself failed this phase: reported once
+        item.stash[_STARTED] = []
+    started = item.stash.get(_STARTED, None)
+    if started:  # the process start was caught and swallowed: still a failure
+        item.stash[_STARTED] = []
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} started a process without a marker (proc/e2e/slurm/gpu): "
+            + "; ".join(started)
+        )

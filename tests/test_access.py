@@ -103,6 +103,7 @@ def test_refused_everywhere_when_listening_beyond_this_machine(
     assert not at.success and list(runs_dir.iterdir()) == []  # nothing was created, nothing started
 
 
+@pytest.mark.proc
 def test_allowed_with_the_variable_and_a_script_starts(
     runs_dir, listening_everywhere, monkeypatch, tmp_path
 ):

@@ -20,9 +20,9 @@ import pytest
 from lab.engine import procs
 from lab.engine.launch import launcher
 from lab.runfolder import read_json
-from tests.test_engine_runs import alive_of, cfg, wait_for, wait_ranks
+from tests.helpers.engine_runs import alive_of, cfg, wait_for, wait_ranks
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 
 

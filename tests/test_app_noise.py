@@ -11,11 +11,12 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import table as cols
-from tests.test_comparison import notes_shown
+from tests.helpers.comparison import notes_shown
 
 REPO = Path(__file__).resolve().parent.parent
 BUSY = {
@@ -101,6 +102,7 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
     assert any("**Noise.**" in m.value for m in at.markdown)
 
 
+@pytest.mark.proc
 def test_home_repeats_field_starts_interleaved_runs(runs_dir):
     from lab.engine.launch.launcher import stop_sweep
     from lab.engine.registry import list_runs

@@ -204,6 +204,7 @@ def _launch_and_wait(
     return run_id
 
 
+@pytest.mark.proc
 def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
     from lab.engine.launch.config import RunConfig
 
@@ -222,6 +223,7 @@ def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
     assert any("no images" in c.value for c in at.code)  # the log tail holds the trainer's message
 
 
+@pytest.mark.proc
 def test_live_stop_button_stops_a_running_run(runs_dir):
     from lab.engine.launch.config import RunConfig
     from lab.engine.registry import get_run
@@ -238,6 +240,7 @@ def test_live_stop_button_stops_a_running_run(runs_dir):
     assert any("### stopped" == m.value for m in at.markdown)
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("scaling", ["strong", "weak"])
 def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir, scaling):
     import json
@@ -343,6 +346,7 @@ def test_launch_two_nodes_shows_the_other_nodes_command(runs_dir):
     assert not list(runs_dir.iterdir())
 
 
+@pytest.mark.proc
 @pytest.mark.timeout(600)  # three real runs of a torchvision model, one after another
 def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     import json
@@ -381,6 +385,7 @@ def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     assert "Throughput against device count" in heads, heads  # the scaling view of the sweep
 
 
+@pytest.mark.proc
 def test_launch_varies_an_option_across_the_sweep_or_names_the_fix(runs_dir):
     import json
 
@@ -407,6 +412,7 @@ def test_launch_varies_an_option_across_the_sweep_or_names_the_fix(runs_dir):
         launcher.stop(r.run_id, runs_dir)
 
 
+@pytest.mark.proc
 def test_home_link_check_shows_the_gloo_table(runs_dir):
     at = _app()
     at.number_input(key="home_link_max_mib").set_value(0.01)  # 1 KiB and 4 KiB: seconds

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_script_runs import EXAMPLES, SHORT, check_curves
+from tests.helpers.script_runs import EXAMPLES, SHORT, check_curves
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 
 
 def _app(page: str) -> AppTest:

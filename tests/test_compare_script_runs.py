@@ -30,10 +30,10 @@ from lab.views.compare import derived
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.comparison import notes_shown
 from tests.test_compare import load_runs
-from tests.test_comparison import notes_shown
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 STEPS = "8"
 

@@ -26,16 +26,11 @@ from lab.views.compare.speed import Speed
 from lab.views.compare.spread import Spread
 from lab.views.compare.table import frame, table_csv
 from lab.views.compare.utilisation import Utilisation
+from tests.helpers.comparison import notes_shown
 from tests.test_compare import load_runs, make_run
 from tests.test_noise import BUSY, spread_run
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
-
-
-def notes_shown(at: AppTest) -> list[str]:
-    """The messages listed in the Compare page's expander of warning details."""
-    box = next(e for e in at.expander if e.label == "Details of the notes")
-    return [line[2:] for line in box.markdown[0].value.split("\n")]
 
 
 @pytest.fixture
@@ -139,7 +134,7 @@ def test_no_runs_is_an_empty_comparison():
 def test_foreign_logs_are_found_without_the_registry(tmp_path):
     """``available_runs`` takes the registry's records; foreign logs are the folders that hold none
     of a lab run's files."""
-    from tests.test_derived import _foreign
+    from tests.helpers.derived import _foreign
 
     folder = _foreign(tmp_path)
     make_run(tmp_path, "lab-run")

@@ -37,6 +37,7 @@ def _lab(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("how", ["zero", "half"])
 @pytest.mark.parametrize("name", RUN_FILES)
 def test_registry_and_cli_list_the_run_unreadable_naming_the_file(runs_dir, name, how):

@@ -21,7 +21,6 @@ import pytest
 
 from lab import cli
 from lab.cli.compare import resolve
-from lab.engine.supervise.sampler import ScalarWriter
 from lab.events import LogdirReader
 from lab.views.compare import derived
 from lab.views.compare import runs as compare_runs
@@ -29,9 +28,9 @@ from lab.views.compare import table as compare_columns
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.derived import T0, _foreign, _sys, _tb
 from tests.test_compare import available_runs, load_runs, make_run
 
-T0 = 1_800_000_000.0
 ISO = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
 # the script's loss: step rates 2, 2, 4, 4, 4 steps/s; the first is warm-up, the median of the rest
 # is 4
@@ -47,26 +46,6 @@ class S:
         self.step = np.asarray(steps, dtype=float)
         self.wall_time = np.asarray(walls, dtype=float)
         self.value = np.asarray(values if values is not None else [1.0] * len(steps), dtype=float)
-
-
-def _tb(folder: Path, points: dict[str, list[tuple[int, float, float]]]) -> None:
-    """Events as a user's script writes them: torch's SummaryWriter, ``(step, seconds after T0,
-    value)``."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    w = SummaryWriter(str(folder))
-    for tag, rows in points.items():
-        for step, t, v in rows:
-            w.add_scalar(tag, v, global_step=step, walltime=T0 + t)
-    w.close()
-
-
-def _sys(folder: Path, samples: dict[str, list[float]]) -> None:
-    """The supervisor's device samples: one event per second."""
-    w = ScalarWriter(folder)
-    for i in range(len(next(iter(samples.values())))):
-        w.add({tag: vals[i] for tag, vals in samples.items()}, i, T0 + i)
-    w.close()
 
 
 def script_run(root: Path, run_id: str, cwd: Path, *, gpus=(2, 3), extra_tags=None) -> Path:
@@ -283,18 +262,6 @@ def test_columns_say_what_derived_figures_are():
     )
     helps = compare_columns.text_help(["run", "figures", "speedup of", "noise"])
     assert set(helps) == {"figures", "speedup of", "noise"} and "derived" in helps["figures"]
-
-
-def _foreign(root: Path) -> Path:
-    """Foreign logs: a folder of someone's events with the supervisor's sys/ beside them, and no run
-    files."""
-    folder = root / "their-logs"
-    _tb(folder / "train", {"Loss/train": [(i * 4, float(i), 1.0) for i in range(5)]})
-    _sys(
-        folder / "sys",
-        {"sys/gpu0/util_pct": [80, 90, 85, 95], "sys/gpu0/mem_used_mib": [100, 400, 300, 200]},
-    )
-    return folder
 
 
 def test_foreign_logs_with_device_samples_are_a_run(pair, tmp_path):

@@ -8,7 +8,6 @@ view, psutil, processes and event files are all real.
 
 from __future__ import annotations
 
-import glob
 import subprocess
 import sys
 import time
@@ -22,23 +21,7 @@ from lab.engine.devices import nvml as devices
 from lab.engine.launch.config import RunConfig, problems
 from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
-
-
-def _load_scalars(logdir) -> dict[str, list[float]]:
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.util import tensor_util
-
-    out: dict[str, list[float]] = {}
-    for f in glob.glob(f"{logdir}/events.out.tfevents.*"):
-        for ev in EventFileLoader(f).Load():
-            for v in ev.summary.value:
-                val = (
-                    v.simple_value
-                    if v.HasField("simple_value")
-                    else float(tensor_util.make_ndarray(v.tensor))
-                )
-                out.setdefault(v.tag, []).append(val)
-    return out
+from tests.helpers.devices import _load_scalars
 
 
 @pytest.fixture
@@ -108,6 +91,7 @@ def test_gpu_processes_are_named_by_the_owner_the_caller_gives(fake):
     assert devices.read_gpus(owner=owner, with_processes=False)[1].processes == ()
 
 
+@pytest.mark.proc
 def test_gpu_processes_matched_to_runs_by_ancestry(fake, runs_dir):
     # a real process tree: this test process plays the run's supervisor, a real child holds "GPU
     # memory"
@@ -147,6 +131,7 @@ def test_gpu_count_from_fake_drives_validation(fake):
     assert "GPU 3 does not exist: this machine has 2 GPUs (0-1)" in errs[0].message
 
 
+@pytest.mark.proc
 def test_sampler_writes_gpu_and_process_tree_scalars(fake, tmp_path):
     from lab.engine.supervise.sampler import SysSampler
 

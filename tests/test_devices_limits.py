@@ -261,6 +261,7 @@ def test_the_launched_environment_names_gpus_by_uuid(fake, tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == ""  # the CPU: no GPU at all
 
 
+@pytest.mark.proc
 def test_the_nvml_seam_reaches_the_processes_the_lab_starts(tmp_path):
     env = dict(
         os.environ,

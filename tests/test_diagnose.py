@@ -10,17 +10,13 @@ on different devices use log lines as PyTorch prints them.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from lab.engine.supervise.diagnose import diagnose
-from lab.runfolder import REPO_ROOT
+from tests.helpers.diagnose import ROOT_CAUSE, _captured, _free, _torchrun
 
 RAISE_IN_RANK1 = """
 import torch.distributed as dist
@@ -30,44 +26,6 @@ if dist.get_rank() == 1:
 dist.barrier()
 dist.destroy_process_group()
 """
-
-
-def _torchrun(run_dir: Path, port: int, nproc: int, target: list[str]) -> subprocess.Popen:
-    """Start torchrun the way the supervisor does: output to RUN_DIR/stdout.log, logs and error file
-    in RUN_DIR."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        PYTHONUNBUFFERED="1",
-        CUDA_VISIBLE_DEVICES="",
-        TORCHELASTIC_ERROR_FILE=str(run_dir / "error.json"),
-        PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        str(nproc),
-        "--nnodes",
-        "1",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(port),
-        "--log-dir",
-        str(run_dir / "logs"),
-        "--tee",
-        "3",
-        *target,
-    ]
-    out = open(run_dir / "stdout.log", "wb")
-    p = subprocess.Popen(
-        argv, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    out.close()
-    return p
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +80,7 @@ def real_failures(tmp_path_factory):
                 p.wait()
 
 
-def _free() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
+@pytest.mark.proc
 def test_real_port_clash(real_failures):
     d, rc = real_failures["port"]
     assert rc != 0
@@ -137,6 +90,7 @@ def test_real_port_clash(real_failures):
     assert "address already in use" in diag.excerpt.lower() or "EADDRINUSE" in diag.excerpt
 
 
+@pytest.mark.proc
 def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_failures):
     d, rc = real_failures["raise"]
     assert rc == 1
@@ -149,36 +103,13 @@ def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_fail
     assert "--rank 1" in diag.fix
 
 
+@pytest.mark.proc
 def test_real_batch_that_does_not_split(real_failures):
     d, rc = real_failures["batch"]
     assert rc != 0
     diag = diagnose(d, rc)
     assert diag.key == "batch_split", (diag, (d / "stdout.log").read_text()[-1500:])
     assert "does not split" in diag.excerpt and "multiple" in diag.fix
-
-
-def _captured(tmp_path: Path, text: str, error_json: dict | None = None) -> Path:
-    (tmp_path / "stdout.log").write_text(text)
-    if error_json:
-        (tmp_path / "error.json").write_text(json.dumps(error_json))
-    return tmp_path
-
-
-ROOT_CAUSE = """[default0]:[rank0]: Traceback (most recent call last):
-[default0]:[rank0]: {err}
-============================================================
-training.train FAILED
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-29_07:49:21
-  host      : gpu-box
-  rank      : 0 (local_rank: 0)
-  exitcode  : 1 (pid: 7360)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================
-"""
 
 
 def test_captured_cuda_out_of_memory(tmp_path):  # CAPTURED: no GPU here

@@ -32,7 +32,7 @@ from torch import nn
 
 from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT
-from tests.test_diagnose import ROOT_CAUSE, _captured, _free, _torchrun
+from tests.helpers.diagnose import ROOT_CAUSE, _captured, _free, _torchrun
 from training import models
 
 UNUSED_LAYER = """
@@ -190,6 +190,7 @@ def _trainer_resuming_a_wrapped_checkpoint(root: Path) -> subprocess.Popen:
         )
 
 
+@pytest.mark.proc
 def test_real_unused_parameter_under_ddp(real):
     d, rc = real["unused"]
     assert rc != 0
@@ -200,6 +201,7 @@ def test_real_unused_parameter_under_ddp(real):
     assert "Expected to have finished reduction" in diag.excerpt
 
 
+@pytest.mark.proc
 def test_real_collective_timeout_from_the_trainers_dist_timeout(real):
     d, rc = real["timeout"]
     assert rc != 0
@@ -211,6 +213,7 @@ def test_real_collective_timeout_from_the_trainers_dist_timeout(real):
     assert "--dist-timeout" in diag.fix and "another rank" in diag.cause
 
 
+@pytest.mark.proc
 def test_real_device_ids_for_a_cpu_model(real):
     d, rc = real["device_ids"]
     assert rc != 0
@@ -219,6 +222,7 @@ def test_real_device_ids_for_a_cpu_model(real):
     assert diag.rank == 0 and "none on the CPU" in diag.fix
 
 
+@pytest.mark.proc
 def test_real_resume_of_a_wrapped_models_checkpoint(real):
     d, rc = real["prefix"]
     assert rc == 2  # the trainer's refusal: one line, nothing trained

@@ -91,6 +91,7 @@ def fill(folder: Path) -> None:
     assert diskfull.is_full(e.value)
 
 
+@pytest.mark.proc
 def test_a_checkpoint_that_does_not_fit_keeps_the_last_complete_one(small_disk):
     # 96 KiB: the first checkpoint (~54 KB) fits, the second, written beside it, does not
     run = small_disk("96k") / "run"
@@ -105,6 +106,7 @@ def test_a_checkpoint_that_does_not_fit_keeps_the_last_complete_one(small_disk):
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.endswith(TMP_SUFFIX)]
 
 
+@pytest.mark.proc
 def test_events_that_fill_the_disk_end_the_run_and_still_read(small_disk, tmp_path):
     run = small_disk("24k") / "run"
     res = trainer(run, "--log-every", "1", "--checkpoint", "none")
@@ -130,6 +132,7 @@ def test_events_that_fill_the_disk_end_the_run_and_still_read(small_disk, tmp_pa
     assert cut_steps == steps[: len(cut_steps)] and len(cut_steps) >= len(steps) - 1
 
 
+@pytest.mark.proc
 def test_the_supervisor_ends_a_run_on_a_full_disk_failed_with_disk_full(small_disk, monkeypatch):
     # 120 KiB: the first checkpoint and the supervisor's files fit, the second checkpoint not
     root = small_disk("120k")
@@ -164,6 +167,7 @@ def test_the_supervisor_ends_a_run_on_a_full_disk_failed_with_disk_full(small_di
 
 
 # tensorboard's writer thread dies of the ENOSPC (its traceback printed, its error re-raised to us)
+@pytest.mark.proc
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_status_and_sys_events_on_a_full_disk_do_not_raise(small_disk, caplog):
     d = small_disk("64k")
@@ -201,6 +205,7 @@ def test_a_scripts_no_space_traceback_is_disk_full(tmp_path):
     assert "No space left on device" in d.excerpt
 
 
+@pytest.mark.proc
 def test_a_failure_with_no_line_on_a_full_disk_is_disk_full(small_disk):
     d = small_disk("64k")
     (d / "stdout.log").write_text("step 10 loss 1.2\n")

@@ -18,6 +18,8 @@ import pytest
 
 from lab.runfolder import REPO_ROOT
 
+pytestmark = pytest.mark.proc
+
 # runs without GPUs get no CUDA
 CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}
 

@@ -34,6 +34,7 @@ def child():
     p.wait()
 
 
+@pytest.mark.proc
 def test_alive_compares_the_create_time_and_counts_a_zombie_dead(child):
     ct = procs.create_time(child.pid)
     assert procs.alive(child.pid, ct) and procs.alive(child.pid)
@@ -44,12 +45,14 @@ def test_alive_compares_the_create_time_and_counts_a_zombie_dead(child):
     assert not procs.alive(child.pid, ct)
 
 
+@pytest.mark.proc
 def test_lineage_runs_from_a_pid_to_the_first_process(child):
     line = procs.lineage(child.pid)
     assert line[:2] == [child.pid, os.getpid()] and line[-1] == 1
     assert procs.lineage(4_000_000) == []  # above pid_max: gone
 
 
+@pytest.mark.proc
 def test_tree_meter_sums_cpu_and_rss_of_a_tree(child):
     meter = procs.TreeMeter()
     tree = procs.tree(child.pid)

@@ -74,6 +74,7 @@ def test_half_written_files_are_absent_and_the_run_unreadable(runs_dir):
     assert recs["torn2"].state == "unreadable" and recs["torn2"].unreadable == ["status.json"]
 
 
+@pytest.mark.proc
 def test_dead_or_reused_supervisor_pid_means_lost(runs_dir):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -162,6 +163,7 @@ def test_folder_states_without_a_status_file(runs_dir):
     assert not any((runs_dir / r / "status.json").exists() for r in states)
 
 
+@pytest.mark.proc
 def test_process_owner_walks_ancestry_to_a_recorded_pid(runs_dir):
     """A real child of this process belongs to the run that recorded this process; strangers to
     none."""
@@ -185,6 +187,7 @@ def test_process_owner_walks_ancestry_to_a_recorded_pid(runs_dir):
         child.wait()
 
 
+@pytest.mark.proc
 def test_follow_ends_when_the_supervisor_is_gone(runs_dir):
     """A run that says running but whose supervisor died is over (lost) for ``logs --follow``
     too."""

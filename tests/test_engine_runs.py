@@ -22,72 +22,12 @@ import pytest
 
 from lab.engine import logs, procs, registry
 from lab.engine.launch import launcher, ports
-from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.launch.config import ConfigError
 from lab.runfolder import now_iso, read_json, write_json_atomic
+from tests.helpers.engine_runs import alive_of, cfg, state, wait_for, wait_ranks
 
 pytestmark = pytest.mark.slow
 FINAL = ("succeeded", "failed", "stopped", "lost")
-
-
-def cfg(**kw) -> RunConfig:
-    base = dict(
-        max_steps=3,
-        image_size=8,
-        batch_size=32,
-        log_every=1,
-        checkpoint="none",
-        extra_env={"OMP_NUM_THREADS": "1"},
-    )
-    base.update(kw)
-    return RunConfig(**base)
-
-
-def wait_for(pred, timeout_s: float, what: str):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def state(run_id: str, root: Path) -> str:
-    return registry.get_run(run_id, root).state
-
-
-def alive_of(run_dir: Path) -> list[int]:
-    """Every process of the run still alive: recorded pids (create time checked) and their
-    children."""
-    st = read_json(run_dir / "status.json") or {}
-    recorded = [
-        [st.get("supervisor_pid"), st.get("supervisor_ct")],
-        [st.get("pid"), st.get("pid_ct")],
-    ]
-    recorded += st.get("tree") or []
-    out = set()
-    for pid, ct in recorded:
-        for p in procs.tree(pid, ct):
-            out.add(p.pid)
-    return sorted(out)
-
-
-def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
-    """rank -> pid once the run's tree holds ``n`` ranks that have started training."""
-
-    def ranks():
-        st = read_json(run_dir / "status.json") or {}
-        found = {}
-        for p in procs.tree(st.get("pid"), st.get("pid_ct")):
-            try:
-                env = p.environ()
-            except psutil.Error:
-                continue
-            if "RANK" in env and "TORCHELASTIC_RUN_ID" in env:
-                found[int(env["RANK"])] = p.pid
-        return found if len(found) == n and (run_dir / "progress.json").exists() else None
-
-    return wait_for(ranks, timeout_s, f"{n} training ranks")
 
 
 def cheap_run(root: Path, code: str, args: tuple[str, ...] = ()) -> str:
@@ -125,6 +65,7 @@ STUBBORN = (
 )
 
 
+@pytest.mark.proc
 def test_three_modes_launch_at_once_and_succeed(runs_dir):
     ids = []
     for c in (cfg(mode="single"), cfg(mode="dp"), cfg(mode="ddp", nproc=2)):
@@ -148,6 +89,7 @@ def test_three_modes_launch_at_once_and_succeed(runs_dir):
     assert (ddp / "logs").is_dir() and read_json(ddp / "status.json")["port"] != 29500
 
 
+@pytest.mark.proc
 def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
     ids = [launcher.launch(cfg(mode="ddp", nproc=2, max_steps=2), runs_dir) for _ in range(4)]
     states = [launcher.wait(r, runs_dir, 240) for r in ids]
@@ -156,6 +98,7 @@ def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
     assert len(ports) == 4
 
 
+@pytest.mark.proc
 def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     """Two real 2-rank DDP runs side by side: one is stopped, one loses rank 1 to kill -9."""
     to_stop = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
@@ -195,6 +138,7 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     wait_for(lambda: alive_of(d_kill) == [], 5, "no process of the failed run")
 
 
+@pytest.mark.proc
 def test_stop_twenty_times_without_a_leak(runs_dir):
     leaks = []
     for i in range(20):
@@ -219,6 +163,7 @@ def test_stop_twenty_times_without_a_leak(runs_dir):
     assert leaks == []
 
 
+@pytest.mark.proc
 def test_a_taken_port_is_replaced_before_the_start(runs_dir):
     import socket
 
@@ -235,6 +180,7 @@ def test_a_taken_port_is_replaced_before_the_start(runs_dir):
         held.close()
 
 
+@pytest.mark.proc
 def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     port = str(ports.free_port())
     # the child fails like torchrun's store on a taken port, but only on the first port it is given
@@ -254,6 +200,7 @@ def test_a_job_that_dies_of_address_in_use_is_retried_on_another_port(runs_dir):
     assert str(read_json(d / "status.json")["port"]) != port
 
 
+@pytest.mark.proc
 def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     rid = "cannot-start"
     d = runs_dir / rid
@@ -273,6 +220,7 @@ def test_a_command_that_cannot_start_fails_the_run_with_a_reason(runs_dir):
     assert diag["key"] == "supervisor" and "/nonexistent/python" in diag["cause"]
 
 
+@pytest.mark.proc
 def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
@@ -288,6 +236,7 @@ def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     assert len(read_json(d / "status.json")["tree"]) == 2
 
 
+@pytest.mark.proc
 def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
     d = runs_dir / rid
@@ -338,6 +287,7 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
+@pytest.mark.proc
 def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
     from lab.views.compare.figures import run_figures
@@ -372,6 +322,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     assert efficiency("strong", 2.0, run_figures(load_run(d)).device_count, 1.0, 1) == 0.5
 
 
+@pytest.mark.proc
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
     sweep_id, ids = launcher.launch_sweep(
         [cfg(mode="single", max_steps=1), cfg(mode="dp", max_steps=1)], runs_dir

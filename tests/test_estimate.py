@@ -81,6 +81,7 @@ print(peak / 2**20)
 """
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("model,batch,size", [("tinycnn", 64, 32), ("resnet18", 32, 64)])
 def test_estimate_against_a_real_training_step_on_the_cpu(model, batch, size):
     r = subprocess.run(
@@ -134,6 +135,7 @@ def test_per_gpu_follows_each_mode():
     assert "activations of 32 images" in ddp[0].describe() and "DDP buckets" in ddp[0].describe()
 
 
+@pytest.mark.proc
 def test_importing_the_lab_engine_does_not_import_torch():
     code = (
         "import sys, lab.engine.launch.launcher, lab.engine.preflight.checks, "

@@ -16,10 +16,12 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from lab import events
 from lab.events import apart, many
-from tests.test_events_incremental import header, rec
-from tests.test_events_many import flip, snapshot
+from tests.helpers.event_records import header, rec
+from tests.helpers.event_snapshots import flip, snapshot
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,6 +69,7 @@ def write_runs(root: Path) -> None:
     (root / "small" / "events.out.tfevents.1.h").write_bytes(big_file("a", 50))
 
 
+@pytest.mark.proc
 def test_big_cold_runs_read_in_workers_equal_the_in_process_read(tmp_path):
     root = tmp_path / "logs"
     root.mkdir()

@@ -18,7 +18,7 @@ from lab import events
 from lab.events import cache, decode, tfrecord
 from lab.events.cache import CACHE_DIRNAME, SUFFIX
 from lab.runfolder import SAMPLE_RUNS
-from tests.test_events_incremental import header, rec
+from tests.helpers.event_records import header, rec
 
 OLD = 1_600_000_000  # an mtime long past: the entry is trusted without reading the file
 
@@ -97,6 +97,7 @@ def test_warm_read_same_points_and_decodes_nothing(tmp_path, cache_dir, count_sc
     assert same(plain, snapshot(events.LogdirReader(logs)))
 
 
+@pytest.mark.proc
 def test_sample_runs_read_the_same_from_the_cache(cache_dir):
     plain = events.LogdirReader(SAMPLE_RUNS, cache=False)
     want = snapshot(plain)

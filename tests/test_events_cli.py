@@ -15,6 +15,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from lab import events
 from lab.events.tfrecord import frame
 
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 
 

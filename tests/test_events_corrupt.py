@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from lab import events
@@ -130,6 +131,7 @@ def test_length_that_claims_more_than_the_file_is_corrupt_not_truncated(tmp_path
     assert steps(r) == [1] and "length CRC" in r.warnings[0]
 
 
+@pytest.mark.proc
 def test_garbage_bytes_and_garbage_after_good_records(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "events.out.tfevents.1.h").write_bytes(os.urandom(5000))

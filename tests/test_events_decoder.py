@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from tensorboard.compat.proto import event_pb2, graph_pb2
 from tensorboard.util import tensor_util
 
@@ -111,6 +112,7 @@ def read_in_fresh_process(run_dir) -> list[str]:
     ).stdout.split()
 
 
+@pytest.mark.proc
 def test_protobuf_is_loaded_only_for_records_that_need_it(tmp_path):
     """SummaryWriter's header and simple values never import TensorBoard's protos; a tensor does."""
     plain, tensor = tmp_path / "plain", tmp_path / "tensor"

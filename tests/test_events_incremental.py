@@ -12,26 +12,14 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.compat.proto import event_pb2
 from tensorboard.util import tensor_util
 
 from lab import events
 from lab.events import decode
 from lab.events.file_loader import EventFileLoader
 from lab.events.tfrecord import frame
-
-
-def rec(tag: str, step: int, value: float, wall: float | None = None) -> bytes:
-    ev = event_pb2.Event(
-        wall_time=1_700_000_000.0 + step if wall is None else wall,
-        step=step,
-        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]),
-    )
-    return frame(ev.SerializeToString())
-
-
-def header(wall: float = 1_700_000_000.0) -> bytes:
-    return frame(event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString())
+from tests.helpers.event_records import header, rec
 
 
 def append(path, data: bytes) -> None:

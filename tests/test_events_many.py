@@ -16,11 +16,8 @@ from tensorboard.util import tensor_util
 from lab import events
 from lab.events import many, tfrecord
 from lab.events.tfrecord import frame
-from tests.test_events_incremental import header, rec
-
-
-def flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+from tests.helpers.event_records import header, rec
+from tests.helpers.event_snapshots import flip, snapshot
 
 
 def tensor_rec(step: int, plugin: str | None) -> bytes:
@@ -52,14 +49,6 @@ def write_folder(root) -> None:
         (root / name).mkdir()
         (root / name / "events.out.tfevents.1.h").write_bytes(data)
     (root / "tensors" / "events.out.tfevents.2.h").write_bytes(tensor_rec(3, None))
-
-
-def snapshot(reader: events.LogdirReader):
-    return {
-        run: {t: (s.step.tolist(), s.wall_time.tolist(), s.value.tolist()) for t, s in sc.items()}
-        for run in reader.run_names()
-        for sc in [reader.scalars(run)]
-    }
 
 
 def alone(reader: events.LogdirReader, monkeypatch) -> int:

@@ -116,6 +116,7 @@ def check_losses_read_back(cwd: Path, stdout: str) -> None:
     assert scalars["val/acc"].step.tolist() == [5]  # validation after the (shortened) epoch
 
 
+@pytest.mark.proc
 def test_dp_script_writes_its_default_events_folder(dp_run):
     cwd, res = dp_run
     assert res.returncode == 0, res.stdout + res.stderr
@@ -124,6 +125,7 @@ def test_dp_script_writes_its_default_events_folder(dp_run):
     check_losses_read_back(cwd, res.stdout)
 
 
+@pytest.mark.proc
 def test_ddp_script_two_ranks_only_rank0_writes(ddp_run):
     cwd, res = ddp_run
     assert res.returncode == 0, res.stdout + res.stderr
@@ -133,6 +135,7 @@ def test_ddp_script_two_ranks_only_rank0_writes(ddp_run):
     check_losses_read_back(cwd, res.stdout)
 
 
+@pytest.mark.proc
 def test_ddp_script_under_plain_python_is_a_group_of_one(tmp_path):
     res = run([sys.executable, str(DDP), *SHORT], tmp_path)  # what `sweep --script` runs as single
     assert res.returncode == 0, res.stdout + res.stderr
@@ -140,6 +143,7 @@ def test_ddp_script_under_plain_python_is_a_group_of_one(tmp_path):
     check_losses_read_back(tmp_path, res.stdout)
 
 
+@pytest.mark.proc
 def test_fake_data_needs_no_files(tmp_path):
     res = run(
         [
@@ -163,6 +167,7 @@ def test_fake_data_needs_no_files(tmp_path):
     assert reader.scalars()["train/loss"].step.tolist() == [1, 2]
 
 
+@pytest.mark.proc
 def test_bad_argument_ends_with_argparse_error(tmp_path):
     res = run([sys.executable, str(DP), "--epochs", "zero"], tmp_path)
     assert res.returncode == 2
@@ -172,6 +177,7 @@ def test_bad_argument_ends_with_argparse_error(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.proc
 def test_missing_data_folder_names_the_fix(tmp_path):
     res = run([sys.executable, str(DP), "--data", str(tmp_path / "nowhere")], tmp_path)
     assert res.returncode == 2
@@ -181,6 +187,7 @@ def test_missing_data_folder_names_the_fix(tmp_path):
     ), last
 
 
+@pytest.mark.proc
 def test_ddp_bad_argument_under_torchrun_fails_the_job(tmp_path):
     res = run(torchrun(str(DDP), "--batch-size", "many"), tmp_path)
     assert res.returncode != 0

@@ -126,6 +126,7 @@ def test_the_dump_is_cut_out_of_the_log_without_the_other_lines():
     ]
 
 
+@pytest.mark.proc
 def test_only_a_process_with_a_sigusr1_handler_is_signalled():
     plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     handled = subprocess.Popen(

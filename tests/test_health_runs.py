@@ -34,9 +34,9 @@ from lab.engine.launch.config import RunConfig
 from lab.engine.launch.script import ScriptConfig
 from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
-from tests.test_engine_runs import alive_of, state, wait_for
+from tests.helpers.engine_runs import alive_of, state, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 FINAL = ("succeeded", "failed", "stopped", "lost")
 ENV = {"OMP_NUM_THREADS": "1"}
 

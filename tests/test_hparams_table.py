@@ -77,6 +77,7 @@ def folder(mixed):
     return f
 
 
+@pytest.mark.proc
 def test_add_hparams_child_folders_fold_into_their_run(folder, mixed):
     _, lab_run = mixed
     names = folder.run_names
@@ -90,6 +91,7 @@ def test_add_hparams_child_folders_fold_into_their_run(folder, mixed):
     assert {"train/loss", "hparam/acc"} <= set(sc)
 
 
+@pytest.mark.proc
 def test_rows_hold_the_written_values_and_final_metrics(folder, mixed):
     _, lab_run = mixed
     rows = {r.run: r for r in folder.hp_rows()}
@@ -114,6 +116,7 @@ def test_rows_hold_the_written_values_and_final_metrics(folder, mixed):
     assert lab.metrics["train/loss"] is not None
 
 
+@pytest.mark.proc
 def test_table_columns_order_and_varying_only(folder):
     rows = [r for r in folder.hp_rows() if r.run.startswith(("torch/", "tbx/"))]
     df = hpt.hp_table(rows, folder.hparam_order())
@@ -132,6 +135,7 @@ def test_table_columns_order_and_varying_only(folder):
     assert list(clash.columns) == ["run", "acc", "acc (final)"]
 
 
+@pytest.mark.proc
 def test_row_runs_follow_the_table_as_drawn(folder):
     rows = folder.hp_rows()
     table, _ = hpt.filter_table(hpt.hp_table(rows), "run~keras")

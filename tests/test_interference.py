@@ -57,6 +57,7 @@ def _cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
+@pytest.mark.proc
 def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     time.sleep(0.3)
     tree = [psutil.Process(busy_child.pid)]
@@ -82,6 +83,7 @@ def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     assert 0 <= ours and others <= 100 * psutil.cpu_count() + 5
 
 
+@pytest.mark.proc
 def test_a_process_born_between_readings_is_the_runs_from_its_start():
     meter, blind = OtherCpu(), OtherCpu()
     meter.read([]), blind.read([])
@@ -150,6 +152,7 @@ def test_one_busy_sample_never_flags_a_run(monkeypatch):
     assert not is_busy(0.5, [], busy_samples=2) and is_busy(0.5, [], busy_samples=3)
 
 
+@pytest.mark.proc
 def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):
     vanished = 2**22 + 12345  # above pid_max on most systems: no such process here
     me = os.getpid()  # not in the run's tree: a foreign process
@@ -208,9 +211,10 @@ def test_no_driver_attributes_nothing(fake):
     assert devices.process_utilization(0) is None
 
 
+@pytest.mark.proc
 def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_child):
     from lab.engine.supervise.sampler import SysSampler
-    from tests.test_devices import _load_scalars
+    from tests.helpers.devices import _load_scalars
 
     fake([FakeGpu(processes=[(os.getpid(), 700)], process_util=[(os.getpid(), 25, 5)])])
     s = SysSampler(tmp_path, gpus=(0,))

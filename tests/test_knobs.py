@@ -23,7 +23,7 @@ import pytest
 
 from lab.engine.launch import form, launcher, nccl
 from lab.engine.launch.config import RunConfig, problems
-from tests.test_train_ddp import SAME, free_port, losses
+from tests.helpers.train_ddp import SAME, free_port, losses
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -82,6 +82,7 @@ def accum_runs(tmp_path_factory) -> dict[str, Path]:
     return {"single": root / "single", "ddp": root / "ddp"}
 
 
+@pytest.mark.proc
 def test_ddp_accumulation_reproduces_the_single_run_step_for_step(accum_runs):
     single, ddp = losses(accum_runs["single"]), losses(accum_runs["ddp"])
     assert sorted(single) == sorted(ddp) == list(range(1, 11))
@@ -97,6 +98,7 @@ def test_ddp_accumulation_reproduces_the_single_run_step_for_step(accum_runs):
     assert summary["precision"] == "fp32" and summary["amp"] is False
 
 
+@pytest.mark.proc
 def test_ddp_accumulation_all_reduces_the_gradients_once_per_step(accum_runs):
     """no_sync(): the profiled steps' all-reduces carry the gradient bytes once per optimizer step
     (tinycnn fits one bucket; the trainer's own reductions of a few floats ride along), where two
@@ -114,6 +116,7 @@ def test_ddp_accumulation_all_reduces_the_gradients_once_per_step(accum_runs):
         assert grad_bytes <= c["bytes"] <= grad_bytes + 4096, (c, grad_bytes)
 
 
+@pytest.mark.proc
 def test_bf16_runs_on_the_cpu_and_records_its_precision(tmp_path):
     run = tmp_path / "bf16"
     res = _run(

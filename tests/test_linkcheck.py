@@ -32,6 +32,7 @@ def _lab(runs_dir, *args: str, timeout: float = 240) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.proc
 def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
     r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "4", "--json")
     assert r.returncode == 0, r.stderr
@@ -58,6 +59,7 @@ def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
     assert not list((runs_dir / LINKCHECKS_DIR).glob("*.part"))
 
 
+@pytest.mark.proc
 def test_linkcheck_text_prints_every_size_with_a_nonzero_bandwidth(runs_dir):
     r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "0.01")  # 1 KiB and 4 KiB
     assert r.returncode == 0, r.stderr
@@ -69,6 +71,7 @@ def test_linkcheck_text_prints_every_size_with_a_nonzero_bandwidth(runs_dir):
     assert all(float(row.split()[3]) > 0 and float(row.split()[4]) > 0 for row in rows)
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -101,6 +104,7 @@ def test_plan_picks_the_devices():
             linkcheck.plan(gpus, nproc, four)
 
 
+@pytest.mark.proc
 def test_run_and_wait_ends_the_whole_group_on_a_timeout(tmp_path):
     from lab.engine.linkcheck import run_and_wait
 

@@ -107,6 +107,7 @@ def test_no_gpu_no_topology_and_the_reason(fake):
     assert links.topology_record() == {"topology": None, "topology_note": devices.NO_DRIVER}
 
 
+@pytest.mark.proc
 def test_lab_gpus_json_has_the_matrix(runs_dir):
     r = _lab(runs_dir, "4", "gpus", "--json")
     assert r.returncode == 0, r.stderr
@@ -157,6 +158,7 @@ def _sys_tags(run_dir) -> set[str]:
     return tags
 
 
+@pytest.mark.proc
 def test_a_supervised_run_records_the_pcie_tags_and_its_topology(runs_dir):
     script = runs_dir.parent / "nap.py"
     script.write_text("import time\ntime.sleep(2.5)\nprint('done')\n")

@@ -73,6 +73,7 @@ def test_a_replaced_or_edited_file_is_read_again(tmp_path, reads):
     assert rec.state == "unreadable" and rec.unreadable == ["summary.json"]
 
 
+@pytest.mark.proc
 def test_a_live_run_is_reconciled_on_every_listing(tmp_path):
     sup = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -34,6 +34,7 @@ def test_the_listing_finds_what_discover_finds_and_looks_again_only_where_change
     assert listing.listed == 2  # exp0 (a new entry) and the new folder; nothing else
 
 
+@pytest.mark.proc
 def test_a_large_folder_reads_only_the_runs_asked_for(root, monkeypatch):
     monkeypatch.setattr(folder_mod, "EAGER_RUNS", 10)
     f = LogFolder(root, HparamsReader(root))
@@ -60,6 +61,7 @@ def test_a_large_folder_reads_only_the_runs_asked_for(root, monkeypatch):
     )
 
 
+@pytest.mark.proc
 def test_a_small_folder_is_read_whole(root):
     f = LogFolder(root, HparamsReader(root))
     f.refresh()

@@ -41,6 +41,7 @@ def _run(model: str, folder: Path) -> dict:
     return json.loads((folder / "summary.json").read_text())
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize("model", ["tinycnn", "resnet18"])
 def test_a_cpu_run_s_estimate_is_within_the_factor_of_its_measured_peak(model, tmp_path):
     s = _run(model, tmp_path / model)

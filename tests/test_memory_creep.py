@@ -18,7 +18,7 @@ from lab.engine.health.watch import HealthWatch
 from lab.engine.launch import launcher, script
 from lab.engine.launch.script import ScriptConfig
 from lab.events import LogdirReader
-from tests.test_engine_runs import alive_of, state, wait_for
+from tests.helpers.engine_runs import alive_of, state, wait_for
 
 FINAL = ("succeeded", "failed", "stopped", "lost")
 
@@ -127,6 +127,7 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_a_script_keeping_every_loss_alive_is_flagged_while_it_runs_and_a_healthy_one_is_not(
     runs_dir, tmp_path

@@ -250,6 +250,7 @@ def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.proc
 def test_compare_command(four):
     root, _ = four
     res = _lab("compare", "c-ddp", "b-dp", "--baseline", "a-single", "--json", root=root)
@@ -274,6 +275,7 @@ def test_compare_command(four):
     )
 
 
+@pytest.mark.proc
 def test_interleaved_and_bad_repeats(tmp_path):
     a, b = RunConfig(mode="single", name="x-single"), RunConfig(mode="ddp", name="x-ddp")
     assert [(c.mode, c.name) for c in interleaved([a, b], 2)] == [

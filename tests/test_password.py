@@ -76,6 +76,7 @@ def _cli(stdin: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.proc
 def test_cli_prints_a_hash_that_verifies():
     out = _cli("correct horse\ncorrect horse\n")
     assert out.returncode == 0, out.stderr
@@ -84,6 +85,7 @@ def test_cli_prints_a_hash_that_verifies():
     assert HASH_ENV in out.stdout
 
 
+@pytest.mark.proc
 def test_cli_refuses_two_different_passwords_in_one_line():
     out = _cli("one\ntwo\n")
     assert out.returncode == 2 and "Traceback" not in out.stderr
@@ -127,6 +129,7 @@ def _sign_in(at: AppTest, password: str) -> None:
     at.button[0].click().run()
 
 
+@pytest.mark.proc
 def test_wrong_password_shows_nothing_then_right_one_opens_and_launch_works(
     gated, listening_everywhere, tmp_path
 ):

@@ -143,6 +143,7 @@ def test_who_waits_for_whom():
     assert [book.position(entries, i) for i in "abcxde"] == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.proc
 def test_a_killed_holder_does_not_keep_the_lock(tmp_path):
     path = tmp_path / "lock"
     holder = subprocess.Popen(
@@ -176,6 +177,7 @@ def wait_state(runs_dir: Path, run_id: str, state: str, timeout_s: float = 60) -
     assert procs.wait_until(lambda: status(runs_dir, run_id).get("state") == state, timeout_s, 0.1)
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_disjoint_gpus_run_side_by_side_a_shared_one_waits_exclusive_waits_for_all(box):
     a = launch(box, "a", "--gpus", "0")
@@ -200,6 +202,7 @@ def test_disjoint_gpus_run_side_by_side_a_shared_one_waits_exclusive_waits_for_a
     assert book.read(box) == []
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_eight_launches_at_once_never_share_a_device(box):
     open_gate(box, "go")
@@ -223,6 +226,7 @@ def test_eight_launches_at_once_never_share_a_device(box):
         assert all(s[1] <= t[0] for s, t in zip(spans, spans[1:])), spans
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_stop_of_a_queued_run_and_a_killed_supervisor(box):
     a = launch(box, "a", "--gpus", "0")
@@ -247,6 +251,7 @@ def test_stop_of_a_queued_run_and_a_killed_supervisor(box):
     assert span(box, c)[0] >= span(box, a)[1] - 0.3
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_queue_first_moves_a_run_ahead(box):
     a = launch(box, "a", "--gpus", "0")
@@ -267,6 +272,7 @@ def test_queue_first_moves_a_run_ahead(box):
     assert span(box, a)[1] <= span(box, c)[0] and span(box, c)[1] <= span(box, b)[0]
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_a_second_sweep_queues_behind_the_first_whole(box):
     sweep = ["sweep", "--modes", "single,ddp", "--max-steps", "2", "--image-size", "8"]
@@ -291,6 +297,7 @@ def test_a_second_sweep_queues_behind_the_first_whole(box):
     assert sts[1]["started_at"] >= sts[0]["ended_at"]  # interleaving kept within the sweep
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_the_queue_outlives_every_watcher(box):
     a = launch(box, "a", "--gpus", "0")
@@ -321,6 +328,7 @@ def test_the_queue_outlives_every_watcher(box):
     assert [e["id"] for e in book.read(box)] == []
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 def test_wait_for_idle_waits_while_others_busy_the_cpu(box):
     # REAL: two busy loops (one per core here) are the foreign work; the run waits them out
@@ -345,6 +353,7 @@ def test_wait_for_idle_waits_while_others_busy_the_cpu(box):
     assert span(box, a)[0] >= ended - 0.5  # it started once the machine was quiet
 
 
+@pytest.mark.proc
 def test_a_foreign_gpu_process_keeps_an_idle_waiting_run_waiting(monkeypatch):
     # FAKE: NVML (no GPU here); GPU 1 lists a process that is not this one
     from lab.engine.devices import nvml

@@ -194,7 +194,7 @@ def test_text_is_escaped(tmp_path):
 def test_html_holds_the_anatomy_bars_and_their_reading(tmp_path):
     """The page passes the anatomy figure first; the export draws its bars and prints its reading
     under it."""
-    from tests.test_anatomy import DDP, write_breakdown
+    from tests.helpers.anatomy import DDP, write_breakdown
 
     d = make_run(tmp_path / "r", "ddp", mode="ddp", devices=("cpu0", "cpu1"))
     write_breakdown(d, mode="ddp", world=2, step=6.0, phases=DDP)

@@ -66,6 +66,7 @@ def test_the_shipped_scaling_sweep_gives_a_scaling_curve(tmp_path):
     assert not compare(modes, scalars=compare_runs.read_scalars(modes, LogdirReader)).scaling_curve
 
 
+@pytest.mark.proc
 def test_lab_compare_json_of_the_shipped_sweep(tmp_path):
     # a copy: the CLI must not write next to the shipped runs
     root = tmp_path / "runs"

@@ -332,6 +332,7 @@ def lab(runs_dir: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.proc
 def test_launch_help_documents_the_script_options():
     out = lab(Path("/nonexistent"), "launch", "--help").stdout
     for text in (
@@ -347,6 +348,7 @@ def test_launch_help_documents_the_script_options():
         assert text in out, text
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize(
     "args,text",
     [
@@ -379,6 +381,7 @@ def test_refused_before_anything_starts_with_one_line(runs_dir, args, text):
     assert list(runs_dir.iterdir()) == []
 
 
+@pytest.mark.proc
 def test_dry_run_shows_the_command_with_the_scripts_own_arguments(runs_dir, tmp_path):
     r = lab(
         runs_dir,

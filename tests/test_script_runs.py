@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -25,13 +24,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.events import RunReader
 from lab.runfolder import REPO_ROOT
+from tests.helpers.script_runs import EXAMPLES, SHORT, check_curves
 
-pytestmark = pytest.mark.slow
-EXAMPLES = REPO_ROOT / "examples"
-SHORT = ["--epochs", "1", "--max-steps", "5", "--log-every", "1"]
-PRINTED = re.compile(r"^(?:\[default0\]:)?epoch \d+ step (\d+) loss ([0-9.]+)", re.M)
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 RAISE_IN_RANK1 = '''"""A torchrun-ready script whose rank 1 fails, written as a user writes one."""
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -154,24 +150,6 @@ def runs(tmp_path_factory):
     final = wait_final(runs_dir, list(ids.values()))
     yield {name: (status(runs_dir, rid), cwd[name], runs_dir / rid) for name, rid in ids.items()}
     assert {r["state"] for r in final.values()} <= {"succeeded", "failed"}
-
-
-def check_curves(st: dict, cwd: Path, run_dir: Path, prefix: str) -> None:
-    """events_dirs is the folder SummaryWriter() chose, and its train/loss is what the script
-    printed."""
-    log = (run_dir / "stdout.log").read_text()
-    chosen = re.search(rf"^{re.escape(prefix)}.*events in (\S+)$", log, re.M)
-    assert chosen, log[-2000:]
-    assert st["events_dirs"] == [str(cwd / chosen.group(1))], (st["events_dirs"], chosen.group(1))
-    # ./runs/<date>_<host>, below the working directory
-    assert Path(st["events_dirs"][0]).parent == cwd / "runs"
-    reader = RunReader(st["events_dirs"][0])
-    assert reader.refresh() > 0 and not reader.warnings
-    loss = reader.scalars()["train/loss"]
-    printed = {int(s): float(v) for s, v in PRINTED.findall(log)}
-    assert loss.step.tolist() == sorted(printed) == [1, 2, 3, 4, 5]
-    for step, value in zip(loss.step.tolist(), loss.value.tolist()):
-        assert value == pytest.approx(printed[step], abs=2e-6), step
 
 
 def test_ddp_example_under_torchrun_succeeds_and_its_curves_are_linked(runs):

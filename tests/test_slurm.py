@@ -99,6 +99,7 @@ exit "$rc"
     )
 
 
+@pytest.mark.proc
 def test_build_sbatch_single_on_the_cpu_and_a_user_script(tmp_path):
     text = slurm.build_sbatch(sl(), tmp_path / "r2", python=PY)
     assert (
@@ -366,6 +367,7 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())  # refused before any folder
 
 
+@pytest.mark.proc
 def test_cli_flags_dry_run_and_one_line_errors(runs_dir):
     def lab(*args):
         return subprocess.run(
@@ -411,6 +413,7 @@ def test_cli_flags_dry_run_and_one_line_errors(runs_dir):
     assert not list(runs_dir.iterdir())
 
 
+@pytest.mark.proc
 def test_launch_without_slurm_here_is_one_message_and_a_failed_run(runs_dir, monkeypatch, tmp_path):
     """A real launch (the watcher starts, sbatch is not on PATH): refused with what to do, recorded
     failed."""
@@ -432,6 +435,7 @@ def test_launch_without_slurm_here_is_one_message_and_a_failed_run(runs_dir, mon
     assert (runs_dir / rec.run_id / "job.sbatch").read_text().startswith("#!/bin/bash")
 
 
+@pytest.mark.proc
 def test_a_user_script_as_a_slurm_job_from_the_form(runs_dir):
     """My script with "Where to run: slurm": read as the trainer's fields are, checked as a trainer
     run's, and shown as the job script that runs the script, unchanged, in its working folder with a
@@ -519,6 +523,7 @@ def test_a_user_script_as_a_slurm_job_from_the_form(runs_dir):
     assert "give a working directory every node sees" in slurm.workdir_local("/tmp/mine")
 
 
+@pytest.mark.proc
 def test_launch_script_backend_slurm_on_the_command_line(runs_dir):
     def lab(*args):
         return subprocess.run(

@@ -90,6 +90,7 @@ def test_on_slurm_a_count_is_gpus_per_node_then_whole_nodes():
     ]  # CPU nodes: DDP processes on one node; DP once, on one device
 
 
+@pytest.mark.proc
 def test_cli_refuses_a_count_beyond_the_machine_in_one_line(tmp_path):
     res = _lab("sweep", "--modes", "ddp", "--devices", "1,512", root=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
@@ -103,6 +104,7 @@ def _finished(root: Path, run_ids: list[str]) -> list[dict]:
     return [json.loads((root / rid / "run.json").read_text()) for rid in run_ids]
 
 
+@pytest.mark.proc
 def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
     res = _lab("sweep", "--modes", "single,ddp", "--nproc", "2", "--json", *TINY, root=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -114,6 +116,7 @@ def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
     ]
 
 
+@pytest.mark.proc
 @pytest.mark.timeout(900)  # six real runs one after another on a shared machine
 def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tmp_path):
     res = _lab(
@@ -143,6 +146,7 @@ def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tm
     assert {c["rate"] for c in curve} == {"samples/s"}  # the trainer measures samples/s
 
 
+@pytest.mark.proc
 @pytest.mark.timeout(600)  # three real script runs one after another
 def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_path):
     root, work = tmp_path / "runs", tmp_path / "work"
@@ -176,6 +180,7 @@ def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_pa
     assert all(c["throughput"]["median"] > 0 for c in curve)
 
 
+@pytest.mark.proc
 @pytest.mark.parametrize(
     "args, words",
     [

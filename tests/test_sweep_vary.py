@@ -19,6 +19,7 @@ from lab.engine.launch.config import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare.comparison import compare
+from tests.helpers.sweep_vary import _varied_run
 from tests.test_compare import load_runs
 from tests.test_noise import spread_run
 
@@ -106,15 +107,6 @@ def test_two_options_cross_and_long_names_keep_their_values():
     assert all(len(c.name) <= vary.NAME_ROOM for c in got)
 
 
-def _varied_run(root: Path, run_id: str, median: float, varied: dict, **kw) -> None:
-    d = spread_run(root, run_id, median, median * 0.95, median * 1.05, sweep_id="s1", **kw)
-    nproc = len(kw.get("devices", ())) or 1
-    for name in ("run.json", "summary.json"):  # DDP's processes, as the launcher records them
-        doc = json.loads((d / name).read_text())
-        doc["config"]["nproc"] = nproc
-        (d / name).write_text(json.dumps(dict(doc, varied=varied) if name == "run.json" else doc))
-
-
 def test_compare_groups_runs_by_value_against_the_first_value(tmp_path):
     root = tmp_path / "runs"
     at = "2026-11-29T07:0{}:00+00:00"
@@ -153,6 +145,7 @@ def test_a_varied_option_is_no_fairness_warning(tmp_path):
     assert "global_batch" in [w.key for w in compare(load_runs(unvaried)).warnings]
 
 
+@pytest.mark.proc
 def test_a_bad_vary_on_the_command_line_is_one_line_and_starts_nothing(tmp_path):
     res = _lab("sweep", "--modes", "ddp", "--vary", "bucket-size=1,25", root=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
@@ -168,6 +161,7 @@ def _allreduce_calls(run_dir: Path) -> float:
     return rows[0]["calls"]
 
 
+@pytest.mark.proc
 @pytest.mark.timeout(900)  # four real DDP runs one after another on a shared machine
 def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_path):
     # tinycnn's gradients are ~24 KB in all: 1 MB buckets would hold them in one bucket, as 25 MB
@@ -216,6 +210,7 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
     assert "by value: bucket-cap-mb=25" in text.stdout, text.stdout
 
 
+@pytest.mark.proc
 def test_bf16_against_fp32_on_the_cpu_compares_memory_and_throughput_with_intervals(tmp_path):
     res = _lab(
         "sweep", "--modes", "single", "--vary", "precision=fp32,bf16", "--json", *TINY,

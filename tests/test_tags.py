@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from lab import tags
 from lab.events import RunReader
 from lab.runfolder import REPO_ROOT
@@ -29,6 +31,7 @@ TRAINER_TAGS = {
 MEM = re.compile(re.escape(tags.MEM) + r"[a-z]+\d+/(allocated|peak|reserved)_mib$")
 
 
+@pytest.mark.proc
 def test_the_trainer_writes_the_names_the_lab_reads(tmp_path):
     argv = [sys.executable, "-m", "training.train", "--epochs", "1", "--log-every", "5"]
     argv += ["--image-size", "16", "--batch-size", "32", "--checkpoint", "none"]

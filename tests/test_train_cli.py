@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--image-size", "8", "--max-steps", "2"]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,35 +23,13 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.helpers.train_ddp import SAME, free_port, losses
+
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
-SAME = [
-    "--log-every",
-    "1",
-    "--max-steps",
-    "10",
-    "--image-size",
-    "16",
-    "--batch-size",
-    "64",
-    "--lr",
-    "0.1",
-    "--seed",
-    "3",
-]
 # gloo on the CPU, even on a GPU box
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def losses(run_dir: Path) -> dict[int, float]:
-    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {e.step: e.value for e in acc.Scalars("train/loss")}
 
 
 @pytest.fixture(scope="module")

@@ -212,6 +212,7 @@ def _check(summary: dict, model: str, world: int) -> None:
     assert summary["final"]["train_loss"] == pytest.approx(summary["final"]["train_loss"])
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v3_small"])
 @pytest.mark.parametrize("nproc", [1, 2], ids=["single", "ddp2"])
@@ -225,6 +226,7 @@ def test_cnn_trains_in_single_and_ddp(tmp_path, grey_folder, model, nproc):
     )
 
 
+@pytest.mark.proc
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [1, 2], ids=["single", "ddp2"])
 def test_vit_b_16_trains_at_its_one_size(tmp_path, grey_folder, nproc):

@@ -29,6 +29,8 @@ import pytest
 
 from training.breakdown import KEYS, PHASES
 
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 ARGS = [
     "--max-steps",

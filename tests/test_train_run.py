@@ -13,7 +13,6 @@ are the CPU's, and must hold on a machine with GPUs too.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,22 +22,11 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers.train_run import CPU_ENV, REPO, trainer
+
+pytestmark = pytest.mark.proc
+
 SMALL = ["--image-size", "16", "--batch-size", "32", "--lr", "0.1"]
-# the CPU, even on a GPU box
-CPU_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-
-
-def trainer(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = CPU_ENV
-    return subprocess.run(
-        [sys.executable, "-m", "training.train", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -12,7 +12,7 @@ import pytest
 from lab.events import LogdirReader
 from lab.views.compare.spread import median_spread, steady_windows
 from lab.views.runscalars import run_scalars
-from tests.test_train_run import trainer
+from tests.helpers.train_run import trainer
 from training.throughput import window_spread
 
 
@@ -39,6 +39,7 @@ def test_no_window_and_non_finite_windows():
     assert window_spread([(1, 1.0), (2, 3.0), (3, float("inf")), (4, 2.0)])["windows"] == 2
 
 
+@pytest.mark.proc
 def test_summary_throughput_equals_the_lab_on_the_runs_events(tmp_path):
     run = tmp_path / "run"
     res = trainer(

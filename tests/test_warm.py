@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.proc
+
 REPO = Path(__file__).resolve().parent.parent
 
 CHILD = """

@@ -25,7 +25,7 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from tests.test_compare import load_runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.proc, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

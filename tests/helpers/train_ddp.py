@@ -1,0 +1,35 @@
+"""Real DDP trainer runs: a free port, the options both modes share, the losses a run logged."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+SAME = [
+    "--log-every",
+    "1",
+    "--max-steps",
+    "10",
+    "--image-size",
+    "16",
+    "--batch-size",
+    "64",
+    "--lr",
+    "0.1",
+    "--seed",
+    "3",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    acc = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {e.step: e.value for e in acc.Scalars("train/loss")}
