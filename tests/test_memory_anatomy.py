@@ -138,7 +138,7 @@ def test_the_preflight_s_dp_estimate_has_the_first_gpu_s_extras():
     assert "DP's extras on the first GPU" in need[0].describe()
 
 
-# proc: runs the trainer (two short CPU runs)
+@pytest.mark.proc  # runs the trainer (two short CPU runs)
 @pytest.mark.parametrize("knob", [["--accum-steps", "4"], ["--precision", "bf16"]])
 def test_summary_s_estimate_changes_with_the_knob_and_equals_the_preflight_s(knob, tmp_path):
     from lab.engine.launch.config import RunConfig

@@ -65,6 +65,7 @@ def test_latest_margin_is_the_newest_for_the_host_and_device_count(tmp_path):
     assert record.latest(tmp_path)["id"] == "two"
 
 
+@pytest.mark.proc
 def test_fewer_than_three_runs_is_one_line_and_starts_nothing(tmp_path):
     r = _lab(tmp_path / "runs", "noise", "--runs", "2", timeout=60)
     assert r.returncode == 2 and r.stdout == ""
@@ -74,6 +75,7 @@ def test_fewer_than_three_runs_is_one_line_and_starts_nothing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.proc
 def test_noise_records_three_runs(tmp_path):
     runs_dir = tmp_path / "runs"
     r = _lab(runs_dir, "noise", "--runs", "3", *TINY, "--json")
@@ -96,6 +98,7 @@ def test_noise_records_three_runs(tmp_path):
     assert latest_margin(runs_dir, socket.gethostname(), 2) is None
 
 
+@pytest.mark.proc
 def test_home_button_starts_the_measurement_in_the_background(runs_dir):
     from streamlit.testing.v1 import AppTest
 

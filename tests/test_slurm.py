@@ -45,7 +45,7 @@ def test_build_sbatch_of_a_two_node_gpu_ddp_run_exactly():
     )
     text = slurm.build_sbatch(cfg, "/shared/runs/r1", python=PY)
     trainer = (
-        "-m training.train --mode ddp --model tinycnn --dataset digits --epochs 1 --max-steps 0 "
+        "-m training.train --mode ddp --model tinycnn --dataset digits --epochs 3 --max-steps 0 "
         "--batch-size 64"
         " --lr 0.05 --workers 0 --seed 0 --log-dir /shared/runs/r1 --log-every 10 --val-every 0"
         " --image-size 32 --checkpoint last --grad-norm-warn 0.0 --device cuda"

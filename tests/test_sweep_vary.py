@@ -126,7 +126,8 @@ def test_compare_groups_runs_by_value_against_the_first_value(tmp_path):
     assert by[0]["throughput"]["median"] == pytest.approx(1005)
     assert by[1]["speedup"]["value"] == pytest.approx(1495 / 1005)
     assert by[1]["speedup"]["ci_low"] <= by[1]["speedup"]["value"] <= by[1]["speedup"]["ci_high"]
-    assert (by[0]["verdict"], by[1]["verdict"]) == ("baseline", "faster")
+    # 2 runs against 2: the pairs' range covers 67%, too little for a verdict (verdict.LEVEL)
+    assert (by[0]["verdict"], by[1]["verdict"]) == ("baseline", "within noise")
     assert {g["mode"] for g in c.by_mode} == {"ddp bucket-cap-mb=1", "ddp bucket-cap-mb=25"}
     assert [w.key for w in c.warnings] == ["seed"]  # not varied: still warned
 
