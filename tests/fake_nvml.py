@@ -111,6 +111,9 @@ class FakeGpu:
     pcie_tx_kb_s: int = 0
     nvlink_rx_kib_s: int = 0
     nvlink_tx_kib_s: int = 0
+    # SM activity in % between two GPM samples (NVML_GPM_METRIC_SM_UTIL); "gpm" in ``unsupported``:
+    # a GPU before Hopper, whose nvmlGpmQueryDeviceSupport says isSupportedDevice 0
+    sm_active: float = 40.0
 
 
 class FakeNvml:
@@ -289,6 +292,34 @@ class FakeNvml:
     def nvmlDeviceGetPcieThroughput(self, g: FakeGpu, counter: int) -> int:
         self._need(g, "pcie")
         return g.pcie_rx_kb_s if counter == NVML_PCIE_UTIL_RX_BYTES else g.pcie_tx_kb_s
+
+    # GPM (lab.engine.devices.sm_activity): samples are allocated, taken, compared and freed
+    class c_nvmlGpmMetricsGet_t:  # noqa: N801 (pynvml's name)
+        def __init__(self) -> None:
+            self.version = self.numMetrics = 0
+            self.sample1 = self.sample2 = None
+            self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(4)]
+
+    def nvmlGpmQueryDeviceSupport(self, g: FakeGpu):
+        self.calls.append("gpm_support")
+        return SimpleNamespace(version=1, isSupportedDevice=int("gpm" not in g.unsupported))
+
+    def nvmlGpmSampleAlloc(self):
+        self.gpm_live = getattr(self, "gpm_live", 0) + 1
+        return SimpleNamespace(value=None)
+
+    def nvmlGpmSampleGet(self, g: FakeGpu, sample):
+        self._need(g, "gpm")
+        sample.value = g.sm_active
+        return sample
+
+    def nvmlGpmMetricsGet(self, request):
+        assert request.version == 1 and request.metrics[0].metricId == 2  # SM_UTIL
+        request.metrics[0].value = request.sample2.value
+        return request
+
+    def nvmlGpmSampleFree(self, sample) -> None:
+        self.gpm_live -= 1
 
     def nvmlDeviceGetFieldValues(self, g: FakeGpu, field_ids: list):
         now_us = int(time.time() * 1e6)

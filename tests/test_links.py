@@ -183,3 +183,22 @@ def test_a_supervised_run_records_the_pcie_tags_and_its_topology(runs_dir):
     assert run["topology"]["gpus"] == [0, 3]
     assert run["topology"]["links"] == [["X", "SYS"], ["SYS", "X"]]
     assert run["topology"]["p2p"] == [["X", "TNS"], ["TNS", "X"]]
+
+
+def test_sampler_records_sm_activity_where_gpm_is_supported_and_frees_its_samples(fake, tmp_path):
+    """Fake NVML (no GPU here): GPU 0 has GPM (Hopper), GPU 1 not: utilisation only."""
+    from lab.engine.supervise.sampler import SysSampler
+
+    gpus = fake_gpus(2)
+    gpus[0].sm_active, gpus[1].unsupported = 62.5, gpus[1].unsupported | {"gpm"}
+    mod = fake(gpus)
+    s = SysSampler(tmp_path, gpus=(0, 1))
+    first = s.sample([psutil.Process()])
+    gpus[0].sm_active = 12.0
+    second = s.sample([psutil.Process()])
+    assert "sys/gpu0/sm_active_pct" not in first  # GPM needs two samples
+    assert second["sys/gpu0/sm_active_pct"] == 12.0 and "sys/gpu0/util_pct" in second
+    assert not any("sm_active" in t for t in {**first, **second} if t.startswith("sys/gpu1/"))
+    assert mod.calls.count("gpm_support") == 2  # asked once per GPU, not every sample
+    s.close()
+    assert mod.gpm_live == 0

@@ -28,7 +28,7 @@ TRAINER_TAGS = {
     tags.DATA_TIME_MS,
     tags.EPOCH_TIME_S,
 }
-MEM = re.compile(re.escape(tags.MEM) + r"[a-z]+\d+/(allocated|peak|reserved)_mib$")
+MEM = re.compile(re.escape(tags.MEM) + r"[a-z]+\d+/(allocated|peak|reserved|peak_reserved)_mib$")
 
 
 @pytest.mark.proc

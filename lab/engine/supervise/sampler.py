@@ -25,6 +25,7 @@ from lab import tags
 from lab.engine import procs
 from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
+from lab.engine.devices.sm_activity import SmActivity
 from lab.engine.supervise.diskfull import is_full
 from lab.engine.supervise.interference import InterferenceMeter
 from lab.runfolder import SYS_DIR
@@ -68,6 +69,7 @@ class SysSampler:
         self._meter = procs.TreeMeter()
         self._others = InterferenceMeter()
         self._links = links.LinkMeter()
+        self._sm = SmActivity()
 
     def sample(self, tree: list[procs.Process]) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
@@ -84,6 +86,8 @@ class SysSampler:
             ):
                 if v is not None:
                     values[tags.sys_gpu(g.index, key)] = v
+            if (sm := self._sm.read(g.index)) is not None:  # GPM: from the second sample on
+                values[tags.sys_gpu(g.index, tags.SM_ACTIVE)] = sm
         values[tags.SYS_CPU_PCT], values[tags.SYS_RSS_MIB] = self._meter.read(tree)
         values.update(self._others.sample(tree, gpus))
         values.update(self._links.sample(tuple(g.index for g in gpus)))
@@ -116,6 +120,7 @@ class SysSampler:
         return self._others.train_processes
 
     def close(self) -> None:
+        self._sm.close()
         try:
             if self._writer is not None:
                 self._writer.close()

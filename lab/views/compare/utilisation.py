@@ -20,7 +20,7 @@ from lab.runfolder import parse_time
 from lab.views.compare.runs import CompareRun
 from lab.views.live.run_charts import SYS_METRICS
 
-SM_LEAF = "sm_active_pct"  # sys/gpu<i>/sm_active_pct: SM activity, where NVML's GPM has it
+SM_LEAF = tags.SM_ACTIVE  # sys/gpu<i>/sm_active_pct: SM activity, where NVML's GPM has it
 GPU0_FACTOR = 2.0  # "only GPU 0 works": its mean utilisation over this many times the others'
 _UTIL = SYS_METRICS["util"]
 
