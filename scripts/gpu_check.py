@@ -12,7 +12,8 @@ In this order, within about 8 minutes on one or a few GPUs:
    snapshot, the NCCL version and TF32 recorded, the link check timed as
    nccl-tests with NCCL's transports parsed from the debug preset's log file in
    the run folder, DataParallel's broadcast/reduce bytes from its ops' shapes
-   and each call's minimum over ranks);
+   and each call's minimum over ranks; SM activity from NVML's GPM on Hopper
+   and newer, and NVML's compute capability equal to torch's);
 3. record, one after another with the lab's own launcher, resnet18 on
    synthetic data with ``--amp`` (fp16 + GradScaler): single (the first
    GPU), DataParallel over every GPU NVML can read and DDP with one process

@@ -114,6 +114,7 @@ class FakeGpu:
     # SM activity in % between two GPM samples (NVML_GPM_METRIC_SM_UTIL); "gpm" in ``unsupported``:
     # a GPU before Hopper, whose nvmlGpmQueryDeviceSupport says isSupportedDevice 0
     sm_active: float = 40.0
+    compute_capability: tuple[int, int] = (9, 0)  # an H100; (7, 0) a V100, (7, 5) a T4
 
 
 class FakeNvml:
@@ -186,6 +187,10 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, g: FakeGpu) -> str:
         self._need(g, "uuid")
         return g.uuid
+
+    def nvmlDeviceGetCudaComputeCapability(self, g: FakeGpu) -> tuple[int, int]:
+        self._need(g, "compute_capability")
+        return g.compute_capability
 
     def nvmlDeviceGetUtilizationRates(self, g: FakeGpu):
         self._need(g, "util")

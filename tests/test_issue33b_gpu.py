@@ -4,7 +4,8 @@ there is none; run by ``scripts/gpu_check.py``'s ``pytest -m gpu`` step).
 Written without a GPU to run them on: PCIe throughput from NVML's byte counters (or the snapshot,
 labelled); the link check timed as nccl-tests with NCCL's transports parsed and the debug preset's
 log file in the run folder; the NCCL version and TF32 recorded; DataParallel's broadcast and
-reduce-add bytes from its ops' shapes and each call's minimum over ranks in a profiled run.
+reduce-add bytes from its ops' shapes and each call's minimum over ranks in a profiled run; SM
+activity from GPM and the compute capability NVML reports.
 """
 
 from __future__ import annotations
@@ -44,6 +45,30 @@ def test_pcie_from_byte_counters_or_a_labelled_snapshot():
     if "sys/gpu0/pcie_rx_mib_s" in vals:
         assert vals["sys/gpu0/pcie_rx_mib_s"] >= 0
     print("PCIe:", "snapshot" if "snapshot" in note else "byte counters", vals, note)
+
+
+def test_sm_activity_from_gpm_on_hopper_and_newer_and_the_compute_capability():
+    import torch
+
+    from lab.engine.devices import nvml
+    from lab.engine.devices.sm_activity import SmActivity
+
+    cc = torch.cuda.get_device_capability(0)
+    assert nvml.compute_capability(0) == cc  # NVML and torch agree (CUDA_DEVICE_ORDER=PCI_BUS_ID)
+    meter = SmActivity()
+    meter.read(0)
+    x = torch.randn(4096, 4096, device="cuda:0")
+    t = time.monotonic()
+    while time.monotonic() - t < 1.0:
+        x = (x @ x).tanh()
+    torch.cuda.synchronize()
+    busy = meter.read(0)
+    meter.close()
+    if cc < (9, 0):
+        assert busy is None  # GPM is Hopper's and newer
+    else:
+        assert busy is not None and 0 < busy <= 100, busy
+    print("compute capability", cc, "SM activity under a matmul loop:", busy)
 
 
 def test_nccl_version_and_tf32_are_recorded():

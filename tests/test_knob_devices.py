@@ -120,3 +120,25 @@ def test_bf16_is_judged_by_the_run_s_own_gpu_capability(fake_gpus, tmp_path, dev
         knobs.check(args, p)
     assert refused in str(e.value) and "use --precision fp16" in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_the_preflight_refuses_bf16_on_a_gpu_below_compute_capability_8(monkeypatch):
+    """Fake NVML (no GPU here): GPU 1 is a V100 (7.0), where torch.cuda.is_bf16_supported() says
+    yes and bf16 runs emulated; the lab refuses before anything starts, as the trainer would."""
+    from lab.engine.devices import nvml as devices
+    from lab.engine.launch.config import RunConfig
+    from lab.engine.preflight.checks import machine_facts, refusals
+    from tests.fake_nvml import FakeNvml, fake_gpus
+
+    gpus = fake_gpus(2)
+    gpus[1].compute_capability = (7, 0)
+    monkeypatch.setattr(devices, "pynvml", FakeNvml(gpus))
+
+    def refused(**kw):
+        c = RunConfig(mode="ddp", **{"nproc": 2, **kw})
+        return [e for e in refusals(c, machine_facts(c, gpus=())) if e.field == "precision"]
+
+    (error,) = refused(gpus=(0, 1), precision="bf16")
+    assert "GPU 1 is 7.0" in str(error) and "use precision fp16" in str(error)
+    assert refused(gpus=(0, 1), precision="fp16") == []
+    assert refused(gpus=(0,), nproc=1, precision="bf16") == []  # 9.0: bf16 of its own

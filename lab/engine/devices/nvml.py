@@ -297,6 +297,13 @@ def read_gpus(
     )
 
 
+def compute_capability(index: int) -> tuple[int, int] | None:
+    """GPU ``index``'s CUDA compute capability ``(major, minor)``, None where NVML cannot say."""
+    h = _query("nvmlDeviceGetHandleByIndex", index)
+    cc = None if h is None else _query("nvmlDeviceGetCudaComputeCapability", h)
+    return None if cc is None else (int(cc[0]), int(cc[1]))
+
+
 def process_utilization(index: int, since_us: int = 0) -> tuple[dict[int, float], int] | None:
     """``({pid: SM utilisation %}, newest sample time)`` of GPU ``index`` from NVML's samples after
     ``since_us``.

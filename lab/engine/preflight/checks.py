@@ -69,6 +69,17 @@ class MachineFacts:
     disk_text: str = ""
     # pairs of the chosen GPUs whose peer-to-peer reads NVML says are not OK: "0-3 (TNS)"
     p2p_not_ok: tuple[str, ...] = ()
+    # chosen GPUs below compute capability 8.0 when the run asks for bf16: (index, (major, minor))
+    bf16_slow: tuple[tuple[int, tuple[int, int]], ...] = ()
+
+
+def _bf16_slow(config: RunConfig) -> tuple[tuple[int, tuple[int, int]], ...]:
+    """The chosen GPUs that have no bf16 of their own (compute capability below 8.0: V100, T4),
+    where ``torch.cuda.is_bf16_supported()`` still says yes and bf16 runs emulated."""
+    if config.precision != "bf16":
+        return ()
+    caps = {g: devices.compute_capability(g) for g in config.gpus}
+    return tuple((g, cc) for g, cc in caps.items() if cc is not None and cc < (8, 0))
 
 
 def _p2p_not_ok(config: RunConfig) -> tuple[str, ...]:
@@ -121,6 +132,7 @@ def machine_facts(
         {g: e.describe() for g, e in need.items()},
         **room,
         p2p_not_ok=_p2p_not_ok(config),
+        bf16_slow=_bf16_slow(config),
     )
 
 
@@ -136,6 +148,15 @@ def refusals(config: RunConfig, facts: MachineFacts) -> list[ConfigError]:
                 f"the NVIDIA driver supports CUDA up to {d[0]}.{d[1]} but this PyTorch is "
                 f"built for CUDA {t[0]}.{t[1]}, so CUDA cannot start: update the driver, "
                 f"install a PyTorch built for CUDA {d[0]}.x, or leave gpus empty for the CPU",
+            )
+        )
+    for g, (major, minor) in facts.bf16_slow:
+        out.append(
+            ConfigError(
+                "precision",
+                f"bf16 needs compute capability 8.0 or newer (Ampere) and GPU {g} is "
+                f"{major}.{minor}, where bf16 is emulated and slow: use precision fp16, or other "
+                "GPUs",
             )
         )
     for g in config.gpus:
