@@ -25,7 +25,8 @@ from lab.engine.launch.runconfig import RunConfig
 from lab.engine.preflight import expectations
 from lab.engine.supervise import interference
 from lab.engine.supervise.interference import OtherCpu, is_lab_command, sample_is_busy
-from lab.runfolder import PREFLIGHT, REPO_ROOT
+from lab.runfolder import PREFLIGHT
+from tests.helpers.cli import run_lab
 
 TWO_WORKERS = '''"""Starts its own two training processes, as Lightning's DDP does."""
 import subprocess, sys, time
@@ -37,19 +38,8 @@ for k in kids:
 
 
 def _lab(runs_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(
-        os.environ,
-        LAB_RUNS_DIR=str(runs_dir),
-        CUDA_VISIBLE_DEVICES="",
-        LAB_SAMPLE_INTERVAL_S="0.5",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    return run_lab(
+        runs_dir, *args, timeout=timeout, CUDA_VISIBLE_DEVICES="", LAB_SAMPLE_INTERVAL_S="0.5"
     )
 
 

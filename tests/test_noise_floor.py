@@ -11,10 +11,8 @@ The record's arithmetic and the choice of the newest record are checked as value
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 from lab.engine.noise import record
 from lab.engine.noise.record import Margin, latest_margin
 from lab.runfolder import REPO_ROOT
+from tests.helpers.cli import run_lab
 
 TINY = ["--max-steps", "12", "--epochs", "1", "--log-every", "2", "--checkpoint", "none"]
 TINY += ["--image-size", "16", "--batch-size", "32"]
@@ -30,15 +29,7 @@ KEYS = {"config", "runs", "throughputs", "spread_pct", "margin_pct"}
 
 
 def _lab(runs_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), CUDA_VISIBLE_DEVICES="")
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_lab(runs_dir, *args, timeout=timeout, CUDA_VISIBLE_DEVICES="")
 
 
 def test_spread_and_margin_rule():

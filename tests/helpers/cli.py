@@ -1,0 +1,26 @@
+"""The one way tests run ``python -m lab`` as a user's shell would: a real process in the repo, its
+runs folder given by ``LAB_RUNS_DIR``, output captured (for exit codes, detached processes and
+what a second process sees; issue 31 moves the older copies of this helper here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def run_lab(
+    runs_dir: Path, *args: str, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess:
+    """``python -m lab ARGS`` with ``runs_dir`` as the runs folder and ``env`` added."""
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, LAB_RUNS_DIR=str(runs_dir), **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
