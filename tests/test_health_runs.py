@@ -218,7 +218,11 @@ def test_a_rank_killed_once_restarts_resumes_and_succeeds(runs_dir, ended):
     assert rec.state == "succeeded", rec.diagnosis
     assert len(rec.restarts) == 1, rec.restarts
     r = rec.restarts[0]
-    assert (r["attempt"], r["rank"], r["exit_code"]) == (1, 1, -9) and "SIGKILL" in r["cause"]
+    # torchrun logs one failure per attempt: the earliest by a timestamp in whole seconds, so when
+    # its teardown SIGTERMs rank 0 within the same second as our SIGKILL of rank 1, it names rank 0
+    # (-15): both are what torchrun said (seen once in a CI run; 4 of 4 alone named rank 1)
+    assert (r["attempt"], r["rank"], r["exit_code"]) in ((1, 1, -9), (1, 0, -15)), r
+    assert ("SIGKILL" if r["rank"] == 1 else "SIGTERM") in r["cause"]
     second = "\n".join(p.read_text() for p in d.glob("logs/*/attempt_1/0/stderr.log"))
     assert re.search(r"resumed from .*last\.pt at step \d+", second), second[-2000:]
     assert (read_json(d / "summary.json") or {})["steps"] == 3 * (

@@ -362,7 +362,7 @@ def test_launch_help_documents_the_script_options():
             "error: cwd: working directory '/no/such/dir' does not exist",
         ),
         (
-            ["--script", "examples/dp_digits.py", "--epochs", "3"],
+            ["--script", "examples/dp_digits.py", "--epochs", "5"],
             "error: --epochs is an option of the lab's trainer, not of your script",
         ),
         (

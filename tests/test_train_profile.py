@@ -162,7 +162,7 @@ def test_breakdown_keys_and_the_phases_add_up(runs, mode):
     assert all(v >= 0 for v in b["phases_ms"].values())
     check_adds_up(b["step_ms"], b["phases_ms"])
     for r in b["per_rank"]:
-        assert set(r) == {"rank", "step_ms", "phases_ms"}
+        assert set(r) == {"rank", "step_ms", "phases_ms", "comm_by_device_ms"}
         check_adds_up(r["step_ms"], r["phases_ms"])
 
 
