@@ -33,6 +33,7 @@ FLOORS = {
     "lab/engine/slurm": 85,
     "lab/engine/supervise": 89,
     "lab/engine/sweep": 85,
+    "lab/engine/noise": 90,
     "lab/events": 87,
     "lab/views": 91,
     "lab/views/compare": 92,
