@@ -10,7 +10,6 @@ Empty unless some mode of the runs ran at several device counts. Read by
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ from lab.views.compare.verdict import (
     compare_groups,
     decide,
     margins_of,
+    own_range,
 )
 
 
@@ -104,15 +104,7 @@ def scaling_curve(
 def _itself(s: Spread | None, mine: list[float]) -> dict[str, Any] | None:
     """The baseline against itself: 1, with its own spread around its median."""
     if len(mine) > 1:
-        med = statistics.median(mine)
-        return {
-            "value": 1.0,
-            "ci_low": min(mine) / med,
-            "ci_high": max(mine) / med,
-            "within_noise": True,
-            "coverage_text": f"the baseline's own range over {len(mine)} runs",
-            "verdict": BASELINE,
-        }
+        return {**own_range(mine), "verdict": BASELINE}
     own = ratio(s, s)
     if own is None:
         return None

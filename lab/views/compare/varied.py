@@ -32,6 +32,7 @@ from lab.views.compare.verdict import (
     compare_groups,
     decide,
     margins_of,
+    own_range,
 )
 
 # a varied option (its flag without dashes) -> the fairness warning its difference would raise
@@ -98,14 +99,7 @@ def _against_first(
     a, b = first["_values"], g["_values"]
     if g is first:  # the baseline: 1, and its own spread around its median
         if len(a) > 1:
-            med = statistics.median(a)
-            return {
-                "value": 1.0,
-                "ci_low": min(a) / med,
-                "ci_high": max(a) / med,
-                "within_noise": True,
-                "coverage_text": f"the baseline's own range over {len(a)} runs",
-            }, BASELINE
+            return own_range(a), BASELINE
         own = ratio(g["_spread"], g["_spread"])
         return (
             None if own is None else {**own.to_json(), "coverage_text": NO_RUN_TO_RUN}

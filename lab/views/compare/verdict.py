@@ -235,6 +235,18 @@ def compare_groups(
     )
 
 
+def own_range(values: Sequence[float]) -> dict[str, Any]:
+    """The baseline group against itself: 1, with its runs' own range around their median."""
+    med = statistics.median(values)
+    return {
+        "value": 1.0,
+        "ci_low": min(values) / med,
+        "ci_high": max(values) / med,
+        "within_noise": True,
+        "coverage_text": f"the baseline's own range over {len(values)} runs",
+    }
+
+
 def windows_text(coverage: float | None, windows: Sequence[int] = ()) -> str:
     """The name of a one-run-against-one-run interval (its logging windows, autocorrelated): no
     run-to-run evidence; with too few steady windows, how few and what the interval covers."""
