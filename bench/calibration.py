@@ -15,8 +15,16 @@ slower / all A/A cards) and how many A/B sweeps read slower, with the command li
 the load average. ``--evaluate-only`` reads the sweeps already in ``--runs-dir`` again (e.g. after
 the verdict rule changed) without running any.
 
+``--power`` asks what the machine's noise allows, from the runs already in ``--runs-dir``: it pools
+the steady throughputs of every run without a delay (A) and with one (B), then draws groups of
+``n`` runs from the pools (4,000 draws per n, seeded) and prints how often Compare's verdict
+function (``lab.views.compare.verdict.compare_groups``, the documented 10% margin unless
+``--margin-pct``) calls B slower than A (power) and calls two groups drawn from A different (false
+verdicts), for n = 3, 4, 5, 6 and 8 repeats. Resampling treats the recorded runs as the machine's
+noise: it says how many repeats a known slowdown needs here, not how the next sweep will go.
+
     python bench/calibration.py [--aa 20] [--seeds 2] [--ab 10] [--delay-ms 6] [--steps 120]
-        [--repeats 3] [--runs-dir DIR] [--evaluate-only]
+        [--repeats 3] [--runs-dir DIR] [--evaluate-only | --power [--margin-pct 10]]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import shlex
 import socket
 import subprocess
@@ -170,6 +179,51 @@ def report(sweeps: list[tuple[str, str]], runs_dir: Path) -> None:
     print(f"A/B: {ab_slower} of {ab_sweeps} sweeps read slower (target: at least 9 of 10 sweeps)")
 
 
+def pooled_throughputs(runs_dir: Path) -> tuple[list[float], list[float]]:
+    """Every succeeded run's steady throughput in ``runs_dir``: (without a delay, with one)."""
+    plain: list[float] = []
+    delayed: list[float] = []
+    for summary in sorted(runs_dir.glob("*/summary.json")):
+        s = json.loads(summary.read_text())
+        median = (s.get("throughput") or {}).get("median")
+        if median and s.get("completed"):
+            (delayed if (s.get("config") or {}).get("data_delay_ms") else plain).append(median)
+    return plain, delayed
+
+
+def power(runs_dir: Path, margin_pct: float, draws: int = 4000) -> int:
+    """Resample the recorded runs: how often the verdict calls B slower, and A/A different."""
+    sys.path.insert(0, str(REPO))
+    from lab.views.compare.verdict import WITHIN, compare_groups  # the function Compare uses
+
+    plain, delayed = pooled_throughputs(runs_dir)
+    if len(plain) < 16 or len(delayed) < 8:
+        print(
+            f"error: --power needs >= 16 runs without and >= 8 with a delay in {runs_dir}; "
+            f"found {len(plain)} and {len(delayed)}: run the bench first",
+            file=sys.stderr,
+        )
+        return 2
+    print(
+        f"# pools: {len(plain)} runs without a delay ({min(plain):.0f}–{max(plain):.0f} "
+        f"samples/s), {len(delayed)} with one ({min(delayed):.0f}–{max(delayed):.0f}); "
+        f"margin {margin_pct:g}%, {draws} draws per row"
+    )
+    rng = random.Random(20261203)
+    for n in (3, 4, 5, 6, 8):
+        slower = false = 0
+        for _ in range(draws):
+            b = compare_groups(rng.sample(plain, n), rng.sample(delayed, n), margin_pct)
+            a = compare_groups(rng.sample(plain, n), rng.sample(plain, n), margin_pct)
+            slower += b.verdict == "slower"
+            false += a.verdict != WITHIN
+        print(
+            f"repeats {n}: A/B called slower in {slower / draws:.1%}, "
+            f"A/A called different in {false / draws:.1%}"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--aa", type=int, default=20, help="A/A sweeps (seed=1,2)")
@@ -184,6 +238,10 @@ def main() -> int:
     ap.add_argument(
         "--evaluate-only", action="store_true", help="read the sweeps in --runs-dir; run none"
     )
+    ap.add_argument(
+        "--power", action="store_true", help="resample the runs in --runs-dir (see above)"
+    )
+    ap.add_argument("--margin-pct", type=float, default=10.0, help="the verdict's margin")
     a = ap.parse_args()
     if a.repeats < 1 or a.steps < 20 or a.aa < 0 or a.ab < 0 or a.seeds < 2:
         print(
@@ -191,9 +249,14 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    if a.evaluate_only and a.runs_dir is None:
-        print("error: --evaluate-only reads an existing --runs-dir: give it", file=sys.stderr)
+    if (a.evaluate_only or a.power) and a.runs_dir is None:
+        print(
+            "error: --evaluate-only and --power read an existing --runs-dir: give it",
+            file=sys.stderr,
+        )
         return 2
+    if a.power:
+        return power(a.runs_dir.resolve(), a.margin_pct)
     a.runs_dir = (a.runs_dir or Path(tempfile.mkdtemp(prefix="calibration-"))).resolve()
     print(
         f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} on "
