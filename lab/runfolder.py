@@ -97,8 +97,12 @@ class BadRunId(ValueError):
     """A run id that could escape the runs folder or is not one of ours."""
 
 
+# the repository's runs/ folder, wherever the lab is started from (the installed `lab` too)
+DEFAULT_RUNS = Path(__file__).resolve().parent.parent / "runs"
+
+
 def runs_dir() -> Path:
-    """The runs folder: ``$LAB_RUNS_DIR`` or ``./runs``, resolved."""
+    """The runs folder: ``$LAB_RUNS_DIR``, else the repository's ``runs/``, resolved."""
     return root_or_default(None)
 
 
@@ -116,12 +120,13 @@ def check_run_id(run_id: str) -> str:
 
 
 def root_or_default(root: Path | str | None) -> Path:
-    """``root`` resolved, or the runs folder (``$LAB_RUNS_DIR`` or ``./runs``) when None.
+    """``root`` resolved, or the runs folder (``$LAB_RUNS_DIR`` or the repository's ``runs/``) when
+    None.
 
     The one place the runs root is resolved: every function taking
     ``runs_dir=``/``root=`` passes it through here.
     """
-    return Path(root or os.environ.get("LAB_RUNS_DIR") or "runs").expanduser().resolve()
+    return Path(root or os.environ.get("LAB_RUNS_DIR") or DEFAULT_RUNS).expanduser().resolve()
 
 
 def now_iso() -> str:

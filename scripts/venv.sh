@@ -25,3 +25,8 @@ req_args=()
 for r in "$@"; do req_args+=(-r "$r"); done
 # pip warns about every local index folder that lacks a package; only real errors matter here
 "$PY" -m pip install -q --disable-pip-version-check "${req_args[@]}" 2> >(grep -v "is neither a file nor a directory" >&2)
+# the lab itself, editable and without dependencies (they are the pinned files above): `lab` then
+# works from any folder once .venv is activated; done once per checkout of the venv
+if ! (cd / && "$PY" -c 'import sys, lab; sys.exit(lab.__file__ != sys.argv[1])' "$PWD/lab/__init__.py") 2>/dev/null; then
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v "is neither a file nor a directory" >&2)
+fi

@@ -15,7 +15,9 @@ from lab import runfolder
 def test_the_runs_root_is_resolved_in_one_place(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LAB_RUNS_DIR", raising=False)
-    assert runfolder.runs_dir() == runfolder.root_or_default(None) == tmp_path.resolve() / "runs"
+    # the repository's runs/, wherever the command stands (the installed `lab` from any folder)
+    repo_runs = Path(runfolder.__file__).resolve().parent.parent / "runs"
+    assert runfolder.runs_dir() == runfolder.root_or_default(None) == repo_runs
     monkeypatch.setenv("LAB_RUNS_DIR", "~/elsewhere")
     assert runfolder.runs_dir() == runfolder.root_or_default("") == Path.home() / "elsewhere"
     # given beats the environment

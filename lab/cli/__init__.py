@@ -4,8 +4,8 @@ share. Any error is one line on stderr and exit code 2, never a traceback (``mai
 
 from __future__ import annotations
 
-import argparse
 import logging
+import os
 import sys
 
 from lab.cli import (
@@ -14,6 +14,7 @@ from lab.cli import (
     launch,
     linkcheck,
     logs,
+    models,
     noise,
     password,
     queue,
@@ -28,6 +29,7 @@ from lab.cli import (
     sweep,
 )
 from lab.cli.common import UserError
+from lab.cli.parser import PROG, LabParser, UsageError
 
 # in the order --help lists them
 SUBCOMMANDS = (
@@ -41,6 +43,7 @@ SUBCOMMANDS = (
     linkcheck,
     compare,
     noise,
+    models,
     rm,
     resume,
     stacks,
@@ -49,10 +52,8 @@ SUBCOMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m lab", description="Parallel Training Lab: launch and watch runs."
-    )
+def build_parser() -> LabParser:
+    ap = LabParser(prog=PROG, description="Parallel Training Lab: launch and watch runs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for command in SUBCOMMANDS:
         command.add_parser(sub)
@@ -69,17 +70,26 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # after --
     ours, script_args = script_options.split_script_args(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(ours)
-    args.script_args = script_args
     try:
+        parser = build_parser()
+        # argparse reports a stray flag from the top parser: name the subcommand it came with (the
+        # top parser takes no other word, so the first word is the subcommand)
+        parser.given = next((t for t in ours if not t.startswith("-")), "")
+        args = parser.parse_args(ours)
+        args.script_args = script_args
         _adopt_orphans()
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `lab status | head`: the reader left; end quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit's flush must not raise again
+        return 0
     except ConfigError as e:  # named as the flag the user typed
         print(
             f"error: {run_options.flag_name(e.field)}: {e.message}",
             file=sys.stderr,
         )
     except (
+        UsageError,
         UserError,
         script_options.ScriptUsageError,
         LaunchError,

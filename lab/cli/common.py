@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lab.cli.parser import PROG
 from lab.runfolder import runs_dir
 
 
@@ -17,6 +18,11 @@ class UserError(Exception):
 def root() -> Path:
     """Where runs live: ./runs, or ``LAB_RUNS_DIR``."""
     return runs_dir()
+
+
+def next_commands(run_id: str) -> str:
+    """What to type next after a launch (printed on stderr: stdout stays the run's line)."""
+    return f"next: {PROG} status {run_id}, {PROG} logs {run_id}, {PROG} stop {run_id}"
 
 
 def print_json(obj: Any) -> None:

@@ -5,6 +5,7 @@ folders, foreign logs) through the registry, and prints the ``Comparison`` of th
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,25 @@ def _sweep_run_ids(sweep_id: str, where: Path) -> list[str]:
     return ids
 
 
+def _sweep_runs(sweep_id: str, where: Path) -> list[runs.CompareRun]:
+    """A sweep's runs in its order; a run removed since is left out with a note on stderr."""
+    found, gone = [], []
+    for rid in _sweep_run_ids(sweep_id, where):
+        try:
+            found.append(runs.from_record(get_run(rid, where)))
+        except RunNotFound:
+            gone.append(rid)
+    if gone:
+        print(
+            f"note: {sweep_id}: {len(gone)} of its runs removed, compared without them: "
+            f"{', '.join(gone)}",
+            file=sys.stderr,
+        )
+    if not found:
+        raise RunNotFound(f"every run of {sweep_id} was removed: nothing to compare")
+    return found
+
+
 def _folder(name: str) -> runs.CompareRun:
     """A folder named on the command line: a lab run folder anywhere, or foreign logs."""
     folder = Path(name).expanduser().resolve()
@@ -57,8 +77,8 @@ def resolve(names: Sequence[str], where: Path) -> list[runs.CompareRun]:
         if "/" in name or name in (".", ".."):  # a path: a run folder anywhere, or foreign logs
             found = [_folder(name)]
         else:
-            ids = _sweep_run_ids(name, where) if name.startswith("sweep-") else [name]
-            found = [runs.from_record(get_run(rid, where)) for rid in ids]
+            found = _sweep_runs(name, where) if name.startswith("sweep-") else []
+            found = found or [runs.from_record(get_run(name, where))]
         out += [r for r in found if r.key not in {o.key for o in out}]
     return out
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from lab.cli import run_options, script_options
-from lab.cli.common import UserError, print_json, root, snapshot
+from lab.cli.common import UserError, next_commands, print_json, root, snapshot
 from lab.engine.launch.config import RunConfig
 
 
@@ -57,6 +58,7 @@ def cmd_launch(a: argparse.Namespace) -> int:
         print_json({"run_id": run_id, "state": rec.state, "run_dir": rec.run_dir, "mode": cfg.mode})
     else:
         print(f"{run_id} {rec.state} {rec.run_dir}")
+        print(next_commands(run_id), file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from lab.cli.parser import lower
 from lab.engine.launch.config import BACKENDS, MODES, RunConfig
 from lab.engine.launch.form import BY_NAME
 from lab.engine.launch.trainer_options import CHECKPOINTS
@@ -42,9 +43,9 @@ def add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
         elif isinstance(f.default, bool):
             p.add_argument(flag, action="store_true", **kw)
         else:
-            p.add_argument(
-                flag, type=type(f.default), default=f.default, choices=CHOICES.get(f.name), **kw
-            )
+            choices = CHOICES.get(f.name)
+            kind = lower if choices else type(f.default)  # --mode DDP is ddp
+            p.add_argument(flag, type=kind, default=f.default, choices=choices, **kw)
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

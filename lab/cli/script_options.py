@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any, Sequence
 
 from lab.engine.launch.config import JOB_FIELDS, RunConfig
@@ -181,5 +182,8 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
             )
         )
     else:
+        from lab.cli.common import next_commands
+
         print(f"{run_id} {rec.state} {rec.run_dir}")
+        print(next_commands(run_id), file=sys.stderr)
     return 0

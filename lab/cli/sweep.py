@@ -5,12 +5,14 @@ with them (``lab.engine.sweep.vary``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
-from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM
+from lab.cli.parser import PROG
+from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,
@@ -28,7 +30,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     axes = vary.parse(a.vary)  # a bad --vary is one line before anything else
     n = devices.usable_indices()
-    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    modes = [m.strip().lower() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UserError(f"--modes {a.modes!r}: use a comma list of {', '.join(MODES)}")
@@ -45,6 +47,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                 "without --script, or run your script once per value"
             )
         configs = _script_configs(a, modes, n)
+        if a.dry_run:
+            return _show_plan(interleaved(configs, a.repeats), None, a, n)
         sweep_id, run_ids = script.launch_sweep(interleaved(configs, a.repeats), root())
     else:
         if a.backend == SLURM:
@@ -54,6 +58,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         else:
             configs = _mode_configs(a, modes, n)
         runs, varied = vary.sweep_runs(configs, axes, a.repeats)
+        if a.dry_run:
+            return _show_plan(runs, varied, a, n)
         sweep_id, run_ids = launcher.launch_sweep(runs, root(), scaling=a.scaling, varied=varied)
     # after the launch, so that a refused sweep prints its one error line and nothing else
     if "dp" in modes and not any(c.gpus for c in configs):
@@ -64,6 +70,41 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         print(sweep_id)
         for r in run_ids:
             print(f"  {r}")
+        print(f"next: {PROG} status {sweep_id}, then {PROG} compare {sweep_id}", file=sys.stderr)
+    return 0
+
+
+def _show_plan(runs: list, varied: list | None, a: argparse.Namespace, n: tuple[int, ...]) -> int:
+    """``sweep --dry-run``: each run in the order it would run, refused as the sweep would be,
+    with its pre-flight lines and command (as ``launch --dry-run`` shows one run); starts
+    nothing."""
+    from lab.engine import registry
+    from lab.engine.devices import nvml as devices
+    from lab.engine.launch import request, script, script_form
+    from lab.engine.launch.config import validate
+    from lab.engine.preflight.checks import machine_facts
+    from lab.views.text import shell_line
+
+    snap = devices.snapshot(registry.process_owner(root()))
+    plan = []
+    for i, c in enumerate(runs):
+        if isinstance(c, RunConfig):
+            validate(c, n, machine_facts(c, snap.gpus))
+            p = request.preview(c, snap, root())
+        else:  # a script of the user's
+            script.validate(c, n)
+            p = script_form.preview(c, snap, root())
+        v = (varied or [None] * len(runs))[i]
+        plan.append({"order": i + 1, "mode": c.mode, "varied": v, **dataclasses.asdict(p)})
+    if a.json:
+        print_json({"runs": plan})
+        return 0
+    print(f"# {len(plan)} runs, one after another, in this order (nothing started: --dry-run)")
+    for run in plan:
+        values = " ".join(f"{k}={x}" for k, x in (run["varied"] or {}).items())
+        print(f"# {run['order']}. {run['mode']} {values}".rstrip())
+        print("\n".join(f"#   {line}" for line in run["preflight"]))
+        print(shell_line(run["argv"], run["env"], cwd=run["cwd"]))
     return 0
 
 
@@ -169,6 +210,11 @@ def add_parser(sub) -> None:
         "(repeatable): NAME is its flag without dashes, e.g. bucket-cap-mb=1,25,100 or "
         "accum-steps=1,4 (switches: off,on); DDP's options vary the ddp runs only; each "
         "run.json records its values as varied",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only print each run's pre-flight check and command, in the order they would run",
     )
     run_options.add_run_options(p, with_mode=False)
     script_options.add_options(p, launch=False)

@@ -275,6 +275,11 @@ def get_run(run_id: str, root: Path | None = None) -> RunRecord:
 
 def delete_run(run_id: str, root: Path | None = None) -> None:
     """Remove a finished run's folder; refuse a live one."""
+    shutil.rmtree(removable(run_id, root).run_dir)
+
+
+def removable(run_id: str, root: Path | None = None) -> RunRecord:
+    """The run's record when it may be removed; ``RunIsLive`` (naming the fix) when it runs."""
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
@@ -286,7 +291,7 @@ def delete_run(run_id: str, root: Path | None = None) -> None:
             f"run {run_id} is lost but its training processes still run: stop it first (python -m "
             f"lab stop {run_id})"
         )
-    shutil.rmtree(rec.run_dir)
+    return rec
 
 
 def run_pids(root: Path | None = None) -> dict[int, str]:

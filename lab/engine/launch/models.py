@@ -15,6 +15,7 @@ a model other than ``tinycnn`` and the answers are kept for the process.
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 
 OWN = ("tinycnn",)
@@ -51,10 +52,23 @@ def model_problem(name: str) -> str | None:
     """The message for a model the trainer does not take, else None."""
     if known(name):
         return None
+    close = suggestions(name)
+    if close:
+        guess = " or ".join(close)
+        return f"unknown model {name!r}: did you mean {guess}? (`lab models` lists all)"
     return (
         f"unknown model {name!r}: use tinycnn or a name of {SOURCE}, "
-        "e.g. resnet18, mobilenet_v3_small, vit_b_16"
+        "e.g. resnet18, mobilenet_v3_small, vit_b_16 (`lab models` lists all)"
     )
+
+
+def suggestions(name: str) -> list[str]:
+    """The known names closest to ``name`` (the same name in other case first), at most three."""
+    if not isinstance(name, str):
+        return []
+    every = names()
+    same = [n for n in every if n.lower() == name.strip().lower()]
+    return same or difflib.get_close_matches(name.strip().lower(), every, n=3, cutoff=0.75)
 
 
 def size_problem(name: str, image_size: int) -> str | None:
