@@ -45,6 +45,7 @@ def one_error(capsys, argv: list[str]) -> str:
         pytest.param(["launch", "--model", "ResNet18"], "did you mean resnet18?", marks=PROC),
         pytest.param(["models", "resnt18"], "did you mean resnet18", marks=PROC),
         (["status", "sweep-20990101-000000-0000"], "no sweep"),
+        (["launch", "--script", "nothere.py", "--dry-run"], "or --module package.module"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_fix(runs_dir, capsys, argv, fix):
@@ -127,3 +128,13 @@ def test_an_empty_runs_folder_says_where_it_looked(runs_dir, capsys):
     assert capsys.readouterr().out.strip() == (
         f"no runs in {runs_dir} (LAB_RUNS_DIR names another folder)"
     )
+
+
+def test_a_run_is_named_by_its_name_where_that_is_unique(samples, capsys):
+    rid = "20261129-151558-ddp-sample-ddp-r1-afde"
+    assert main(["status", "sample-ddp-r1"]) == 0
+    assert capsys.readouterr().out.startswith(rid)
+    twin = samples / "20261129-151558-ddp-sample-ddp-r2-7879" / "run.json"
+    twin.write_text(json.dumps(json.loads(twin.read_text()) | {"name": "sample-ddp-r1"}))
+    line = one_error(capsys, ["logs", "sample-ddp-r1"])
+    assert "2 runs are named 'sample-ddp-r1': give one run id" in line and rid in line

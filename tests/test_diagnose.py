@@ -101,6 +101,8 @@ def test_real_exception_in_one_rank_names_rank_exit_code_and_traceback(real_fail
         "RuntimeError: boom in rank 1"
     )
     assert "--rank 1" in diag.fix
+    # the fix names this run, ready to paste, not a placeholder
+    assert f"python -m lab logs {d.name} --rank 1" in diag.fix and " RUN " not in diag.fix
 
 
 @pytest.mark.proc

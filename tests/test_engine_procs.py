@@ -71,3 +71,16 @@ def test_cpu_record_of_this_machine():
     rec = procs.cpu_record()
     assert rec.cores == os.cpu_count() and len(rec.per_core_pct) == rec.cores
     assert 0 <= rec.util_pct <= 100 and 0 < rec.mem_used_mib < rec.mem_total_mib
+
+
+def test_the_first_cpu_reading_measures_from_now_not_from_start_up(monkeypatch):
+    # the first reading after import would span this process's own imports (a busy core): it
+    # waits half a second from the call instead; later readings measure since the previous one
+    monkeypatch.setitem(procs._cpu_read, "calls", 0)
+    t0 = time.monotonic()
+    procs.cpu_record()
+    first = time.monotonic() - t0
+    time.sleep(0.15)
+    t1 = time.monotonic()
+    procs.cpu_record()
+    assert first >= 0.5 and time.monotonic() - t1 < 0.3

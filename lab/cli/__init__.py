@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(ours)
         args.script_args = script_args
         _adopt_orphans()
+        _names_to_ids(args)
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `lab status | head`: the reader left; end quietly, as cat does
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except ConfigError as e:  # named as the flag the user typed
         print(
-            f"error: {run_options.flag_name(e.field)}: {e.message}",
+            f"error: {run_options.flag_name(e.field)}: {script_options.as_flags(e.message)}",
             file=sys.stderr,
         )
     except (
@@ -105,6 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+
+
+def _names_to_ids(args) -> None:
+    """A run named by its ``--name`` (where that name is unique) means its run id, in every
+    command that takes a run."""
+    from lab.cli.common import root
+    from lab.engine.registry import run_id_of
+
+    if isinstance(getattr(args, "run", None), str):
+        args.run = run_id_of(args.run, root())
+    if isinstance(getattr(args, "runs", None), list):
+        args.runs = [x if "/" in x else run_id_of(x, root()) for x in args.runs]
+    if isinstance(getattr(args, "baseline", None), str):
+        args.baseline = run_id_of(args.baseline, root())
 
 
 def _adopt_orphans() -> None:

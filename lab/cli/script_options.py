@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from typing import Any, Sequence
 
@@ -114,6 +115,12 @@ def _trainer_options_given(a: argparse.Namespace) -> list[str]:
         ):
             out.append("--" + f.name.replace("_", "-"))
     return out
+
+
+def as_flags(message: str) -> str:
+    """A script message in the command line's words: the form's ``-m package.module`` is the
+    ``--module package.module`` flag here."""
+    return re.sub(r"(?<![\w-])-m (package\.module|mypkg\.)", r"--module \1", message)
 
 
 def values(a: argparse.Namespace) -> dict[str, Any]:

@@ -61,7 +61,11 @@ def cmd_status(a: argparse.Namespace) -> int:
         return 0
     if a.run:
         rec = registry.get_run(a.run, root())
-        print_json(js(rec)) if a.json else print(_status_line(rec))
+        if a.json:
+            print_json(js(rec))
+            return 0
+        fix = (rec.diagnosis or {}).get("fix")
+        print(_status_line(rec) + (f"\n  fix: {fix}" if fix else ""))  # what to do, not only why
         return 0
     recs = registry.list_runs(root())
     if a.json:

@@ -354,13 +354,17 @@ class CpuRecord:
     mem_total_mib: float
 
 
-_cpu_read = {"at": time.monotonic()}
+_cpu_read = {"at": time.monotonic(), "calls": 0}
 
 
 def cpu_record() -> CpuRecord:
     """Cores, utilisation since the last call, and memory of this machine."""
-    # psutil measures since the previous call; too recent a previous call gives noise
-    wait = 0.2 if time.monotonic() - _cpu_read["at"] < 0.1 else None
+    # psutil measures since the previous call; too recent a previous call gives noise, and the
+    # first call would measure this process's own start-up (imports: a whole core busy, so `lab
+    # gpus` on an idle machine read 75%): it measures half a second from now instead
+    first = _cpu_read["calls"] == 0
+    wait = 0.5 if first else 0.2 if time.monotonic() - _cpu_read["at"] < 0.1 else None
+    _cpu_read["calls"] += 1
     per = tuple(float(x) for x in psutil.cpu_percent(interval=wait, percpu=True))
     _cpu_read["at"] = time.monotonic()
     vm = psutil.virtual_memory()

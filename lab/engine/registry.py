@@ -273,6 +273,21 @@ def get_run(run_id: str, root: Path | None = None) -> RunRecord:
     return rec
 
 
+def run_id_of(name: str, root: Path | None = None) -> str:
+    """The run id ``name`` means: itself when a run has that id, else the one run launched with
+    ``--name name``; unchanged when none is (the caller's not-found names it). Two runs of that
+    name raise ``RunNotFound`` listing their ids."""
+    root = root_or_default(root)
+    if not isinstance(name, str) or name.startswith("sweep-") or (root / name).is_dir():
+        return name
+    named = [r.run_id for r in list_runs(root) if r.name == name]
+    if len(named) > 1:
+        raise RunNotFound(
+            f"{len(named)} runs are named {name!r}: give one run id, e.g. {', '.join(named[:3])}"
+        )
+    return named[0] if named else name
+
+
 def delete_run(run_id: str, root: Path | None = None) -> None:
     """Remove a finished run's folder; refuse a live one."""
     shutil.rmtree(removable(run_id, root).run_dir)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -176,8 +176,20 @@ def _traceback_excerpt(text: str) -> str:
 
 
 def diagnose(run_dir: Path | str, exit_code: int | None = None) -> Diagnosis | None:
-    """The known failure that best explains the run's logs, or None when nothing is found."""
-    run_dir = Path(run_dir)
+    """The known failure that best explains the run's logs, or None when nothing is found; its fix
+    names the run (``lab logs <run id>``), ready to paste."""
+    found = _diagnose(Path(run_dir), exit_code)
+    if found is None or not found.fix:
+        return found
+    return replace(found, fix=named(found.fix, Path(run_dir).name))
+
+
+def named(fix: str, run_id: str) -> str:
+    """``fix`` with its placeholder run (``lab logs RUN``) replaced by ``run_id``."""
+    return re.sub(r"\blab (logs|stop|stacks|status) RUN\b", rf"lab \1 {run_id}", fix)
+
+
+def _diagnose(run_dir: Path, exit_code: int | None) -> Diagnosis | None:
     stdout = _read_tail(run_dir / STDOUT_LOG)
     ranks = _rank_logs(run_dir)
     errors = _error_files(run_dir)
