@@ -170,6 +170,9 @@ def test_single_example_succeeds_and_its_curves_are_linked(runs):
     st, cwd, run_dir = runs["single"]
     assert st["state"] == "succeeded" and st["mode"] == "single", st["diagnosis"]
     check_curves(st, cwd, run_dir, "")
+    # no progress.json from a script: its newest event step, out of --total-steps 5
+    step = json.loads((run_dir / "status.json").read_text())["script_step"]
+    assert step > 0 and st["progress"] == {"step": step, "total_steps": 5}
     env = json.loads((run_dir / "run.json").read_text())["env"]
     assert env["LAB_RUN_DIR"] == str(run_dir) and env["TENSORBOARD_LOGDIR"] == str(run_dir / "tb")
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["TORCHELASTIC_ERROR_FILE"] == str(

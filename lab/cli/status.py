@@ -21,11 +21,8 @@ def _status_line(r, width: int = 48) -> str:
             f" ({s['reason']})" if s.get("reason") else ""
         )
     prog = r.progress or {}
-    step = (
-        f" step {prog.get('step')}/{prog.get('total_steps')}"
-        if prog.get("step") is not None
-        else ""
-    )
+    total = f"/{prog['total_steps']}" if prog.get("total_steps") else ""
+    step = f" step {prog.get('step')}{total}" if prog.get("step") is not None else ""
     health = "".join(f" [{f.get('key')}]" for f in r.health)  # the findings' keys, e.g. [stalled]
     return f"{r.run_id:{width}} {r.state:10} {r.mode or '-':6}{step}{health}{why}"
 

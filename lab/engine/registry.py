@@ -194,7 +194,7 @@ def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | Non
         diagnosis=st.get("diagnosis"),
         config=cfg,
         sweep_id=run.get("sweep_id"),
-        progress=read_json_kept(run_dir / PROGRESS_JSON),
+        progress=read_json_kept(run_dir / PROGRESS_JSON) or _script_progress(st, cfg),
         summary=summary,
         kind=str(st.get("kind") or run.get("kind") or TRAINER),
         events_dirs=_events_dirs(run_dir, st, run),
@@ -206,6 +206,15 @@ def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | Non
         resumed_by=resumed_by if resumed_by is not None else _resumed_by(run_dir),
         unreadable=damaged,
     )
+
+
+def _script_progress(st: dict, cfg: dict) -> dict | None:
+    """A script run's progress: the newest step of its events (the health watch's
+    ``script_step``) out of its ``--total-steps``, where known."""
+    step = st.get("script_step")
+    if not isinstance(step, int):
+        return None
+    return {"step": step, "total_steps": cfg.get("total_steps") or None}
 
 
 def _resumed_by(run_dir: Path) -> list[str]:

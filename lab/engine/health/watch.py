@@ -79,6 +79,7 @@ class HealthWatch:
         self._stall_dumps, self._next_dump = 0, 0.0
         self._writer: Any = None
         self._restarts: list[dict] = []
+        self._script_step = 0
         self._log_at = 0.0
         self._memory: dict[str, list[tuple[float, float]]] = {}  # tag -> (epoch s, MiB)
 
@@ -204,6 +205,7 @@ class HealthWatch:
             self.update(stacks=self.dump(pid, tree).to_dict())
         self._note_memory(values)
         obs = self.observe(bool(tree), dirs)
+        self._note_script_step(obs.step)
         found = health.findings(obs, self.found)
         stalled = next((f for f in found if f.key == "stalled"), None)
         if stalled is None:
@@ -255,6 +257,13 @@ class HealthWatch:
         self._writer.add({tag: 1.0}, step, time.time())
         self._writer.flush()
 
+    def _note_script_step(self, step: int) -> None:
+        """A script writes no progress.json: its newest event step is status.json's
+        ``script_step``, so `lab status` shows how far it is (the trainer's is progress.json)."""
+        if self.kind != TRAINER and step and step != self._script_step:
+            self._script_step = step
+            self.update(script_step=step)
+
     def _note_restarts(self) -> None:
         seen = restarts.restarts(self.run_dir) if self.torchrun else []
         if seen != self._restarts:
@@ -266,7 +275,9 @@ class HealthWatch:
         raises."""
         try:
             self._read_at = 0.0
-            found = health.findings(self.observe(False, dirs), self.found)
+            obs = self.observe(False, dirs)
+            self._note_script_step(obs.step)
+            found = health.findings(obs, self.found)
             # a run stopped or failed while stalled keeps that finding (and its stacks): it says why
             found += [
                 f for f in self.found if f.key == "stalled" and f.key not in {g.key for g in found}
