@@ -138,3 +138,17 @@ def test_a_run_is_named_by_its_name_where_that_is_unique(samples, capsys):
     twin.write_text(json.dumps(json.loads(twin.read_text()) | {"name": "sample-ddp-r1"}))
     line = one_error(capsys, ["logs", "sample-ddp-r1"])
     assert "2 runs are named 'sample-ddp-r1': give one run id" in line and rid in line
+
+
+def test_the_cli_compare_says_what_the_page_says(samples, capsys):
+    assert main(["compare", SWEEP, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in doc["runs"]}
+    ddp = by_name["sample-ddp-r1"]
+    assert ddp["loss_agreement_step"] > 0 and ddp["utilisation"]["on_cpu"] is True
+    assert 0 < ddp["utilisation"]["overall_pct"] <= 100
+    b = ddp["step_breakdown_ms"]
+    assert b["backward"] > 0 and b["comm_exposed"] > 0  # a profiled DDP run waits on gloo
+    assert main(["compare", SWEEP]) == 0
+    text = capsys.readouterr().out
+    assert f"sample-ddp-r1: loss agrees to step {ddp['loss_agreement_step']}; CPU share" in text

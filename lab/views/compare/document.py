@@ -4,10 +4,12 @@ its keys a contract: docs/contracts.md section 6) and the lines for a terminal (
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
+from lab.views.compare import anatomy, memory
 from lab.views.compare.comparison import Comparison, Row
 from lab.views.compare.groups import Group
 from lab.views.compare.headline import Card
@@ -66,7 +68,26 @@ def _run_json(row: Row) -> dict[str, Any]:
         "peak_mem_of": m.peaks_of,
         "verdict": row.verdict,
         "interference": r.interference,
+        # what the page shows beside the speed: the same numbers, for scripts
+        "loss_agreement_step": row.loss_agreement,
+        "utilisation": {
+            "overall_pct": m.utilisation.overall,
+            "per_gpu_pct": dict(m.utilisation.per_gpu),
+            "per_gpu_sm_active_pct": dict(m.utilisation.per_gpu_sm),
+            "on_cpu": m.utilisation.on_cpu,
+        },
+        "memory": [asdict(x) for x in memory.run_rows(row.name, r.summary)],
+        "step_breakdown_ms": _breakdown(m.profile),
+        "comm_exposed_pct": m.comm_exposed_pct,
     }
+
+
+def _breakdown(profile: dict | None) -> dict[str, float] | None:
+    """A profiled run's step in the anatomy chart's segments (ms), with its communication."""
+    if not profile:
+        return None
+    phases = profile.get("phases_ms") or {}
+    return {**anatomy.step_segments(phases), **anatomy.comm_segments(phases)}
 
 
 def _group_json(c: Comparison) -> dict[str, Any] | None:
@@ -159,6 +180,7 @@ def text(c: Comparison) -> list[str]:
         pd.DataFrame(rows).to_string(index=False),
     ]
     lines += [f"warning: {w}" for w in doc["warnings"]]
+    lines += _beside_speed(c, doc)
     for g in doc["by_mode"]:
         sp = "" if g["speedup"] is None else f", speedup of medians {g['speedup']:.2f}"
         if g.get("ci_low") is not None:
@@ -171,6 +193,29 @@ def text(c: Comparison) -> list[str]:
         )
     for flag, values in doc["by_value"].items():
         lines += [_value_text(flag, g) for g in values]
+    return lines
+
+
+def _beside_speed(c: Comparison, doc: dict[str, Any]) -> list[str]:
+    """What the page shows beside the speed, a line per run: loss agreement with the baseline,
+    utilisation, memory per device (peak over estimate) and the profiled step's breakdown."""
+    lines = []
+    for row, r in zip(c.rows, doc["runs"]):
+        parts = []
+        if not row.is_baseline:
+            step = r["loss_agreement_step"]
+            parts.append("loss: no common steps" if step is None else f"loss agrees to step {step}")
+        u = r["utilisation"]
+        if u["overall_pct"] is not None:
+            parts.append(f"{'CPU share' if u['on_cpu'] else 'GPU util'} {u['overall_pct']:.0f}%")
+        for m in r["memory"]:
+            used = "–" if m["measured_mib"] is None else f"{m['measured_mib']:.0f}"
+            parts.append(f"{m['device']} memory {used}/{m['estimate_mib']:.0f} MiB (peak/estimate)")
+        b = r["step_breakdown_ms"]
+        if b:
+            parts.append("step " + ", ".join(f"{k} {v:.1f} ms" for k, v in b.items() if v > 0))
+        if parts:
+            lines.append(f"{row.name}: " + "; ".join(parts))
     return lines
 
 
