@@ -20,6 +20,8 @@ first sighting. The findings (docs/contracts.md section 2):
   tenants' processes, ``sys/gpu<i>/mem_used_mib``), or on the CPU the process tree's RSS
   (``sys/rss_mib``), keeps rising after warm-up instead of levelling off
   (``lab.engine.health.creep`` says how that is judged); the evidence is the slope in MiB/min.
+- ``several_writers``: a script's event files written by several processes, into one folder
+  (their points merge into one curve) or the same tags into several (one rank's curve shown).
 
 The supervisor's glue (``lab.engine.health.watch``) adds the stalled run's
 stacks and device strip to its evidence.
@@ -91,6 +93,8 @@ class Observation:
     stall_after: float = 0.0
     # the supervisor's memory samples, (epoch seconds, MiB) per tag: every GPU's, else the RSS
     memory: dict[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
+    # a script's event files written by several processes (watch.writers): folders and tags
+    writers: dict[str, Any] = field(default_factory=dict)
 
 
 def stall_threshold(
@@ -243,6 +247,32 @@ def memory_creep(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
     )
 
 
+def several_writers(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
+    crowded, shared = obs.writers.get("folders") or {}, obs.writers.get("shared") or []
+    if not crowded and not shared:
+        return None
+    if crowded:
+        folder, pids = next(iter(crowded.items()))
+        what = (
+            f"{len(pids)} processes (pids {', '.join(map(str, pids))}) write event files into "
+            f"{folder}: their points merge into one curve per tag, every step drawn "
+            f"{len(pids)} times."
+        )
+    else:
+        n = len(shared)
+        what = (
+            f"{n} tag{'s' * (n != 1)} ({', '.join(shared[:3])}{' …' * (n > 3)}) "
+            f"{'are' if n != 1 else 'is'} logged in several folders, one per process: the curves "
+            "show one rank's points only."
+        )
+    return (
+        what,
+        "Log from rank 0 only: create the SummaryWriter under `if dist.get_rank() == 0:` (or "
+        "give each rank its own tag prefix, e.g. rank1/train/loss, if every rank's curve matters).",
+        {"folders": crowded, "shared": shared[:20]},
+    )
+
+
 CHECKS = {
     "stalled": stalled,
     "nan_loss": nan_loss,
@@ -250,6 +280,7 @@ CHECKS = {
     "input_bound": input_bound,
     "grad_spike": grad_spike,
     "memory_creep": memory_creep,
+    "several_writers": several_writers,
 }
 
 

@@ -21,6 +21,7 @@ It never raises into the supervisor: a failing check is logged and skipped.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +33,7 @@ from lab.engine.health import creep, stacks
 from lab.engine.health import rules as health
 from lab.engine.health.rules import Finding, Observation
 from lab.engine.supervise import restarts
+from lab.engine.supervise.linked import file_origin
 from lab.runfolder import HEALTH_DIR, PROGRESS_JSON, STACKS_REQUEST, TB_DIR, TRAINER, read_json
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,32 @@ def _busiest(scalars: dict[str, Any]) -> Any:
     return max(scalars.values(), key=len) if scalars else None
 
 
+def writers(folders: dict[str, set[str]], since: float) -> dict[str, Any]:
+    """Several processes writing the same curves: ``{"folders": {folder: [pids]}}`` where two or
+    more pids wrote event files (since the launch) into one folder, whose points then merge into
+    one curve, and ``{"shared": [tag, ...]}`` for tags logged in more than one folder (each rank
+    its own writer); {} when neither."""
+    crowded: dict[str, list[int]] = {}
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        pids = set()
+        for n in names:
+            created, pid = file_origin(n)
+            if "tfevents" in n and pid is not None and (created or 0) >= int(since) - 1:
+                pids.add(pid)
+        if len(pids) > 1:
+            crowded[folder] = sorted(pids)
+    seen: dict[str, int] = {}
+    for tags_of in folders.values():
+        for t in tags_of:
+            seen[t] = seen.get(t, 0) + 1
+    shared = sorted(t for t, n in seen.items() if n > 1)
+    return {k: v for k, v in (("folders", crowded), ("shared", shared)) if v}
+
+
 class HealthWatch:
     """One run's health, kept in status.json through ``update`` (the supervisor's
     ``Status.update``)."""
@@ -80,6 +108,7 @@ class HealthWatch:
         self._writer: Any = None
         self._restarts: list[dict] = []
         self._script_step = 0
+        self._writers: dict[str, Any] = {}
         self._log_at = 0.0
         self._memory: dict[str, list[tuple[float, float]]] = {}  # tag -> (epoch s, MiB)
 
@@ -89,13 +118,18 @@ class HealthWatch:
 
         wanted = [str(self.run_dir / TB_DIR)] if self.kind == TRAINER else list(dirs)
         merged: dict[str, Any] = {}
+        folders: dict[str, set[str]] = {}  # each folder of event files: its tags
         for d in wanted:
             reader = self._readers.setdefault(d, LogdirReader(d))
             reader.refresh()
             for name in sorted(reader.run_names()):
-                for tag, s in reader.scalars(name).items():
+                scalars = reader.scalars(name)
+                folders[os.path.normpath(os.path.join(d, name))] = set(scalars)
+                for tag, s in scalars.items():
                     merged.setdefault(tag, s)
         self._scalars = merged
+        if self.kind != TRAINER:  # the trainer writes from rank 0 only
+            self._writers = writers(folders, self.started)
 
     def observe(self, alive: bool, dirs: list[str]) -> Observation:
         """What the run shows now; the event files are re-read at most every ``READ_EVERY_S``."""
@@ -145,6 +179,7 @@ class HealthWatch:
             data_ms=last_of.get(tags.DATA_TIME_MS),
             step_ms=last_of.get(tags.STEP_TIME_MS),
             num_classes=prog.get("num_classes"),
+            writers=self._writers,
             steps_per_epoch=prog.get("steps_per_epoch"),
             grad_warnings=_points(sc[tags.GRAD_NORM_WARNING])
             if tags.GRAD_NORM_WARNING in sc
