@@ -6,4 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh requirements.txt
+echo "the lab's command line, in any shell: source $PWD/.venv/bin/activate, then lab --help" >&2
 exec "$PY" -m streamlit run app.py "$@"

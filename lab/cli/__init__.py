@@ -4,6 +4,7 @@ share. Any error is one line on stderr and exit code 2, never a traceback (``mai
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -52,9 +53,25 @@ SUBCOMMANDS = (
 )
 
 
+EXAMPLES = """examples:
+  {prog} launch --mode ddp --nproc 2 --epochs 2    one run in the background; prints its id
+  {prog} status                                   every run (a sweep's runs under its id)
+  {prog} logs RUN --follow                        a run's output as it comes
+  {prog} sweep --modes single,ddp --repeats 3     the modes taking turns, 3 times each
+  {prog} compare SWEEP                            is ddp faster here, and by how much
+  {prog} launch --script ./train.py --mode ddp --nproc 2 -- --epochs 5   your own script
+  {prog} COMMAND --help                           a command's options, with defaults
+runs live in the repository's runs/ folder unless LAB_RUNS_DIR names another (docs/cli.md)"""
+
+
 def build_parser() -> LabParser:
-    ap = LabParser(prog=PROG, description="Parallel Training Lab: launch and watch runs.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = LabParser(
+        prog=PROG,
+        description="Parallel Training Lab: launch, watch and compare training runs.",
+        epilog=EXAMPLES.format(prog=PROG),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS:
         command.add_parser(sub)
     return ap

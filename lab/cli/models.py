@@ -25,7 +25,7 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("models", help="list the models --model takes (e.g. `lab models resnet`)")
+    p = sub.add_parser("models", help="list the models --model takes, or check one name")
     p.add_argument("name", nargs="?", help="check one name: its image size, or the closest names")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_models)
