@@ -31,7 +31,7 @@ PROG = prog()
 _HINTS: tuple[tuple[str, str, str], ...] = (
     (
         "",
-        r"required: cmd",
+        r"required: (cmd|COMMAND)",
         "give a command, e.g. `{prog} status` or `{prog} launch --mode ddp`",
     ),
     (
