@@ -152,3 +152,21 @@ def test_the_cli_compare_says_what_the_page_says(samples, capsys):
     assert main(["compare", SWEEP]) == 0
     text = capsys.readouterr().out
     assert f"sample-ddp-r1: loss agrees to step {ddp['loss_agreement_step']}; CPU share" in text
+
+
+@pytest.mark.parametrize("command", ["launch", "sweep"])
+def test_every_flag_of_launch_and_sweep_has_a_meaning_and_its_default(command):
+    from lab.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd").choices[command]
+    for action in sub._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        words = action.help or ""
+        flag = action.option_strings[0]
+        assert len(words.split()) >= 3, f"{command} {flag}: {words!r} says too little"
+        default = action.default
+        if default not in (None, False, [], (), "") and not isinstance(default, bool):
+            assert "default" in words or "off" in words, (
+                f"{command} {flag}: no default in {words!r}"
+            )

@@ -14,7 +14,7 @@ from typing import Any
 
 from lab.cli.parser import lower
 from lab.engine.launch.config import BACKENDS, MODES, RunConfig
-from lab.engine.launch.form import BY_NAME
+from lab.engine.launch.form import BY_NAME, LAYOUT
 from lab.engine.launch.trainer_options import CHECKPOINTS
 
 # the options the command line restricts to a list (the form's dataset options are kinds, not
@@ -28,25 +28,55 @@ def flag_name(field: str) -> str:
     return ((declared.flag if declared else "") or field).replace("_", "-")
 
 
+def _sections() -> dict[str, str]:
+    """field -> the title of its section of ``--help``: the Launch form's sections."""
+    out = {}
+    for title, rows in LAYOUT:
+        for row in rows:
+            for column in row:
+                for name in column if isinstance(column, tuple) else (column,):
+                    out[name] = title or WHAT_TO_RUN
+    return out
+
+
+WHAT_TO_RUN = "what to run, and where"
+
+
+def _words(declared: Any, default: Any) -> str:
+    """The flag's sentence, and its default where it has one worth saying (argparse's %-format:
+    a literal percent sign is doubled)."""
+    words = declared.cli_words().replace("%", "%%")
+    empty = default is None or default is False or default in ("", [], ())
+    if empty or "default" in words:
+        return words
+    return f"{words} (default: {default})"
+
+
 def add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
-    """A flag per RunConfig field (its default and choices), and ``--json``."""
+    """A flag per RunConfig field (its sentence, default and choices) in the Launch form's
+    sections, and ``--json``."""
+    sections, groups = _sections(), {}
     for f in dataclasses.fields(RunConfig):
         if f.name == "mode" and not with_mode:
             continue
         declared = BY_NAME[f.name]
         flag = declared.cli_flag()
-        kw: dict[str, Any] = dict(dest=f.name, help=declared.cli_words())
+        title = sections.get(f.name, WHAT_TO_RUN)
+        group = groups.get(title) or groups.setdefault(title, p.add_argument_group(title))
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kw: dict[str, Any] = dict(dest=f.name, help=_words(declared, default))
         if declared.flag:  # a list: one item per flag
-            p.add_argument(flag, action="append", default=[], metavar=declared.flag.upper(), **kw)
+            metavar = declared.flag.upper()
+            group.add_argument(flag, action="append", default=[], metavar=metavar, **kw)
         elif f.name in ("gpus", "nproc"):  # None: the mode's default, chosen by request.run_config
-            p.add_argument(flag, type=int if f.name == "nproc" else str, **kw)
+            group.add_argument(flag, type=int if f.name == "nproc" else str, **kw)
         elif isinstance(f.default, bool):
-            p.add_argument(flag, action="store_true", **kw)
+            group.add_argument(flag, action="store_true", **kw)
         else:
             choices = CHOICES.get(f.name)
             kind = lower if choices else type(f.default)  # --mode DDP is ddp
-            p.add_argument(flag, type=kind, default=f.default, choices=choices, **kw)
-    p.add_argument("--json", action="store_true", help="print JSON")
+            group.add_argument(flag, type=kind, default=f.default, choices=choices, **kw)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (keys: docs/contracts.md)")
 
 
 def run_config(a: argparse.Namespace, mode: str, usable: tuple[int, ...]) -> RunConfig:

@@ -180,7 +180,11 @@ def _counts(text: str) -> list[int]:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run several modes one after another")
-    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"the modes to run, a comma list (case does not matter; default: {','.join(MODES)})",
+    )
     p.add_argument(
         "--scaling",
         default=STRONG,
@@ -193,7 +197,7 @@ def add_parser(sub) -> None:
         "--repeats",
         type=int,
         default=1,
-        help="run the modes N times, interleaved (3 shows the spread)",
+        help="run the modes N times, interleaved (3 shows the spread; default: 1)",
     )
     p.add_argument(
         "--devices",

@@ -95,6 +95,8 @@ FIELDS: tuple[FormField, ...] = (
         "radio",
         "launch_mode",
         options=MODES,
+        cli_help="single: one device; dp: nn.DataParallel over the GPUs in one process; ddp: "
+        "DistributedDataParallel under torchrun, a process per GPU (gloo on the CPU)",
         option_labels=(
             "single — one device",
             "dp — nn.DataParallel, one process, batch split over GPUs",
@@ -152,10 +154,39 @@ FIELDS: tuple[FormField, ...] = (
         "rank.",
         cli_help="the global batch",
     ),
-    FormField("epochs", "Epochs", "int", "launch_epochs"),
-    FormField("max_steps", "Max steps (0 = no limit)", "int", "launch_max_steps", step=10),
-    FormField("lr", "Learning rate", "float", "launch_lr", step=0.01, fmt="%.4f"),
-    FormField("seed", "Seed", "int", "launch_seed"),
+    FormField(
+        "epochs",
+        "Epochs",
+        "int",
+        "launch_epochs",
+        cli_help="passes over the training data (a run ends at --epochs or --max-steps, "
+        "whichever comes first)",
+    ),
+    FormField(
+        "max_steps",
+        "Max steps (0 = no limit)",
+        "int",
+        "launch_max_steps",
+        step=10,
+        cli_help="stop after this many optimizer steps (0: no limit, --epochs decides)",
+    ),
+    FormField(
+        "lr",
+        "Learning rate",
+        "float",
+        "launch_lr",
+        step=0.01,
+        fmt="%.4f",
+        cli_help="the SGD learning rate (the same in every mode: the global batch is the same)",
+    ),
+    FormField(
+        "seed",
+        "Seed",
+        "int",
+        "launch_seed",
+        cli_help="seeds the model's initial weights and the data order: the same seed in two "
+        "modes gives comparable loss curves",
+    ),
     FormField(
         "amp",
         "Mixed precision (AMP)",
@@ -164,7 +195,14 @@ FIELDS: tuple[FormField, ...] = (
         help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast",
         trainer_flag="--amp",
     ),
-    FormField("name", "Name (optional)", "text", "launch_name"),
+    FormField(
+        "name",
+        "Name (optional)",
+        "text",
+        "launch_name",
+        cli_help="a name for the run, part of its id; commands take it instead of the id where "
+        "it is unique",
+    ),
     FormField(
         "tags",
         "Tags (comma separated)",
@@ -173,15 +211,55 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="a tag (repeatable)",
         flag="tag",
     ),
-    FormField("workers", "DataLoader workers", "int", "launch_workers"),
-    FormField("log_every", "Log every (steps)", "int", "launch_log_every"),
     FormField(
-        "val_every", "Validate every (steps, 0 = each epoch)", "int", "launch_val_every", step=10
+        "workers",
+        "DataLoader workers",
+        "int",
+        "launch_workers",
+        cli_help="DataLoader worker processes per training process (0: load in the training "
+        "process)",
     ),
-    FormField("image_size", "Image size", "int", "launch_image_size", step=8),
-    FormField("checkpoint", "Checkpoint", "select", "launch_checkpoint", options=CHECKPOINTS),
     FormField(
-        "grad_norm_warn", "Warn above grad norm (0 = off)", "float", "launch_grad_warn", step=1.0
+        "log_every",
+        "Log every (steps)",
+        "int",
+        "launch_log_every",
+        cli_help="write loss, throughput and memory every N optimizer steps (one logging "
+        "window; Compare's intervals count windows)",
+    ),
+    FormField(
+        "val_every",
+        "Validate every (steps, 0 = each epoch)",
+        "int",
+        "launch_val_every",
+        step=10,
+        cli_help="validate every N optimizer steps (0: at the end of each epoch)",
+    ),
+    FormField(
+        "image_size",
+        "Image size",
+        "int",
+        "launch_image_size",
+        step=8,
+        cli_help="the side of the square images the model gets (digits are upscaled to it)",
+    ),
+    FormField(
+        "checkpoint",
+        "Checkpoint",
+        "select",
+        "launch_checkpoint",
+        options=CHECKPOINTS,
+        cli_help="last: keep the last epoch's checkpoint (what `lab resume` continues from); "
+        "none: write none",
+    ),
+    FormField(
+        "grad_norm_warn",
+        "Warn above grad norm (0 = off)",
+        "float",
+        "launch_grad_warn",
+        step=1.0,
+        cli_help="log a warning (and the grad_spike finding) when the gradient norm exceeds "
+        "this (0: off)",
     ),
     FormField(
         "profile_steps",
@@ -265,9 +343,21 @@ FIELDS: tuple[FormField, ...] = (
         flag="env",
     ),
     *knobs.FIELDS,  # precision, accumulation, memory format, DDP's options, NCCL preset
-    FormField("nnodes", "Nodes", "int", "launch_nnodes"),
     FormField(
-        "node_rank", "This node's rank", "int", "launch_node_rank", only_if=("backend", LOCAL)
+        "nnodes",
+        "Nodes",
+        "int",
+        "launch_nnodes",
+        cli_help="machines a ddp run spans (more than 1: run the printed command on each other "
+        "node, or use --backend slurm)",
+    ),
+    FormField(
+        "node_rank",
+        "This node's rank",
+        "int",
+        "launch_node_rank",
+        only_if=("backend", LOCAL),
+        cli_help="this machine's rank among --nnodes (0: the one that hosts the rendezvous)",
     ),
     FormField(
         "rdzv_endpoint",

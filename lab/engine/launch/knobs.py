@@ -113,7 +113,8 @@ FIELDS: tuple[FormField, ...] = (
         "launch_static_graph",
         only_if=_DDP,
         help="DDP's static_graph=True: the set of used parameters never changes between steps.",
-        cli_help="ddp: static_graph=True",
+        cli_help="ddp: static_graph=True (the used parameters never change between steps; not "
+        "with --accum-steps)",
         trainer_flag="--static-graph",
     ),
     FormField(
@@ -124,7 +125,8 @@ FIELDS: tuple[FormField, ...] = (
         only_if=_DDP,
         help="DDP's find_unused_parameters=True: for models whose forward skips some parameters "
         "(costs a graph walk every step).",
-        cli_help="ddp: find_unused_parameters=True",
+        cli_help="ddp: find_unused_parameters=True (for models whose forward skips parameters; "
+        "costs a graph walk per step)",
         trainer_flag="--find-unused-parameters",
     ),
     FormField(
