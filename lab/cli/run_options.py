@@ -76,7 +76,9 @@ def add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
             choices = CHOICES.get(f.name)
             kind = lower if choices else type(f.default)  # --mode DDP is ddp
             group.add_argument(flag, type=kind, default=f.default, choices=choices, **kw)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text (keys: docs/contracts.md)")
+    p.add_argument(
+        "--json", action="store_true", help="print JSON instead of text (keys: docs/contracts.md)"
+    )
 
 
 def run_config(a: argparse.Namespace, mode: str, usable: tuple[int, ...]) -> RunConfig:
