@@ -4,6 +4,7 @@ interpreter the venv was made from."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,17 @@ def test_the_installed_lab_works_from_another_folder(tmp_path):
         [str(lab), "sweep", "--mode", "ddp"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: lab sweep: ")
+    # a relative script path is the caller's: ./train.py here, not in the repository
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    dry = subprocess.run(
+        [str(lab), "launch", "--script", "./train.py", "--dry-run", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert str(tmp_path / "train.py") in json.loads(dry.stdout)["argv"]
 
 
 def test_a_python_without_the_lab_s_packages_says_how_to_run_it(tmp_path):
