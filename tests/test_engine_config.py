@@ -171,8 +171,10 @@ def test_multi_node_commands():
         (RunConfig(mode="single", gpus=(0, 1)), 2, "gpus", "pick one GPU or use dp/ddp"),
         (RunConfig(mode="dp", gpus=(1, 1)), 2, "gpus", "repeats a GPU"),
         (RunConfig(name="my run/../x"), 0, "name", "use letters, digits"),
+        (RunConfig(model="vgg"), 0, "model", "did you mean vgg19 or vgg16 or vgg13?"),
+        (RunConfig(model="ResNet18"), 0, "model", "did you mean resnet18?"),
         (
-            RunConfig(model="vgg"),
+            RunConfig(model="nosuchnet"),
             0,
             "model",
             "use tinycnn or a name of torchvision.models.list_models(",
