@@ -55,3 +55,23 @@ def test_a_python_without_the_lab_s_packages_says_how_to_run_it(tmp_path):
     )
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and "source .venv/bin/activate" in p.stderr
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly(tmp_path):
+    from tests.scale_fixtures import make_runs
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    make_runs(runs, 800)  # ~90 KB of status lines: more than a pipe holds
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lab", "status"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = p.stdout.readline()  # `lab status | head -1`
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and first and err == ""
