@@ -21,7 +21,9 @@
 4. The import graph of ``lab`` (every import, those inside functions included) has no cycle, and
    its arrows run views -> engine -> events: ``lab.events`` imports neither the engine nor the
    views, the engine does not import the views; each may use ``lab.runfolder``, which imports
-   nothing of the lab.
+   nothing of the lab. Collapsed to the engine's units (its sub-packages and top-level modules:
+   ``launch``, ``slurm``, ``supervise``, ``procs``, ...) the graph has no cycle either, and the
+   run's vocabulary, ``lab.engine.spec``, imports no other unit of the engine.
 """
 
 from __future__ import annotations
@@ -284,6 +286,48 @@ def test_no_import_cycle_among_lab_modules():
     )
 
 
+ENGINE = "lab.engine"
+
+
+def engine_unit(module: str) -> str | None:
+    """The engine unit a module belongs to: ``lab.engine.launch.config`` -> ``launch``,
+    ``lab.engine.procs`` -> ``procs``; None outside the engine (and for its ``__init__``)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ENGINE.split(".") and len(parts) > 2 else None
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
+    """Engine unit -> the units it imports -> the module arrows that make each unit arrow."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for m, targets in graph.items():
+        a = engine_unit(m)
+        if a is None:
+            continue
+        out.setdefault(a, {})
+        for t in targets:
+            b = engine_unit(t)
+            if b is not None and b != a:
+                out[a].setdefault(b, set()).add(f"{m} -> {t}")
+    return out
+
+
+def unit_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle among the engine's units, with the module arrows inside it."""
+    units = unit_graph(graph)
+    found = []
+    for c in cycles({u: set(arrows) for u, arrows in units.items()}):
+        inside = sorted(x for a in c for b in c if b in units[a] for x in units[a][b])
+        found.append(" <-> ".join(c) + ": " + ", ".join(inside))
+    return found
+
+
+def test_no_import_cycle_among_engine_packages():
+    found = unit_cycles(import_graph(REPO_ROOT))
+    assert not found, (
+        "cycles among lab/engine's packages (inside functions counted):\n" + "\n".join(found)
+    )
+
+
 def test_arrows_run_views_to_engine_to_events():
     assert upward_arrows(import_graph(REPO_ROOT)) == []
 
@@ -319,3 +363,29 @@ def test_the_graph_checks_fail_on_a_planted_cycle_and_an_upward_arrow(tmp_path):
     assert upward_arrows(graph) == ["lab.engine.c -> lab.views.page"]
     (root / "lab/engine/c.py").write_text("from lab.events import reader\n")  # downward: fine
     assert cycles(import_graph(root)) == [] and upward_arrows(import_graph(root)) == []
+
+
+def test_the_package_check_fails_on_a_cycle_between_packages_but_not_modules(tmp_path):
+    """Not vacuous: two packages that import each other through different modules (no module
+    cycle) are a package cycle, found inside a function too."""
+    root = _tree(
+        tmp_path,
+        {
+            "lab/__init__.py": "",
+            "lab/engine/__init__.py": "",
+            "lab/engine/procs.py": "",
+            "lab/engine/launch/__init__.py": "",
+            "lab/engine/launch/commands.py": "from lab.engine import procs\n",
+            "lab/engine/launch/launcher.py": "from lab.engine.slurm import job\n",
+            "lab/engine/slurm/__init__.py": "",
+            "lab/engine/slurm/job.py": "def f():\n    from lab.engine.launch import commands\n",
+        },
+    )
+    graph = import_graph(root)
+    assert cycles(graph) == []
+    assert unit_cycles(graph) == [
+        "launch <-> slurm: lab.engine.launch.launcher -> lab.engine.slurm.job, "
+        "lab.engine.slurm.job -> lab.engine.launch.commands"
+    ]
+    (root / "lab/engine/slurm/job.py").write_text("from lab.engine import procs\n")
+    assert unit_cycles(import_graph(root)) == []
