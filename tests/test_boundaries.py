@@ -15,7 +15,7 @@
    documented allowance), and the link check's ``torchrun`` by ``lab/engine/linkcheck.py``
    (not a run: started, waited for, its group ended on a timeout); event files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
-   supervisor's sampler writing them aside.
+   lab's own scalar writer (``lab/engine/scalars.py``) writing them aside.
 3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
    ``training/``, ``pages/`` and ``app.py``.
 4. The import graph of ``lab`` (every import, those inside functions included) has no cycle, and
@@ -150,7 +150,7 @@ def test_event_files_parsed_only_under_lab_events():
     files = py_files(*CODE)
     parsers = importers("crc32c", files) | importers("tensorboard.compat.proto", files)
     # writes the sys/ events with TensorBoard's own writer
-    allowed = {"lab/engine/supervise/sampler.py"}
+    allowed = {"lab/engine/scalars.py"}
     assert {p for p in parsers if not p.startswith("lab/events/")} <= allowed
 
 
@@ -326,6 +326,11 @@ def test_no_import_cycle_among_engine_packages():
     assert not found, (
         "cycles among lab/engine's packages (inside functions counted):\n" + "\n".join(found)
     )
+
+
+def test_the_runs_vocabulary_imports_no_other_engine_package():
+    arrows = unit_graph(import_graph(REPO_ROOT))["spec"]
+    assert not arrows, sorted(x for xs in arrows.values() for x in xs)
 
 
 def test_arrows_run_views_to_engine_to_events():

@@ -97,7 +97,7 @@ def plan(gpus: tuple[int, ...] | None, nproc: int | None, usable: tuple[int, ...
 
 
 def _command(p: Plan, part: Path, max_bytes: int, iters: int | None) -> list[str]:
-    from lab.engine.launch import ports
+    from lab.engine import ports
 
     factor, warmup, default_iters = (2, 5, 20) if p.gpus else (4, 3, 10)
     return [

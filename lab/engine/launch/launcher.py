@@ -2,9 +2,9 @@
 
 The commands themselves are ``lab.engine.launch.commands``' (``build_command``,
 ``other_node_commands``). ``launch``/``launch_sweep`` validate first (a refused config creates no
-folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.slurm.job``),
+folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.launch.slurm_job``),
 start the detached supervisor (``python -m lab.engine.supervise.supervisor``; for a
-Slurm run ``lab.engine.slurm.watch``, which submits the job;
+Slurm run ``lab.engine.supervise.slurm_watch``, which submits the job;
 ``start_supervisor``) and return as soon as it is up. ``stop`` asks the
 supervisor to stop (a ``stop.request`` file it polls) and falls back to
 ending the recorded process tree itself when it is gone (and a Slurm run's
@@ -25,6 +25,7 @@ from typing import Any
 from lab.engine import procs, registry
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import environment, newrun
+from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.commands import build_command, other_node_commands
 from lab.engine.launch.config import (
     LOCAL,
@@ -39,10 +40,9 @@ from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
-from lab.engine.slurm import job as slurm
-from lab.engine.supervise.diagnose import supervisor_failure
-from lab.engine.sweep import record as sweep_record
-from lab.engine.sweep.plan import SCALINGS
+from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.diagnosis import supervisor_failure
+from lab.engine.spec.sweep import SCALINGS
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
@@ -66,7 +66,7 @@ from lab.runfolder import (
 
 _UP_TIMEOUT_S = 30.0
 # a run's supervisor, by backend
-_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.slurm.watch"
+_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.supervise.slurm_watch"
 # supervisors we started: polled so they never linger as zombies
 _children: list[subprocess.Popen] = []
 
@@ -196,7 +196,7 @@ def start_supervisor(run_dir: Path | str) -> None:
 
     ``launch`` calls it for the folder it made; a folder written by other
     means (a test's, a script's) runs the same way; a Slurm run's (run.json's
-    config says backend slurm) is watched by ``lab.engine.slurm.watch``.
+    config says backend slurm) is watched by ``lab.engine.supervise.slurm_watch``.
     Raises ``LaunchError`` when the supervisor does not come up, or Slurm did
     not take the job (the run is then recorded failed, with why).
     """

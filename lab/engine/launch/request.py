@@ -192,7 +192,7 @@ def preview(
     argv, env = build_command(config, run_dir, PORT_PLACEHOLDER)
     changed = {k: v for k, v in sorted(env.items()) if os.environ.get(k) != v}
     if config.backend == SLURM:
-        from lab.engine.slurm import job as slurm
+        from lab.engine.launch import slurm_job as slurm
 
         return Preview(
             slurm.preflight_lines(config, run_dir.parent),

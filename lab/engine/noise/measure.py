@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.launch import launcher
-from lab.engine.launch.runconfig import RunConfig, world_size
 from lab.engine.noise import record
+from lab.engine.spec.run import RunConfig, world_size
 from lab.runfolder import SUCCEEDED, SUMMARY_JSON, read_json, stamp
 
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.queue import book
+from lab.engine.spec import sweep as sweep_record
 from lab.engine.supervise.status import Status
 from lab.engine.supervise.supervisor import RunSupervisor
-from lab.engine.sweep import record as sweep_record
 from lab.runfolder import (
     ADOPT_LOCK,
     ADOPT_LOG,

@@ -28,8 +28,9 @@ from lab.engine import procs
 from lab.engine.health.watch import HealthWatch
 from lab.engine.queue.idle import wait_idle
 from lab.engine.queue.ticket import turn
+from lab.engine.spec.diagnosis import Diagnosis, supervisor_failure
 from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
-from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
+from lab.engine.supervise.diagnose import GENERIC, diagnose
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status
 from lab.runfolder import (

@@ -18,8 +18,8 @@ from typing import Any
 
 from lab.engine.launch.config import processes
 from lab.engine.registry import RunRecord
+from lab.engine.spec import sweep as sweep_record
 from lab.engine.supervise.linked import file_origin
-from lab.engine.sweep import record as sweep_record
 from lab.events import discover
 from lab.runfolder import (
     PREFLIGHT,
