@@ -7,13 +7,11 @@
 2. One gateway per outside system: NVML (``pynvml``) only in
    ``lab/engine/devices/nvml.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
-   (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launch/launcher.py``, ``lab/engine/supervise/supervisor.py`` (and its
-   adopting twin ``lab/engine/supervise/adopt.py``), Slurm's
-   commands only by its gateway ``lab/engine/slurm/cmd.py``, and py-spy by
-   ``lab/engine/health/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
-   documented allowance), and the link check's ``torchrun`` by ``lab/engine/linkcheck.py``
-   (not a run: started, waited for, its group ended on a timeout); event files are
+   (``subprocess``, ``Popen``, ``os.system``/``popen``/``fork``/``spawn*``/``exec*``) only by
+   the one gateway ``lab/engine/spawn.py``, which the launcher, the supervisors, the link check,
+   Slurm's commands (``lab/engine/slurm/cmd.py``) and the stack taker (``py-spy dump``) call;
+   at most two modules under ``lab/`` may ever start processes (the gateway and py-spy's); event
+   files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    lab's own scalar writer (``lab/engine/scalars.py``) writing them aside.
 3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
@@ -69,10 +67,17 @@ def importers(module: str, files: list[Path]) -> set[str]:
 
 
 def process_starters(path: Path) -> bool:
-    """Does ``path`` call os.system/popen/spawn*/exec* or import subprocess?"""
+    """Does ``path`` call os.system/popen/fork/spawn*/exec* or a ``Popen``, or import
+    subprocess?"""
     if "subprocess" in {m.split(".")[0] for m in imports(path)}:
         return True
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "Popen") or (
+                isinstance(f, ast.Attribute) and f.attr == "Popen"
+            ):
+                return True
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
@@ -122,21 +127,15 @@ def test_psutil_only_in_the_process_module_and_the_trainers_metrics():
 STACK_TAKER = "lab/engine/health/stacks.py"
 
 
-def test_processes_started_only_by_launcher_and_supervisor():
+# The one gateway: every process the lab starts (a run's supervisor, the run, the link check's
+# torchrun, Slurm's commands, py-spy) is started by it.
+SPAWN = "lab/engine/spawn.py"
+
+
+def test_processes_started_only_by_the_gateway():
     starters = {rel(f) for f in py_files(*CODE) if process_starters(f)}
-    # slurm_cmd.py: the gateway to Slurm, one module per outside system (sbatch, squeue, sacct,
-    # scancel only)
-    assert starters <= {
-        "lab/engine/launch/launcher.py",
-        "lab/engine/supervise/supervisor.py",
-        # the watcher that adopts a run whose supervisor died (issue 24): the supervisor's loop
-        "lab/engine/supervise/adopt.py",
-        "lab/engine/slurm/cmd.py",
-        STACK_TAKER,
-        # the link check's torchrun: not a run, started and waited for, its group ended on a
-        # timeout
-        "lab/engine/linkcheck.py",
-    }
+    assert starters <= {SPAWN, STACK_TAKER}, sorted(starters - {SPAWN, STACK_TAKER})
+    assert len({s for s in starters if s.startswith("lab/")}) <= 2
 
 
 def test_the_stack_taker_is_used_only_by_the_supervisor():
@@ -161,6 +160,12 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "def f():\n    import pynvml.x\n    from lab.events import reader\n    os.system('x')\n"
     )
     assert {"pynvml.x", "lab.events", "lab.events.reader"} <= imports(f)
+    assert process_starters(f)
+    f.write_text(
+        "from lab.engine import spawn\n\ndef g(p: spawn.Popen):\n    spawn.start(['x'], 'l')\n"
+    )
+    assert not process_starters(f)  # through the gateway, a type named Popen in an annotation
+    f.write_text("from x import y\n\ndef g():\n    y.Popen(['x'])\n")
     assert process_starters(f)
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from lab.engine import procs, registry
+from lab.engine import procs, registry, spawn
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import environment, newrun
 from lab.engine.launch import slurm_job as slurm
@@ -68,7 +67,7 @@ _UP_TIMEOUT_S = 30.0
 # a run's supervisor, by backend
 _SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.supervise.slurm_watch"
 # supervisors we started: polled so they never linger as zombies
-_children: list[subprocess.Popen] = []
+_children: list[spawn.Popen] = []
 
 
 class LaunchError(RuntimeError):
@@ -131,7 +130,7 @@ def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields
 
 def _spawn_supervisor(
     args: list[str], log_path: Path, module: str = _SUPERVISOR, extra: dict | None = None
-) -> subprocess.Popen:
+) -> spawn.Popen:
     for p in list(_children):
         if p.poll() is not None:
             _children.remove(p)
@@ -139,27 +138,17 @@ def _spawn_supervisor(
     env["PYTHONPATH"] = str(REPO_ROOT) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
-    with open(log_path, "ab") as log:
-        p = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    p = spawn.start([sys.executable, "-m", module, *args], log_path, cwd=REPO_ROOT, env=env)
     _children.append(p)
     return p
 
 
-def start_command(args: list[str], log_path: Path, runs_root: Path) -> subprocess.Popen:
+def start_command(args: list[str], log_path: Path, runs_root: Path) -> spawn.Popen:
     """``python -m lab ARGS`` detached, on ``runs_root`` (a page's long command: ``noise``)."""
     return _spawn_supervisor(args, log_path, "lab", {"LAB_RUNS_DIR": str(runs_root)})
 
 
-def _wait_up(p: subprocess.Popen, run_dir: Path, log_path: Path) -> None:
+def _wait_up(p: spawn.Popen, run_dir: Path, log_path: Path) -> None:
     def up() -> bool:
         st = read_json(run_dir / STATUS_JSON) or {}
         return (

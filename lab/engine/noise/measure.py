@@ -68,7 +68,7 @@ def finish(
 
 def start_in_background(root: Path, runs: int, flags: list[str] | None = None) -> tuple[Path, Any]:
     """Start ``python -m lab noise --runs N [flags]`` detached (``launcher.start_command``); the
-    path of its log and the process (a ``subprocess.Popen``)."""
+    path of its log and the process (a ``lab.engine.spawn.Popen``)."""
     check_runs(runs)
     log_path = Path(root) / record.NOISE_DIR / f"{stamp()}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
