@@ -30,8 +30,8 @@ from lab import cli
 from lab.engine import procs, registry
 from lab.engine.health import stacks
 from lab.engine.launch import launcher, script
-from lab.engine.launch.config import RunConfig
 from lab.engine.launch.script import ScriptConfig
+from lab.engine.spec.run import RunConfig
 from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
 from tests.helpers.engine_runs import alive_of, state, wait_for

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.launch import script, script_form
-from lab.engine.launch.config import ConfigError
 from lab.engine.launch.script import ScriptConfig
+from lab.engine.spec.run import ConfigError
 from lab.engine.supervise import linked
 from lab.engine.supervise.diagnose import diagnose
 from lab.runfolder import REPO_ROOT

@@ -16,11 +16,12 @@ import pytest
 
 from lab.engine.launch import commands, environment, form, launcher, request
 from lab.engine.launch import slurm_job as slurm
-from lab.engine.launch.config import ConfigError, RunConfig, problems
+from lab.engine.launch.config import problems
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diag
 from lab.engine.slurm import states as ss
 from lab.engine.slurm.node_sampler import NodeSampler, job_gpus, node_index
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.runfolder import REPO_ROOT
 
 PY = "/venv/bin/python"

@@ -24,7 +24,7 @@ import pytest
 from lab.engine import logs, registry
 from lab.engine.launch import launcher
 from lab.engine.launch import slurm_job as slurm
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 from lab.engine.supervise.slurm_watch import SlurmWatch
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster

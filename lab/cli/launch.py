@@ -8,7 +8,7 @@ import dataclasses
 
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root, snapshot
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 
 
 def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int:

@@ -12,9 +12,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from lab.engine.launch.config import BACKENDS, MODES, RunConfig
 from lab.engine.launch.form import BY_NAME
 from lab.engine.launch.trainer_options import CHECKPOINTS
+from lab.engine.spec.run import BACKENDS, MODES, RunConfig
 
 # the options the command line restricts to a list (the form's dataset options are kinds, not
 # values: imagefolder:PATH)

@@ -10,7 +10,7 @@ import sys
 
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
-from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM
+from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES, SLURM
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,

@@ -20,43 +20,14 @@ from lab.engine.launch import form, knobs, models, trainer_options
 from lab.engine.preflight.checks import MachineFacts, refusals
 from lab.engine.slurm import options as slurm
 from lab.engine.spec.run import (
-    BACKENDS,
-    CPU_DDP_PROCESSES,
-    DDP,
-    DP,
-    JOB_FIELDS,
-    LOCAL,
     MODES,
-    SINGLE,
     SLURM,
     ConfigError,
     Gpus,
     RunConfig,
-    processes,
     usable,
-    world_size,
 )
 
-__all__ = [
-    "BACKENDS",
-    "CPU_DDP_PROCESSES",
-    "DDP",
-    "DP",
-    "JOB_FIELDS",
-    "LOCAL",
-    "MODES",
-    "SINGLE",
-    "SLURM",
-    "ConfigError",
-    "Gpus",
-    "RunConfig",
-    "normalized",
-    "problems",
-    "processes",
-    "usable",
-    "validate",
-    "world_size",
-]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.

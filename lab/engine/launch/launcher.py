@@ -26,21 +26,14 @@ from lab.engine.devices import nvml as devices
 from lab.engine.launch import environment, newrun
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import (
-    LOCAL,
-    SLURM,
-    ConfigError,
-    RunConfig,
-    normalized,
-    problems,
-    validate,
-)
+from lab.engine.launch.config import normalized, problems, validate
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.spec.diagnosis import supervisor_failure
+from lab.engine.spec.run import LOCAL, SLURM, ConfigError, RunConfig
 from lab.engine.spec.sweep import SCALINGS
 from lab.runfolder import (
     ENDED_STATES,

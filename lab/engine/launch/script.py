@@ -35,13 +35,13 @@ from typing import Any
 
 from lab.engine.launch import commands, environment, launcher, newrun
 from lab.engine.launch import slurm_job as slurm
-from lab.engine.launch.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
 from lab.engine.launch.config import problems as run_problems
-from lab.engine.launch.config import processes as config_processes
-from lab.engine.launch.config import world_size as config_world_size
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm.cmd import submit_argv
 from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.run import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
+from lab.engine.spec.run import processes as config_processes
+from lab.engine.spec.run import world_size as config_world_size
 from lab.engine.spec.sweep import STRONG
 from lab.runfolder import (
     JOB_SBATCH,

@@ -16,9 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from lab.engine.launch.config import processes
 from lab.engine.registry import RunRecord
 from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.run import processes
 from lab.engine.supervise.linked import file_origin
 from lab.events import discover
 from lab.runfolder import (
