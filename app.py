@@ -162,8 +162,8 @@ if compare_clicked and not access.allowed:
 elif compare_clicked:
     try:
         from lab.engine.devices.nvml import usable_indices
-        from lab.engine.launch.config import RunConfig
         from lab.engine.launch.launcher import launch_sweep
+        from lab.engine.spec.run import RunConfig
         from lab.engine.sweep.plan import compare_modes_configs, interleaved
 
         base = RunConfig(epochs=ui_text.QUICK_EPOCHS)

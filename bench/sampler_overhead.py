@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil  # noqa: E402
 
 from lab.engine.launch import commands, launcher  # noqa: E402
-from lab.engine.launch.config import RunConfig  # noqa: E402
+from lab.engine.spec.run import RunConfig  # noqa: E402
 from lab.runfolder import read_json  # noqa: E402
 
 

@@ -26,9 +26,9 @@ import streamlit as st
 from lab import runfolder as paths
 from lab.engine.launch import form, request, script, script_form
 from lab.engine.launch.access import launch_access
-from lab.engine.launch.config import ConfigError, problems
-from lab.engine.launch.runconfig import MODES
+from lab.engine.launch.config import problems
 from lab.engine.preflight.checks import machine_facts
+from lab.engine.spec.run import MODES, ConfigError
 from lab.engine.sweep import plan, vary
 from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view

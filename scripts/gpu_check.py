@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from lab.engine import logs, procs  # noqa: E402
 from lab.engine.devices import nvml as devices  # noqa: E402
 from lab.engine.launch import launcher  # noqa: E402
-from lab.engine.launch.config import RunConfig  # noqa: E402
+from lab.engine.spec.run import RunConfig  # noqa: E402
 from lab.runfolder import read_json, write_json_atomic  # noqa: E402
 
 OUT_ROOT = REPO / "sample_data" / "runs-gpu"

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.engine import procs, registry  # noqa: E402
 from lab.engine.launch import launcher  # noqa: E402
-from lab.engine.launch.config import RunConfig  # noqa: E402
 from lab.engine.queue.book import QUEUE_DIR  # noqa: E402
+from lab.engine.spec.run import RunConfig  # noqa: E402
 from lab.engine.sweep.plan import (  # noqa: E402
     STRONG,
     WEAK,

@@ -206,7 +206,7 @@ def _launch_and_wait(
 
 @pytest.mark.proc
 def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
-    from lab.engine.launch.config import RunConfig
+    from lab.engine.spec.run import RunConfig
 
     empty = tmp_path / "no-images"
     empty.mkdir()
@@ -225,8 +225,8 @@ def test_live_shows_the_diagnosis_of_a_failed_run(runs_dir, tmp_path):
 
 @pytest.mark.proc
 def test_live_stop_button_stops_a_running_run(runs_dir):
-    from lab.engine.launch.config import RunConfig
     from lab.engine.registry import get_run
+    from lab.engine.spec.run import RunConfig
 
     run_id = _launch_and_wait(
         runs_dir, RunConfig(epochs=500, checkpoint="none"), until=("running",)

@@ -7,21 +7,21 @@
 2. One gateway per outside system: NVML (``pynvml``) only in
    ``lab/engine/devices/nvml.py``; ``psutil`` only in ``lab/engine/procs.py`` (and
    the trainer's own metrics, ``training/metrics.py``); processes are started
-   (``subprocess``, ``os.system``/``popen``/``spawn*``/``exec*``) only by
-   ``lab/engine/launch/launcher.py``, ``lab/engine/supervise/supervisor.py`` (and its
-   adopting twin ``lab/engine/supervise/adopt.py``), Slurm's
-   commands only by its gateway ``lab/engine/slurm/cmd.py``, and py-spy by
-   ``lab/engine/health/stacks.py``, the supervisor's stack taker (``py-spy dump``: a
-   documented allowance), and the link check's ``torchrun`` by ``lab/engine/linkcheck.py``
-   (not a run: started, waited for, its group ended on a timeout); event files are
+   (``subprocess``, ``Popen``, ``os.system``/``popen``/``fork``/``spawn*``/``exec*``) only by
+   the one gateway ``lab/engine/spawn.py``, which the launcher, the supervisors, the link check,
+   Slurm's commands (``lab/engine/slurm/cmd.py``) and the stack taker (``py-spy dump``) call;
+   at most two modules under ``lab/`` may ever start processes (the gateway and py-spy's); event
+   files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
-   supervisor's sampler writing them aside.
+   lab's own scalar writer (``lab/engine/scalars.py``) writing them aside.
 3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
    ``training/``, ``pages/`` and ``app.py``.
 4. The import graph of ``lab`` (every import, those inside functions included) has no cycle, and
    its arrows run views -> engine -> events: ``lab.events`` imports neither the engine nor the
    views, the engine does not import the views; each may use ``lab.runfolder``, which imports
-   nothing of the lab.
+   nothing of the lab. Collapsed to the engine's units (its sub-packages and top-level modules:
+   ``launch``, ``slurm``, ``supervise``, ``procs``, ...) the graph has no cycle either, and the
+   run's vocabulary, ``lab.engine.spec``, imports no other unit of the engine.
 """
 
 from __future__ import annotations
@@ -67,10 +67,17 @@ def importers(module: str, files: list[Path]) -> set[str]:
 
 
 def process_starters(path: Path) -> bool:
-    """Does ``path`` call os.system/popen/spawn*/exec* or import subprocess?"""
+    """Does ``path`` call os.system/popen/fork/spawn*/exec* or a ``Popen``, or import
+    subprocess?"""
     if "subprocess" in {m.split(".")[0] for m in imports(path)}:
         return True
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "Popen") or (
+                isinstance(f, ast.Attribute) and f.attr == "Popen"
+            ):
+                return True
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
@@ -120,21 +127,15 @@ def test_psutil_only_in_the_process_module_and_the_trainers_metrics():
 STACK_TAKER = "lab/engine/health/stacks.py"
 
 
-def test_processes_started_only_by_launcher_and_supervisor():
+# The one gateway: every process the lab starts (a run's supervisor, the run, the link check's
+# torchrun, Slurm's commands, py-spy) is started by it.
+SPAWN = "lab/engine/spawn.py"
+
+
+def test_processes_started_only_by_the_gateway():
     starters = {rel(f) for f in py_files(*CODE) if process_starters(f)}
-    # slurm_cmd.py: the gateway to Slurm, one module per outside system (sbatch, squeue, sacct,
-    # scancel only)
-    assert starters <= {
-        "lab/engine/launch/launcher.py",
-        "lab/engine/supervise/supervisor.py",
-        # the watcher that adopts a run whose supervisor died (issue 24): the supervisor's loop
-        "lab/engine/supervise/adopt.py",
-        "lab/engine/slurm/cmd.py",
-        STACK_TAKER,
-        # the link check's torchrun: not a run, started and waited for, its group ended on a
-        # timeout
-        "lab/engine/linkcheck.py",
-    }
+    assert starters <= {SPAWN, STACK_TAKER}, sorted(starters - {SPAWN, STACK_TAKER})
+    assert len({s for s in starters if s.startswith("lab/")}) <= 2
 
 
 def test_the_stack_taker_is_used_only_by_the_supervisor():
@@ -148,7 +149,7 @@ def test_event_files_parsed_only_under_lab_events():
     files = py_files(*CODE)
     parsers = importers("crc32c", files) | importers("tensorboard.compat.proto", files)
     # writes the sys/ events with TensorBoard's own writer
-    allowed = {"lab/engine/supervise/sampler.py"}
+    allowed = {"lab/engine/scalars.py"}
     assert {p for p in parsers if not p.startswith("lab/events/")} <= allowed
 
 
@@ -159,6 +160,12 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "def f():\n    import pynvml.x\n    from lab.events import reader\n    os.system('x')\n"
     )
     assert {"pynvml.x", "lab.events", "lab.events.reader"} <= imports(f)
+    assert process_starters(f)
+    f.write_text(
+        "from lab.engine import spawn\n\ndef g(p: spawn.Popen):\n    spawn.start(['x'], 'l')\n"
+    )
+    assert not process_starters(f)  # through the gateway, a type named Popen in an annotation
+    f.write_text("from x import y\n\ndef g():\n    y.Popen(['x'])\n")
     assert process_starters(f)
 
 
@@ -288,6 +295,53 @@ def test_no_import_cycle_among_lab_modules():
     )
 
 
+ENGINE = "lab.engine"
+
+
+def engine_unit(module: str) -> str | None:
+    """The engine unit a module belongs to: ``lab.engine.launch.config`` -> ``launch``,
+    ``lab.engine.procs`` -> ``procs``; None outside the engine (and for its ``__init__``)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ENGINE.split(".") and len(parts) > 2 else None
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
+    """Engine unit -> the units it imports -> the module arrows that make each unit arrow."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for m, targets in graph.items():
+        a = engine_unit(m)
+        if a is None:
+            continue
+        out.setdefault(a, {})
+        for t in targets:
+            b = engine_unit(t)
+            if b is not None and b != a:
+                out[a].setdefault(b, set()).add(f"{m} -> {t}")
+    return out
+
+
+def unit_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle among the engine's units, with the module arrows inside it."""
+    units = unit_graph(graph)
+    found = []
+    for c in cycles({u: set(arrows) for u, arrows in units.items()}):
+        inside = sorted(x for a in c for b in c if b in units[a] for x in units[a][b])
+        found.append(" <-> ".join(c) + ": " + ", ".join(inside))
+    return found
+
+
+def test_no_import_cycle_among_engine_packages():
+    found = unit_cycles(import_graph(REPO_ROOT))
+    assert not found, (
+        "cycles among lab/engine's packages (inside functions counted):\n" + "\n".join(found)
+    )
+
+
+def test_the_runs_vocabulary_imports_no_other_engine_package():
+    arrows = unit_graph(import_graph(REPO_ROOT))["spec"]
+    assert not arrows, sorted(x for xs in arrows.values() for x in xs)
+
+
 def test_arrows_run_views_to_engine_to_events():
     assert upward_arrows(import_graph(REPO_ROOT)) == []
 
@@ -323,3 +377,29 @@ def test_the_graph_checks_fail_on_a_planted_cycle_and_an_upward_arrow(tmp_path):
     assert upward_arrows(graph) == ["lab.engine.c -> lab.views.page"]
     (root / "lab/engine/c.py").write_text("from lab.events import reader\n")  # downward: fine
     assert cycles(import_graph(root)) == [] and upward_arrows(import_graph(root)) == []
+
+
+def test_the_package_check_fails_on_a_cycle_between_packages_but_not_modules(tmp_path):
+    """Not vacuous: two packages that import each other through different modules (no module
+    cycle) are a package cycle, found inside a function too."""
+    root = _tree(
+        tmp_path,
+        {
+            "lab/__init__.py": "",
+            "lab/engine/__init__.py": "",
+            "lab/engine/procs.py": "",
+            "lab/engine/launch/__init__.py": "",
+            "lab/engine/launch/commands.py": "from lab.engine import procs\n",
+            "lab/engine/launch/launcher.py": "from lab.engine.slurm import job\n",
+            "lab/engine/slurm/__init__.py": "",
+            "lab/engine/slurm/job.py": "def f():\n    from lab.engine.launch import commands\n",
+        },
+    )
+    graph = import_graph(root)
+    assert cycles(graph) == []
+    assert unit_cycles(graph) == [
+        "launch <-> slurm: lab.engine.launch.launcher -> lab.engine.slurm.job, "
+        "lab.engine.slurm.job -> lab.engine.launch.commands"
+    ]
+    (root / "lab/engine/slurm/job.py").write_text("from lab.engine import procs\n")
+    assert unit_cycles(import_graph(root)) == []

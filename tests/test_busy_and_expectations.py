@@ -21,10 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.engine.launch.runconfig import RunConfig
+from lab.engine.devices import interference
+from lab.engine.devices.interference import OtherCpu, is_lab_command, sample_is_busy
 from lab.engine.preflight import expectations
-from lab.engine.supervise import interference
-from lab.engine.supervise.interference import OtherCpu, is_lab_command, sample_is_busy
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import PREFLIGHT
 from tests.helpers.cli import run_lab
 

@@ -1,6 +1,6 @@
 """lab.views.compare.curves' curve and timeline data, read from real event files through lab.events.
 
-Event files are written with lab.engine.supervise.sampler.ScalarWriter (tensorboard's own
+Event files are written with lab.engine.scalars.ScalarWriter (tensorboard's own
 writer). The sys/gpu<i>/... samples here are written by the test: there is
 no GPU on the test machine, so these stand in for NVML samples.
 """
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from lab.engine.supervise.sampler import ScalarWriter
+from lab.engine.scalars import ScalarWriter
 from lab.events import LogdirReader
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import curves as compare_curves

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.cli import main as lab_main
 from lab.engine import registry
-from lab.engine.sweep import record as sweep_record
+from lab.engine.spec import sweep as sweep_record
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
 from lab.views.compare import document, margins, report, sanity
 from lab.views.compare import runs as compare_runs

@@ -5,7 +5,7 @@ through the Comparison's table (lab.views.compare.table), lab.views.compare.runs
 The run folders are written by the test in the contract's shape: a user's script run (run.json and
 status.json with ``kind: "script"``, its curves in a folder linked through ``events_dirs`` outside
 the run folder, written by torch's SummaryWriter as a user's script writes them), device samples in
-``sys/`` written by the supervisor's own writer (``lab.engine.supervise.sampler.ScalarWriter``), and
+``sys/`` written by the supervisor's own writer (``lab.engine.scalars.ScalarWriter``), and
 a trainer run with summary.json. Every event file is real and read back through lab.events; the wall
 times are chosen so that every expected number is known exactly."""
 

@@ -18,7 +18,8 @@ import pytest
 from lab.engine import registry
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
-from lab.engine.launch.config import RunConfig, problems
+from lab.engine.launch.config import problems
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import write_json_atomic
 from tests.fake_nvml import FakeGpu, FakeNvml
 from tests.helpers.devices import _load_scalars

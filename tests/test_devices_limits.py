@@ -29,8 +29,8 @@ from lab.engine import registry
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
 from lab.engine.launch.commands import build_command
-from lab.engine.launch.config import RunConfig
 from lab.engine.preflight.checks import preflight
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import REPO_ROOT, write_json_atomic
 from lab.views.device_strip import device_rows
 from tests.fake_nvml import FakeGpu, FakeNvml, NVMLLibraryMismatchError

@@ -22,9 +22,9 @@ import torch
 
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import launcher
-from lab.engine.launch.config import RunConfig
 from lab.engine.preflight import disk
 from lab.engine.preflight.checks import machine_facts, preflight
+from lab.engine.spec.run import RunConfig
 from lab.engine.supervise import diskfull
 from lab.engine.supervise.diagnose import diagnose
 from lab.engine.supervise.sampler import SysSampler

@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import ConfigError, RunConfig, problems, validate
+from lab.engine.launch.config import problems, validate
 from lab.engine.preflight.checks import preflight
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep.plan import compare_modes_configs, scaled
 from lab.runfolder import REPO_ROOT
 

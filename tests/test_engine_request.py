@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.launch import form, models, request
-from lab.engine.launch.config import MODES, RunConfig, problems
+from lab.engine.launch.config import problems
 from lab.engine.launch.trainer_options import CHECKPOINTS
+from lab.engine.spec.run import MODES, RunConfig
 from lab.runfolder import REPO_ROOT
 
 

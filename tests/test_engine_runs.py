@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.engine import logs, procs, registry
-from lab.engine.launch import launcher, ports
-from lab.engine.launch.config import ConfigError
+from lab.engine import logs, ports, procs, registry
+from lab.engine.launch import launcher
+from lab.engine.spec.run import ConfigError
 from lab.runfolder import now_iso, read_json, write_json_atomic
 from tests.helpers.engine_runs import alive_of, cfg, state, wait_for, wait_ranks
 

@@ -23,8 +23,8 @@ import pytest
 import torch
 from torch import nn
 
-from lab.engine.launch.config import RunConfig
 from lab.engine.preflight import estimate
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import REPO_ROOT
 from training import models
 

@@ -6,7 +6,7 @@ fire on what it names and to stay quiet just short of it. Also here: the
 cutting of faulthandler's dump out of a log (lab/engine/health/stacks.py), the
 SIGUSR1 check that keeps a process without a handler from being signalled,
 the restarts read from torchrun's log lines and attempt folders
-(lab/engine/supervise/restarts.py), and the trainer's restart rule for ``--resume``
+(lab/engine/health/restarts.py), and the trainer's restart rule for ``--resume``
 (training/checkpoint.py). The real runs are tests/test_health_runs.py.
 """
 
@@ -21,10 +21,9 @@ import time
 
 import pytest
 
+from lab.engine.health import restarts, stacks
 from lab.engine.health import rules as health
-from lab.engine.health import stacks
 from lab.engine.health.rules import Observation
-from lab.engine.supervise import restarts
 from training import checkpoint
 
 

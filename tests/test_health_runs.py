@@ -4,7 +4,7 @@ resume.
 Every test starts real processes on this machine (the trainer on the CPU,
 torchrun with gloo; a user's DDP script) through lab/engine/launch/launcher.py and
 its supervisor, whose health watch (lab/engine/health/watch.py,
-lab/engine/health/stacks.py, lab/engine/supervise/restarts.py) is what is tested, with
+lab/engine/health/stacks.py, lab/engine/health/restarts.py) is what is tested, with
 training/debug.py on the trainer's side. The hang is made with the
 trainer's test seam ``LAB_TEST_HANG_RANK`` (rank 1 blocks before its first
 training step, so before its first all-reduce) and, for a script, by a rank
@@ -30,8 +30,8 @@ from lab import cli
 from lab.engine import procs, registry
 from lab.engine.health import stacks
 from lab.engine.launch import launcher, script
-from lab.engine.launch.config import RunConfig
 from lab.engine.launch.script import ScriptConfig
+from lab.engine.spec.run import RunConfig
 from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
 from tests.helpers.engine_runs import alive_of, state, wait_for

@@ -235,7 +235,7 @@ def test_compare_joins_a_resumed_run_to_the_run_it_continues(runs_dir):
     import shutil
     import time
 
-    from lab.engine.supervise.sampler import ScalarWriter
+    from lab.engine.scalars import ScalarWriter
     from lab.events import LogdirReader
     from lab.runfolder import SAMPLE_RUNS
 

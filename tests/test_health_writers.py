@@ -12,11 +12,11 @@ import pytest
 
 from lab.engine.health import rules
 from lab.engine.health.watch import writers
-from lab.engine.supervise.sampler import ScalarWriter
+from lab.engine.scalars import ScalarWriter
 
 REPO = Path(__file__).resolve().parent.parent
 WRITE = (
-    "import sys, time; from lab.engine.supervise.sampler import ScalarWriter; "
+    "import sys, time; from lab.engine.scalars import ScalarWriter; "
     "w = ScalarWriter(sys.argv[1]); w.add({'train/loss': 1.0}, 1, time.time()); w.close()"
 )
 

@@ -1,4 +1,4 @@
-"""lab.engine.supervise.interference (the busy rule, CPU outside a run's tree, foreign GPU
+"""lab.engine.devices.interference (the busy rule, CPU outside a run's tree, foreign GPU
 processes) and devices.process_utilization.
 
 FAKE: the GPU parts use tests/fake_nvml.py in place of ``pynvml`` (this machine has no GPU); the
@@ -15,9 +15,9 @@ import time
 import psutil
 import pytest
 
+from lab.engine.devices import interference
 from lab.engine.devices import nvml as devices
-from lab.engine.supervise import interference
-from lab.engine.supervise.interference import InterferenceMeter, OtherCpu, is_busy, sample_is_busy
+from lab.engine.devices.interference import InterferenceMeter, OtherCpu, is_busy, sample_is_busy
 from tests.fake_nvml import FakeGpu, FakeNvml
 
 # bounded: ends by itself

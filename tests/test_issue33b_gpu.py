@@ -82,7 +82,7 @@ def test_nccl_version_and_tf32_are_recorded():
 # proc: one short link check on two GPUs under torchrun, with the debug preset's variables
 def test_link_check_timing_transports_and_the_debug_log_file(tmp_path, monkeypatch):
     from lab.engine import linkcheck, nccl_transports
-    from lab.engine.launch import nccl
+    from lab.engine.spec import nccl
 
     _two_gpus()
     for k, v in nccl.preset_env("debug", tmp_path).items():

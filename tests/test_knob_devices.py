@@ -126,8 +126,8 @@ def test_the_preflight_refuses_bf16_on_a_gpu_below_compute_capability_8(monkeypa
     """Fake NVML (no GPU here): GPU 1 is a V100 (7.0), where torch.cuda.is_bf16_supported() says
     yes and bf16 runs emulated; the lab refuses before anything starts, as the trainer would."""
     from lab.engine.devices import nvml as devices
-    from lab.engine.launch.config import RunConfig
     from lab.engine.preflight.checks import machine_facts, refusals
+    from lab.engine.spec.run import RunConfig
     from tests.fake_nvml import FakeNvml, fake_gpus
 
     gpus = fake_gpus(2)

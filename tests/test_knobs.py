@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.engine.launch import form, launcher, nccl
-from lab.engine.launch.config import RunConfig, problems
+from lab.engine.launch import form, launcher
+from lab.engine.launch.config import problems
+from lab.engine.spec import nccl
+from lab.engine.spec.run import RunConfig
 from tests.helpers.train_ddp import SAME, free_port, losses
 
 REPO = Path(__file__).resolve().parent.parent

@@ -67,8 +67,8 @@ def test_bf16_is_allowed_exactly_from_compute_capability_8():
 def test_cuda_summary_estimate_equals_the_preflight_s(tmp_path):
     import torch
 
-    from lab.engine.launch.config import RunConfig
     from lab.engine.preflight import estimate
+    from lab.engine.spec.run import RunConfig
 
     if torch.cuda.get_device_capability(0) < (8, 0):
         pytest.skip("bf16 needs compute capability 8.0")

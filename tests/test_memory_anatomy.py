@@ -126,8 +126,8 @@ def test_the_estimate_honours_every_knob():
 
 
 def test_the_preflight_s_dp_estimate_has_the_first_gpu_s_extras():
-    from lab.engine.launch.config import RunConfig
     from lab.engine.preflight import estimate
+    from lab.engine.spec.run import RunConfig
 
     need = estimate.per_gpu(RunConfig(mode="dp", gpus=(0, 1), batch_size=32, image_size=32))
     est = memory.device_estimates(_placement("dp", ["cuda0", "cuda1"], 16), "tinycnn", 3, 10, 32)
@@ -141,8 +141,8 @@ def test_the_preflight_s_dp_estimate_has_the_first_gpu_s_extras():
 @pytest.mark.proc  # runs the trainer (two short CPU runs)
 @pytest.mark.parametrize("knob", [["--accum-steps", "4"], ["--precision", "bf16"]])
 def test_summary_s_estimate_changes_with_the_knob_and_equals_the_preflight_s(knob, tmp_path):
-    from lab.engine.launch.config import RunConfig
     from lab.engine.preflight import estimate
+    from lab.engine.spec.run import RunConfig
 
     argv = [sys.executable, "-m", "training.train", "--dataset", "synthetic", *knob]
     argv += ["--max-steps", "2", "--batch-size", "64", "--image-size", "16", "--log-every", "1"]

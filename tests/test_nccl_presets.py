@@ -8,9 +8,10 @@ import json
 
 import torch
 
-from lab.engine.launch import launcher, nccl
-from lab.engine.launch.config import RunConfig
+from lab.engine.launch import launcher
 from lab.engine.launch.knobs import knob_problems
+from lab.engine.spec import nccl
+from lab.engine.spec.run import RunConfig
 from training import knobs
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare import document as compare_json
 from lab.views.compare import noise, report

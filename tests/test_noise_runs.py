@@ -20,7 +20,7 @@ import pytest
 
 from lab.engine import registry
 from lab.engine.launch import launcher
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 from lab.engine.sweep.plan import interleaved
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]

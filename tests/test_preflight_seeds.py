@@ -14,7 +14,7 @@ import pytest
 
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import launcher
-from lab.engine.launch.config import ConfigError, RunConfig, problems, validate
+from lab.engine.launch.config import problems, validate
 from lab.engine.preflight import estimate
 from lab.engine.preflight.checks import (
     CONTEXT_MIB,
@@ -23,6 +23,7 @@ from lab.engine.preflight.checks import (
     preflight,
     refusals,
 )
+from lab.engine.spec.run import ConfigError, RunConfig
 from tests.fake_nvml import FakeGpu, FakeNvml
 
 TORCH_CUDA = estimate.torch_cuda_version()

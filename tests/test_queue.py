@@ -357,8 +357,8 @@ def test_wait_for_idle_waits_while_others_busy_the_cpu(box):
 def test_a_foreign_gpu_process_keeps_an_idle_waiting_run_waiting(monkeypatch):
     # FAKE: NVML (no GPU here); GPU 1 lists a process that is not this one
     from lab.engine.devices import nvml
+    from lab.engine.devices.interference import OtherCpu
     from lab.engine.queue import idle
-    from lab.engine.supervise.interference import OtherCpu
     from tests.fake_nvml import FakeGpu, FakeNvml
 
     # not our child (its parent exits at once): a descendant of ours would count as our own

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.engine.supervise.sampler import ScalarWriter
+from lab.engine.scalars import ScalarWriter
 from lab.events import LogdirReader
 from lab.views import runscalars
 

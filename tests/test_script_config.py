@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.launch import script, script_form
-from lab.engine.launch.config import ConfigError
 from lab.engine.launch.script import ScriptConfig
+from lab.engine.spec.run import ConfigError
 from lab.engine.supervise import linked
 from lab.engine.supervise.diagnose import diagnose
+from lab.events.reader import file_origin
 from lab.runfolder import REPO_ROOT
 
 RUN = Path("/runs/r1")
@@ -251,7 +252,7 @@ def test_event_dirs_created_after_the_launch_by_the_runs_processes(tmp_path):
     _event(deep, t0 + 2)
     found, bounded = linked.find_event_dirs(tmp_path, t0, {4242})
     assert found == sorted([str(mine), str(tbx)]) and not bounded
-    assert linked.file_origin("events.out.tfevents.1764402300.my.host.name.123.7.v2") == (
+    assert file_origin("events.out.tfevents.1764402300.my.host.name.123.7.v2") == (
         1764402300,
         123,
     )

@@ -1,8 +1,8 @@
-"""A run as a Slurm job without a cluster: lab/engine/slurm/job.py (the job script, exactly; the
-checks; the pre-flight), lab/engine/slurm/states.py (the state map, squeue/sacct answers, pending
-notes, diagnoses), lab/engine/slurm/node_sampler.py (a sample written and read back), and how the
-request, the launcher and the command line take the backend. tests/test_slurm_cluster.py runs the
-same on a real one-node cluster."""
+"""A run as a Slurm job without a cluster: lab/engine/launch/slurm_job.py (the job script,
+exactly; the checks; the pre-flight), lab/engine/slurm/states.py (the state map, squeue/sacct
+answers, pending notes, diagnoses), lab/engine/slurm/node_sampler.py (a sample written and read
+back), and how the request, the launcher and the command line take the backend.
+tests/test_slurm_cluster.py runs the same on a real one-node cluster."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import sys
 import pytest
 
 from lab.engine.launch import commands, environment, form, launcher, request
-from lab.engine.launch.config import ConfigError, RunConfig, problems
+from lab.engine.launch import slurm_job as slurm
+from lab.engine.launch.config import problems
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diag
-from lab.engine.slurm import job as slurm
 from lab.engine.slurm import states as ss
 from lab.engine.slurm.node_sampler import NodeSampler, job_gpus, node_index
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.runfolder import REPO_ROOT
 
 PY = "/venv/bin/python"

@@ -1,5 +1,5 @@
-"""Slurm runs on a real one-node cluster (tests/slurm_cluster.py): lab/engine/slurm/watch.py,
-slurm_cmd.py and the launcher's Slurm path, end to end.
+"""Slurm runs on a real one-node cluster (tests/slurm_cluster.py):
+lab/engine/supervise/slurm_watch.py, slurm_cmd.py and the launcher's Slurm path, end to end.
 
 A 2-process DDP run of the trainer and one of a user's script (``python -m lab launch --script ...
 --backend slurm``, its curves linked from its working folder) succeed with their events read back; a
@@ -23,9 +23,9 @@ import pytest
 
 from lab.engine import logs, registry
 from lab.engine.launch import launcher
-from lab.engine.launch.config import RunConfig
-from lab.engine.slurm import job as slurm
-from lab.engine.slurm.watch import SlurmWatch
+from lab.engine.launch import slurm_job as slurm
+from lab.engine.spec.run import RunConfig
+from lab.engine.supervise.slurm_watch import SlurmWatch
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning

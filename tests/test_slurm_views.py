@@ -13,8 +13,8 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from lab.engine import procs
-from lab.engine.launch.config import RunConfig
 from lab.engine.slurm.node_sampler import NodeSampler
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import REPO_ROOT, RUN_JSON, STATUS_JSON, now_iso, write_json_atomic
 from lab.views.live import nodes
 from lab.views.text import md_escape

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab.engine.launch import launcher
-from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep.plan import device_count_configs, interleaved, slurm_count_configs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab.engine.launch import launcher
-from lab.engine.launch.config import ConfigError, RunConfig
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare.comparison import compare

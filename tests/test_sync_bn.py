@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from lab.engine.launch import form, knobs
-from lab.engine.launch.runconfig import RunConfig
+from lab.engine.spec.run import RunConfig
 from training import knobs as tknobs
 from training.cli import BadInput, parse_args
 

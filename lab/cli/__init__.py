@@ -78,10 +78,10 @@ def build_parser() -> LabParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab.engine.launch.config import ConfigError
     from lab.engine.launch.launcher import LaunchError
     from lab.engine.launch.resume import ResumeError
     from lab.engine.registry import RunIsLive, RunNotFound
+    from lab.engine.spec.run import ConfigError
     from lab.runfolder import BadRunId
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

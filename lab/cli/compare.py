@@ -12,7 +12,7 @@ from typing import Any
 
 from lab.cli.common import UserError, print_json, root
 from lab.engine.registry import RunNotFound, get_run, list_runs
-from lab.engine.sweep import record as sweep_record
+from lab.engine.spec import sweep as sweep_record
 from lab.runfolder import check_run_id
 from lab.views.compare import runs
 from lab.views.compare.derived import STEP_RATE, throughput_options

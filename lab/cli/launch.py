@@ -9,7 +9,7 @@ import sys
 
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, next_commands, print_json, root, snapshot
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 
 
 def _show_command(cfg: RunConfig, usable: tuple[int, ...], as_json: bool) -> int:

@@ -7,7 +7,7 @@ import argparse
 import shutil
 
 from lab.cli.common import root
-from lab.engine.sweep import record as sweep_record
+from lab.engine.spec import sweep as sweep_record
 
 
 def cmd_rm(a: argparse.Namespace) -> int:

@@ -13,9 +13,9 @@ import dataclasses
 from typing import Any
 
 from lab.cli.parser import lower
-from lab.engine.launch.config import BACKENDS, MODES, RunConfig
 from lab.engine.launch.form import BY_NAME, LAYOUT
 from lab.engine.launch.trainer_options import CHECKPOINTS
+from lab.engine.spec.run import BACKENDS, MODES, RunConfig
 
 # the options the command line restricts to a list (the form's dataset options are kinds, not
 # values: imagefolder:PATH)

@@ -24,7 +24,7 @@ import re
 import sys
 from typing import Any, Sequence
 
-from lab.engine.launch.config import JOB_FIELDS, RunConfig
+from lab.engine.spec.run import JOB_FIELDS, RunConfig
 
 # RunConfig's fields a script run shares (where it runs too); the others are the trainer's own
 # options.

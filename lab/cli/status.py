@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from lab.cli.common import print_json, root
-from lab.engine.sweep import record as sweep_record
+from lab.engine.spec import sweep as sweep_record
 
 
 def _status_line(r, width: int = 48) -> str:

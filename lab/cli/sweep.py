@@ -12,7 +12,7 @@ import sys
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
 from lab.cli.parser import PROG
-from lab.engine.launch.config import CPU_DDP_PROCESSES, MODES, SLURM, RunConfig
+from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES, SLURM, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,

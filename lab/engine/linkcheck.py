@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.engine import nccl_transports, procs
+from lab.engine import nccl_transports, procs, spawn
 from lab.engine.devices import links
 from lab.runfolder import (
     LINKCHECKS_DIR,
@@ -97,7 +96,7 @@ def plan(gpus: tuple[int, ...] | None, nproc: int | None, usable: tuple[int, ...
 
 
 def _command(p: Plan, part: Path, max_bytes: int, iters: int | None) -> list[str]:
-    from lab.engine.launch import ports
+    from lab.engine import ports
 
     factor, warmup, default_iters = (2, 5, 20) if p.gpus else (4, 3, 10)
     return [
@@ -228,20 +227,10 @@ def run_and_wait(
     """Run ``argv`` (never through a shell) in its own session with its output in ``log_path``;
     its exit code, or None when it ran past ``timeout_s`` (or the wait was interrupted): then its
     process group and every descendant are ended, SIGTERM and after 5 s SIGKILL."""
-    with open(log_path, "ab") as log:
-        p = subprocess.Popen(
-            argv,
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    p = spawn.start(argv, log_path, cwd=REPO_ROOT, env=env)
     try:
         return p.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except spawn.TimeoutExpired:
         return None
     finally:
         if p.poll() is None:

@@ -85,7 +85,7 @@ class RunRecord:
     slurm: dict | None = None  # a Slurm run's job: {"job_id", "state", "reason", "nodes"}
     # the supervisor's findings (lab.engine.health.rules)
     health: list[dict] = field(default_factory=list)
-    # torchrun's restarts (lab.engine.supervise.restarts)
+    # torchrun's restarts (lab.engine.health.restarts)
     restarts: list[dict] = field(default_factory=list)
     resumed_from: str | None = None  # the run whose checkpoint this one started from
     resumed_by: list[str] = field(default_factory=list)  # runs resumed from this one: found on read

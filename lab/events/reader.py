@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from contextlib import ExitStack
 from typing import Sequence
@@ -30,6 +31,19 @@ from lab.events.file_loader import DELETED, EventFileLoader
 log = logging.getLogger(__name__)
 
 MAX_WARNINGS = 200
+
+
+_ORIGIN = re.compile(r"tfevents\.(\d+)\.(.*)\.(\d+)\.(\d+)(?:\.v2)?$")  # time, host, pid, counter
+
+
+def file_origin(name: str) -> tuple[int | None, int | None]:
+    """``(creation time in whole seconds, writer pid)`` from an event file's name
+    (``events.out.tfevents.<time>.<host>.<pid>.<n>``); None where it does not say."""
+    m = _ORIGIN.search(name)
+    if m:
+        return int(m.group(1)), int(m.group(3))
+    m = re.search(r"tfevents\.(\d+)", name)  # tensorboardX leaves the pid out
+    return (int(m.group(1)) if m else None), None
 
 
 def is_event_file(name: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.engine.supervise.sampler import ScalarWriter
+from lab.engine.scalars import ScalarWriter
 
 T0 = 1_800_000_000.0
 

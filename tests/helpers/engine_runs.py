@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 
 from lab.engine import procs, registry
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import read_json
 
 

@@ -1,2 +1,2 @@
 """A running run's health: the rules that make findings, the watch that applies them, every rank's
-stacks."""
+stacks, torchrun's restarts."""

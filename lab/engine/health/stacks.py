@@ -23,14 +23,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from lab.engine import logs, procs
+from lab.engine import logs, procs, spawn
 from lab.runfolder import STACKS_DIR, STDOUT_LOG, TRAINER, stamp
 
 STACK_SIGNAL = signal.SIGUSR1  # what training.debug registers
@@ -114,14 +113,8 @@ def _spy(pid: int) -> tuple[str | None, str | None]:
             f"{PY_SPY_ENV}",
         )
     try:
-        done = subprocess.run(
-            [exe, "dump", "--pid", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=PY_SPY_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
+        done = spawn.run([exe, "dump", "--pid", str(pid)], timeout=PY_SPY_TIMEOUT_S)
+    except (OSError, spawn.TimeoutExpired) as e:
         return None, f"py-spy dump --pid {pid} failed ({e})"
     if done.returncode != 0:
         why = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]

@@ -14,7 +14,7 @@ goes back within one folder). A stalled run gets every rank's stack
 again every threshold while it stays stalled (up to ``MAX_STALL_DUMPS``), so a
 start-up that was slow and then hung is caught in the act. A
 ``stacks.request`` file asks for the stacks now. The torchrun restarts seen
-in the log (``lab.engine.supervise.restarts``) are kept as status.json's ``restarts``.
+in the log (``lab.engine.health.restarts``) are kept as status.json's ``restarts``.
 It never raises into the supervisor: a failing check is logged and skipped.
 """
 
@@ -29,11 +29,10 @@ from typing import Any, Callable
 import numpy as np
 
 from lab import tags
-from lab.engine.health import creep, stacks
+from lab.engine.health import creep, restarts, stacks
 from lab.engine.health import rules as health
 from lab.engine.health.rules import Finding, Observation
-from lab.engine.supervise import restarts
-from lab.engine.supervise.linked import file_origin
+from lab.events.reader import file_origin
 from lab.runfolder import HEALTH_DIR, PROGRESS_JSON, STACKS_REQUEST, TB_DIR, TRAINER, read_json
 
 log = logging.getLogger(__name__)
@@ -285,7 +284,7 @@ class HealthWatch:
 
     def _event(self, tag: str, step: int) -> None:
         # tensorboard's writer; imported once a finding is made
-        from lab.engine.supervise.sampler import ScalarWriter
+        from lab.engine.scalars import ScalarWriter
 
         if self._writer is None:
             self._writer = ScalarWriter(self.run_dir / HEALTH_DIR)

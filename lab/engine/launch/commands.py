@@ -6,7 +6,7 @@ read from NVML unless given) -> (argv, env), tested exactly; argv is a list
 (never a shell string) so user text stays one item. The environment is
 ``lab.engine.launch.environment``'s. For a Slurm run (``backend`` slurm) what runs
 here is only the submission of the run's job script (``sbatch --parsable
-RUN/job.sbatch``; the script itself is ``lab.engine.slurm.job``'s) and Slurm
+RUN/job.sbatch``; the script itself is ``lab.engine.launch.slurm_job``'s) and Slurm
 starts every node, so there are no other nodes' commands. ``torchrun`` is
 shared with a user's script (``lab.engine.launch.script``), ``trainer_args`` with the
 Slurm job script. ``lab.engine.launch.launcher`` re-exports ``build_command``,
@@ -21,11 +21,10 @@ from pathlib import Path
 
 from lab.engine.launch import environment
 from lab.engine.launch.form import trainer_flags
-from lab.engine.launch.runconfig import SLURM, RunConfig
+from lab.engine.ports import PORT_FLAG
 from lab.engine.slurm.cmd import submit_argv
+from lab.engine.spec.run import SLURM, RunConfig
 from lab.runfolder import JOB_SBATCH, LOGS_DIR
-
-PORT_FLAG = "--master-port"  # the supervisor replaces the value after it when the port is taken
 
 
 def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:

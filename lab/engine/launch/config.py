@@ -4,9 +4,9 @@
 ``validate`` raises the first. It gathers the config's own checks (devices, nodes, names),
 the trainer's options (``lab.engine.launch.trainer_options``), the performance knobs
 (``lab.engine.launch.knobs``), the model
-(``lab.engine.launch.models``), the Slurm job's options (``lab.engine.slurm.job``) and, given
+(``lab.engine.launch.models``), the Slurm job's options (``lab.engine.launch.slurm_job``) and, given
 the machine's facts, the pre-flight's refusals (``lab.engine.preflight.checks``). The value
-itself is ``lab.engine.launch.runconfig``; its names are re-exported here. Nothing here starts
+itself is ``lab.engine.spec.run``; its names are re-exported here. Nothing here starts
 a process or touches NVML: the GPUs are an argument, a count or the usable physical indices.
 """
 
@@ -17,46 +17,17 @@ import re
 from pathlib import Path
 
 from lab.engine.launch import form, knobs, models, trainer_options
-from lab.engine.launch.runconfig import (
-    BACKENDS,
-    CPU_DDP_PROCESSES,
-    DDP,
-    DP,
-    JOB_FIELDS,
-    LOCAL,
+from lab.engine.preflight.checks import MachineFacts, refusals
+from lab.engine.slurm import options as slurm
+from lab.engine.spec.run import (
     MODES,
-    SINGLE,
     SLURM,
     ConfigError,
     Gpus,
     RunConfig,
-    processes,
     usable,
-    world_size,
 )
-from lab.engine.preflight.checks import MachineFacts, refusals
-from lab.engine.slurm import options as slurm
 
-__all__ = [
-    "BACKENDS",
-    "CPU_DDP_PROCESSES",
-    "DDP",
-    "DP",
-    "JOB_FIELDS",
-    "LOCAL",
-    "MODES",
-    "SINGLE",
-    "SLURM",
-    "ConfigError",
-    "Gpus",
-    "RunConfig",
-    "normalized",
-    "problems",
-    "processes",
-    "usable",
-    "validate",
-    "world_size",
-]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 # Chosen by the launcher from the config; a user value would silently undo it.
@@ -176,8 +147,8 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
             )
         m = _ENDPOINT.match(c.rdzv_endpoint or "")
         if c.backend == SLURM:
-            # the job finds its first node itself (lab.engine.slurm.job checks the endpoint is left
-            # empty)
+            # the job finds its first node itself (lab.engine.launch.slurm_job checks the endpoint
+            # is left empty)
             pass
         elif not c.rdzv_endpoint:
             out.append(

@@ -5,7 +5,7 @@ GPUs are named by UUID in ``CUDA_VISIBLE_DEVICES`` (NVML's index "may not
 correlate with the CUDA device index"), ``OMP_NUM_THREADS`` shares out the
 cores, ``TORCHELASTIC_ERROR_FILE`` catches a failing rank's traceback, and
 ``PYTHONPATH`` reaches this repository; an NCCL preset's variables
-(``lab.engine.launch.nccl``) come before the user's own, which win. A
+(``lab.engine.spec.nccl``) come before the user's own, which win. A
 Slurm job's GPUs are Slurm's to set (no ``CUDA_VISIBLE_DEVICES``), its
 threads its CPUs per task shared out.
 Pure but for reading GPU UUIDs from
@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import nccl
-from lab.engine.launch.runconfig import SLURM, RunConfig
+from lab.engine.spec import nccl
+from lab.engine.spec.run import SLURM, RunConfig, omp_threads
 from lab.runfolder import ERROR_JSON, REPO_ROOT
 
 
@@ -58,13 +58,6 @@ def run_env(
     env.update(nccl.preset_env(config.nccl_preset, run_dir))
     env.update(config.extra_env or {})
     return env
-
-
-def omp_threads(config: RunConfig, cores: int | None = None) -> int:
-    """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never
-    0."""
-    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
-    return max(1, (cores or os.cpu_count() or 1) // config.processes)
 
 
 def other_node_env(config: RunConfig) -> dict[str, str]:

@@ -6,7 +6,7 @@ NCCL preset, declared once (``FIELDS``, which ``lab.engine.launch.form.FIELDS`` 
 The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--precision``,
 ``--accum-steps``, ``--channels-last``, ``--bucket-cap-mb``, ``--grad-as-bucket-view``,
 ``--static-graph``, ``--find-unused-parameters`` and ``--sync-bn``; the NCCL preset is the lab's own
-(``lab.engine.launch.nccl``: its variables go into the run's environment). Refused with one line
+(``lab.engine.spec.nccl``: its variables go into the run's environment). Refused with one line
 where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
 precision, an accumulation that does not divide each process's batch, DDP's static graph with
 accumulation (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.engine.launch import nccl
 from lab.engine.launch.field import FormField
-from lab.engine.launch.runconfig import DDP, DP, SLURM
+from lab.engine.spec import nccl
+from lab.engine.spec.run import DDP, DP, SLURM
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 DDP_ONLY = (

@@ -2,9 +2,9 @@
 
 The commands themselves are ``lab.engine.launch.commands``' (``build_command``,
 ``other_node_commands``). ``launch``/``launch_sweep`` validate first (a refused config creates no
-folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.slurm.job``),
+folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.launch.slurm_job``),
 start the detached supervisor (``python -m lab.engine.supervise.supervisor``; for a
-Slurm run ``lab.engine.slurm.watch``, which submits the job;
+Slurm run ``lab.engine.supervise.slurm_watch``, which submits the job;
 ``start_supervisor``) and return as soon as it is up. ``stop`` asks the
 supervisor to stop (a ``stop.request`` file it polls) and falls back to
 ending the recorded process tree itself when it is gone (and a Slurm run's
@@ -16,33 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from lab.engine import procs, registry
+from lab.engine import procs, registry, spawn
 from lab.engine.devices import nvml as devices
 from lab.engine.launch import environment, newrun
+from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import (
-    LOCAL,
-    SLURM,
-    ConfigError,
-    RunConfig,
-    normalized,
-    problems,
-    validate,
-)
+from lab.engine.launch.config import normalized, problems, validate
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
-from lab.engine.slurm import job as slurm
-from lab.engine.supervise.diagnose import supervisor_failure
-from lab.engine.sweep import record as sweep_record
-from lab.engine.sweep.plan import SCALINGS
+from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.diagnosis import supervisor_failure
+from lab.engine.spec.run import LOCAL, SLURM, ConfigError, RunConfig
+from lab.engine.spec.sweep import SCALINGS
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
@@ -66,9 +58,9 @@ from lab.runfolder import (
 
 _UP_TIMEOUT_S = 30.0
 # a run's supervisor, by backend
-_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.slurm.watch"
+_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.supervise.slurm_watch"
 # supervisors we started: polled so they never linger as zombies
-_children: list[subprocess.Popen] = []
+_children: list[spawn.Popen] = []
 
 
 class LaunchError(RuntimeError):
@@ -131,7 +123,7 @@ def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields
 
 def _spawn_supervisor(
     args: list[str], log_path: Path, module: str = _SUPERVISOR, extra: dict | None = None
-) -> subprocess.Popen:
+) -> spawn.Popen:
     for p in list(_children):
         if p.poll() is not None:
             _children.remove(p)
@@ -139,27 +131,17 @@ def _spawn_supervisor(
     env["PYTHONPATH"] = str(REPO_ROOT) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
-    with open(log_path, "ab") as log:
-        p = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    p = spawn.start([sys.executable, "-m", module, *args], log_path, cwd=REPO_ROOT, env=env)
     _children.append(p)
     return p
 
 
-def start_command(args: list[str], log_path: Path, runs_root: Path) -> subprocess.Popen:
+def start_command(args: list[str], log_path: Path, runs_root: Path) -> spawn.Popen:
     """``python -m lab ARGS`` detached, on ``runs_root`` (a page's long command: ``noise``)."""
     return _spawn_supervisor(args, log_path, "lab", {"LAB_RUNS_DIR": str(runs_root)})
 
 
-def _wait_up(p: subprocess.Popen, run_dir: Path, log_path: Path) -> None:
+def _wait_up(p: spawn.Popen, run_dir: Path, log_path: Path) -> None:
     def up() -> bool:
         st = read_json(run_dir / STATUS_JSON) or {}
         return (
@@ -196,7 +178,7 @@ def start_supervisor(run_dir: Path | str) -> None:
 
     ``launch`` calls it for the folder it made; a folder written by other
     means (a test's, a script's) runs the same way; a Slurm run's (run.json's
-    config says backend slurm) is watched by ``lab.engine.slurm.watch``.
+    config says backend slurm) is watched by ``lab.engine.supervise.slurm_watch``.
     Raises ``LaunchError`` when the supervisor does not come up, or Slurm did
     not take the job (the run is then recorded failed, with why).
     """

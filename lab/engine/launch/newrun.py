@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from lab.engine import ports
 from lab.engine.devices import links
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import nccl, ports
-from lab.engine.launch.runconfig import LOCAL, SLURM
 from lab.engine.preflight import expectations
+from lab.engine.spec import nccl
+from lab.engine.spec.run import LOCAL, SLURM
 from lab.runfolder import JOB_SBATCH, RUN_JSON, check_run_id, now_iso, stamp, write_json_atomic
 
 

@@ -24,7 +24,10 @@ from typing import Any, Iterable, Mapping
 
 from lab.engine.devices.nvml import DeviceSnapshot
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import (
+from lab.engine.launch.form import FOLDER
+from lab.engine.launch.trainer_options import IMAGEFOLDER
+from lab.engine.preflight.checks import preflight
+from lab.engine.spec.run import (
     CPU_DDP_PROCESSES,
     LOCAL,
     SLURM,
@@ -33,9 +36,6 @@ from lab.engine.launch.config import (
     RunConfig,
     usable,
 )
-from lab.engine.launch.form import FOLDER
-from lab.engine.launch.trainer_options import IMAGEFOLDER
-from lab.engine.preflight.checks import preflight
 from lab.runfolder import REPO_ROOT, root_or_default
 
 # where a shown command has the port the supervisor picks free at the start
@@ -192,7 +192,7 @@ def preview(
     argv, env = build_command(config, run_dir, PORT_PLACEHOLDER)
     changed = {k: v for k, v in sorted(env.items()) if os.environ.get(k) != v}
     if config.backend == SLURM:
-        from lab.engine.slurm import job as slurm
+        from lab.engine.launch import slurm_job as slurm
 
         return Preview(
             slurm.preflight_lines(config, run_dir.parent),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.engine import registry
 from lab.engine.launch import launcher
-from lab.engine.launch.config import RunConfig
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import (
     FAILED,
     LAST_CHECKPOINT,

@@ -16,10 +16,10 @@ file that is not Python, a missing working directory, and every device,
 node, name, environment and Slurm problem a trainer run would have (checked
 by ``config.problems`` itself). ``launch`` writes run.json and starts the same
 supervisor as the trainer's. With ``backend`` slurm the script runs as a
-Slurm job instead (``job_script``: ``lab.engine.slurm.job.script_sbatch`` in the
+Slurm job instead (``job_script``: ``lab.engine.launch.slurm_job.script_sbatch`` in the
 working directory, with this environment less the GPUs, which are Slurm's),
 written to the run folder as job.sbatch and submitted and followed by
-``lab.engine.slurm.watch``, which links the event folders as the local
+``lab.engine.supervise.slurm_watch``, which links the event folders as the local
 supervisor does.
 """
 
@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.launch import commands, environment, launcher, newrun
-from lab.engine.launch.config import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
+from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.config import problems as run_problems
-from lab.engine.launch.config import processes as config_processes
-from lab.engine.launch.config import world_size as config_world_size
 from lab.engine.queue import book as queue_book
-from lab.engine.slurm import job as slurm
 from lab.engine.slurm.cmd import submit_argv
-from lab.engine.sweep import record as sweep_record
-from lab.engine.sweep.plan import STRONG
+from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.run import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
+from lab.engine.spec.run import processes as config_processes
+from lab.engine.spec.run import world_size as config_world_size
+from lab.engine.spec.sweep import STRONG
 from lab.runfolder import (
     JOB_SBATCH,
     SCRIPT,
@@ -93,7 +93,9 @@ class ScriptConfig:
     name: str = ""
     tags: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
-    backend: str = LOCAL  # slurm: the job's options below, as RunConfig's (lab.engine.slurm.job)
+    backend: str = (
+        LOCAL  # slurm: the job's options below, as RunConfig's (lab.engine.launch.slurm_job)
+    )
     partition: str = ""
     gpus_per_node: int = 0
     cpus_per_task: int = 0
@@ -101,7 +103,7 @@ class ScriptConfig:
     account: str = ""
     sbatch_args: tuple[str, ...] = ()
     stall_after: float = 0.0  # as RunConfig's: seconds without a new step (events) before "stalled"
-    nccl_preset: str = ""  # as RunConfig's: a named set of NCCL variables (lab.engine.launch.nccl)
+    nccl_preset: str = ""  # as RunConfig's: a named set of NCCL variables (lab.engine.spec.nccl)
 
     kind = SCRIPT
 
@@ -360,7 +362,9 @@ def launch(
         queue_book.ask_exclusive(run_dir)
     if wait_for_idle:
         queue_book.ask_idle(run_dir)
-    launcher.start_supervisor(run_dir)  # a Slurm run: lab.engine.slurm.watch submits job.sbatch
+    launcher.start_supervisor(
+        run_dir
+    )  # a Slurm run: lab.engine.supervise.slurm_watch submits job.sbatch
     return run_dir.name
 
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from lab.engine.devices.nvml import DeviceSnapshot
 from lab.engine.launch import form, request
-from lab.engine.launch.config import JOB_FIELDS, MODES, SLURM, ConfigError, RunConfig
+from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.form import FormField
 from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
 from lab.engine.launch.script import (
@@ -35,7 +35,7 @@ from lab.engine.launch.script import (
     normalized,
     other_node_commands,
 )
-from lab.engine.slurm import job as slurm
+from lab.engine.spec.run import JOB_FIELDS, MODES, SLURM, ConfigError, RunConfig
 from lab.engine.supervise.linked import MAX_DEPTH
 from lab.runfolder import root_or_default
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.launch import launcher
-from lab.engine.launch.runconfig import RunConfig, world_size
 from lab.engine.noise import record
+from lab.engine.spec.run import RunConfig, world_size
 from lab.runfolder import SUCCEEDED, SUMMARY_JSON, read_json, stamp
 
 
@@ -68,7 +68,7 @@ def finish(
 
 def start_in_background(root: Path, runs: int, flags: list[str] | None = None) -> tuple[Path, Any]:
     """Start ``python -m lab noise --runs N [flags]`` detached (``launcher.start_command``); the
-    path of its log and the process (a ``subprocess.Popen``)."""
+    path of its log and the process (a ``lab.engine.spawn.Popen``)."""
     check_runs(runs)
     log_path = Path(root) / record.NOISE_DIR / f"{stamp()}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,10 +38,9 @@ from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
 from lab.engine.devices.notes import holders, limits
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.launch import nccl
-from lab.engine.launch.environment import omp_threads
-from lab.engine.launch.runconfig import ConfigError, RunConfig
 from lab.engine.preflight import disk, estimate
+from lab.engine.spec import nccl
+from lab.engine.spec.run import ConfigError, RunConfig, omp_threads
 
 log = logging.getLogger(__name__)
 # the CUDA context and the allocator's slack come on top of the estimate: warn within this

@@ -30,7 +30,7 @@ from lab.engine.supervise.diskfull import free_bytes, size_text
 from lab.runfolder import runs_dir
 
 if TYPE_CHECKING:
-    from lab.engine.launch.runconfig import RunConfig
+    from lab.engine.spec.run import RunConfig
 
 log = logging.getLogger(__name__)
 CHECKPOINT_COPIES = 3  # weights + momentum + the rest of the optimizer's state and the file

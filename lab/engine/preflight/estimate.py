@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lab.engine.launch.runconfig import RunConfig
+    from lab.engine.spec.run import RunConfig
 
 _MIB = 1024 * 1024
 CHANNELS, CLASSES = 3, 10

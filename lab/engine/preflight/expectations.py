@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.engine.launch.runconfig import LOCAL, RunConfig
+from lab.engine.spec.run import LOCAL, RunConfig
 from lab.runfolder import PREFLIGHT, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)

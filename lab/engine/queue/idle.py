@@ -1,5 +1,5 @@
 """``--wait-for-idle``: a run that asked for it starts only once the machine is free of foreign
-work, by the rule the lab already judges runs with (``lab.engine.supervise.interference``): the
+work, by the rule the lab already judges runs with (``lab.engine.devices.interference``): the
 GPUs it needs hold no process outside this supervisor's tree, and others use under 20% of every
 core, over ``QUIET_READINGS`` readings in a row a second apart. It waits after its turn in the
 queue came (no lab run then holds its devices), saying why in status.json's ``queue``."""
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from lab.engine import procs
 from lab.engine.devices import nvml as devices
-from lab.engine.supervise.interference import OtherCpu, classify, sample_is_busy
+from lab.engine.devices.interference import OtherCpu, classify, sample_is_busy
 
 QUIET_READINGS = 3
 READ_S = 1.0

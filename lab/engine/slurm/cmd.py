@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 from pathlib import Path
 
+from lab.engine import spawn
 from lab.engine.slurm.states import SQUEUE_FORMAT, Job, parse_job_id, parse_sacct, parse_squeue
 
 log = logging.getLogger(__name__)
@@ -61,23 +61,21 @@ class SlurmUnavailable(SlurmError):
 
 def _run(
     argv: list[str], cwd: Path | str | None = None, timeout: float = TIMEOUT_S
-) -> subprocess.CompletedProcess:
+) -> spawn.CompletedProcess:
     try:
-        return subprocess.run(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
-        )
+        return spawn.run(argv, cwd=cwd, timeout=timeout)
     except FileNotFoundError:
         raise SlurmUnavailable(
             f"{argv[0]} is not on PATH: run the lab where Slurm's commands work (a login "
             "node), or install Slurm's client"
         ) from None
-    except subprocess.TimeoutExpired:
+    except spawn.TimeoutExpired:
         raise SlurmUnavailable(
             f"{argv[0]} did not answer within {timeout:.0f} s: is slurmctld up? (scontrol ping)"
         ) from None
 
 
-def _said(p: subprocess.CompletedProcess) -> str:
+def _said(p: spawn.CompletedProcess) -> str:
     """What a failed command said, one line: its lines joined with "; ", without the "sbatch: error:
     " prefixes."""
     lines = [ln.strip() for ln in (p.stderr or p.stdout or "").splitlines() if ln.strip()]

@@ -5,7 +5,7 @@ a job sbatch refused or could not be asked to take, a job Slurm forgot."""
 from __future__ import annotations
 
 from lab.engine.slurm.states import Job
-from lab.engine.supervise.diagnose import Diagnosis
+from lab.engine.spec.diagnosis import Diagnosis
 
 REFUSED = "slurm_refused"  # the diagnosis key of a job sbatch refused
 UNAVAILABLE = "slurm_unavailable"  # ... of a job not submitted because Slurm could not be asked

@@ -29,7 +29,7 @@ from typing import Mapping
 from lab import tags
 from lab.engine import procs
 from lab.engine.devices import nvml as devices
-from lab.engine.supervise.sampler import ScalarWriter
+from lab.engine.scalars import ScalarWriter
 from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)

@@ -2,14 +2,14 @@
 
 ``config_problems`` refuses an unknown backend, a job option without ``backend slurm``, and a
 Slurm job's bad options (names, time limit, GPUs per node, ``#SBATCH`` lines the lab writes
-itself), each naming the fix. The job script built from them is ``lab.engine.slurm.job``.
+itself), each naming the fix. The job script built from them is ``lab.engine.launch.slurm_job``.
 """
 
 from __future__ import annotations
 
 import re
 
-from lab.engine.launch.runconfig import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
+from lab.engine.spec.run import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
 
 _WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|unlimited|infinite)$", re.I)

@@ -1,2 +1,2 @@
-"""A local run's supervisor: the child's process group, status.json, device samples, diagnoses,
-linked events."""
+"""A run's supervisor: a local run's child process group (``supervisor``, ``adopt`` for an orphan)
+or a Slurm job (``slurm_watch``); status.json, device samples, diagnoses, linked events."""

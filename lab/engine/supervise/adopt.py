@@ -22,16 +22,15 @@ import argparse
 import fcntl
 import logging
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from lab.engine import procs
+from lab.engine import procs, spawn
 from lab.engine.queue import book
+from lab.engine.spec import sweep as sweep_record
 from lab.engine.supervise.status import Status
 from lab.engine.supervise.supervisor import RunSupervisor
-from lab.engine.sweep import record as sweep_record
 from lab.runfolder import (
     ADOPT_LOCK,
     ADOPT_LOG,
@@ -77,17 +76,7 @@ def waiting_orphan(run_dir: Path, st: dict) -> bool:
 
 def _detached(argv: list[str], log_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    with open(log_path, "ab") as out:
-        subprocess.Popen(
-            [sys.executable, "-m", *argv],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    spawn.start([sys.executable, "-m", *argv], log_path, cwd=REPO_ROOT, env=env)
 
 
 def _run_dirs(root: Path) -> list[Path]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from lab.engine.launch import ports
-from lab.engine.launch.commands import PORT_FLAG
+from lab.engine import ports
+from lab.engine.ports import PORT_FLAG
 from lab.runfolder import ERROR_JSON, LOGS_DIR, STDOUT_LOG
 
 

@@ -15,37 +15,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from lab.engine.logs import RANK_FILES, rank_dirs
+from lab.engine.spec.diagnosis import Diagnosis
 from lab.engine.supervise import diskfull
 from lab.engine.supervise.failures import KNOWN
 from lab.runfolder import ERROR_JSON, LOGS_DIR, RUN_JSON, SCRIPT, STDOUT_LOG, read_json
 
 _TAIL_BYTES = 256 * 1024
 _EXCERPT_LINES = 12
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    key: str
-    cause: str
-    fix: str
-    rank: int | None = None
-    exit_code: int | None = None
-    excerpt: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object status.json's ``diagnosis`` holds."""
-        return asdict(self)
-
-
-def supervisor_failure(cause: str, fix: str, exit_code: int | None = None) -> Diagnosis:
-    """The diagnosis of a run the supervisor itself could not start or see through (key
-    ``supervisor``)."""
-    return Diagnosis("supervisor", cause, fix, exit_code=exit_code)
 
 
 _AROUND = ("port_in_use", "batch_split", "state_dict_prefix", "nan_loss")

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections import deque
 from itertools import islice
 from pathlib import Path
 from typing import Iterable
 
-from lab.events.reader import is_event_file
+from lab.events.reader import file_origin, is_event_file
 from lab.runfolder import RUN_JSON, SCRIPT, TB_DIR, TRAINER
 
 log = logging.getLogger(__name__)
@@ -42,17 +41,6 @@ MAX_DEPTH = 6
 MAX_ENTRIES = 20_000
 # hidden ones (.git, .venv) too
 SKIP = {"node_modules", "__pycache__", "site-packages", "venv", "env"}
-_NAME = re.compile(r"tfevents\.(\d+)\.(.*)\.(\d+)\.(\d+)(?:\.v2)?$")  # time, host, pid, counter
-
-
-def file_origin(name: str) -> tuple[int | None, int | None]:
-    """``(creation time in whole seconds, writer pid)`` from an event file's name; None where it
-    does not say."""
-    m = _NAME.search(name)
-    if m:
-        return int(m.group(1)), int(m.group(3))
-    m = re.search(r"tfevents\.(\d+)", name)  # tensorboardX leaves the pid out
-    return (int(m.group(1)) if m else None), None
 
 
 def _ours(name: str, since: float, pids: set[int] | None) -> bool:

@@ -3,15 +3,15 @@
 Once per interval the supervisor calls ``SysSampler.sample(tree)``: the run's
 GPUs are read through ``lab.engine.devices.nvml`` and the run's whole process tree
 through ``lab.engine.procs.TreeMeter`` (CPU percent summed over processes, RSS
-summed), what else used the machine through ``lab.engine.supervise.interference``
+summed), what else used the machine through ``lab.engine.devices.interference``
 (``sys/other_cpu_pct``, ``sys/gpu<i>/other_*``; ``interference()`` is
 status.json's record; ``train_processes()``, the most processes of the tree training at once,
 status.json's ``train_processes``), the link traffic of the run's GPUs through
 ``lab.engine.devices.links`` (``sys/gpu<i>/pcie_{rx,tx}_mib_s``, ``nvlink_{rx,tx}_mib_s``; what the
 driver does not give is the record's ``link_note``), and each value is written as a scalar event
 under ``RUN_DIR/sys``; on a full disk the events stop (one warning in the log), the run goes on.
-The events are written with tensorboard's own ``EventFileWriter`` and protos,
-never torch (importing torch costs the supervisor seconds and hundreds of MB).
+The events are written by ``lab.engine.scalars.ScalarWriter`` (tensorboard's own writer, never
+torch).
 Step = sample number, wall time = sample time.
 """
 
@@ -25,38 +25,13 @@ from lab import tags
 from lab.engine import procs
 from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
+from lab.engine.devices.interference import InterferenceMeter
 from lab.engine.devices.sm_activity import SmActivity
+from lab.engine.scalars import ScalarWriter
 from lab.engine.supervise.diskfull import is_full
-from lab.engine.supervise.interference import InterferenceMeter
 from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)
-
-
-class ScalarWriter:
-    """A minimal scalar event writer over tensorboard's EventFileWriter."""
-
-    def __init__(self, logdir: Path) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        Path(logdir).mkdir(parents=True, exist_ok=True)
-        self._Event, self._Summary = Event, Summary
-        self._w = EventFileWriter(str(logdir), max_queue_size=64, flush_secs=5)
-
-    def add(self, values: dict[str, float], step: int, wall_time: float) -> None:
-        vals = [self._Summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
-        if vals:
-            self._w.add_event(
-                self._Event(wall_time=wall_time, step=step, summary=self._Summary(value=vals))
-            )
-
-    def flush(self) -> None:
-        self._w.flush()
-
-    def close(self) -> None:
-        self._w.close()
 
 
 class SysSampler:

@@ -19,17 +19,17 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from lab.engine import procs
+from lab.engine import procs, spawn
 from lab.engine.health.watch import HealthWatch
 from lab.engine.queue.idle import wait_idle
 from lab.engine.queue.ticket import turn
+from lab.engine.spec.diagnosis import Diagnosis, supervisor_failure
 from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
-from lab.engine.supervise.diagnose import GENERIC, Diagnosis, diagnose, supervisor_failure
+from lab.engine.supervise.diagnose import GENERIC, diagnose
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status
 from lab.runfolder import (
@@ -84,21 +84,13 @@ class RunSupervisor:
             run_dir, self.run, self.status.update, self.status.data.get("health")
         )
 
-    def _start(self, argv: list[str]) -> subprocess.Popen:
+    def _start(self, argv: list[str]) -> spawn.Popen:
         env = dict(os.environ)
         env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
-        with open(self.run_dir / STDOUT_LOG, "ab") as out:
-            # a script's own folder
-            child = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=self.run.get("cwd") or REPO_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
+        # a script's own folder
+        child = spawn.start(
+            argv, self.run_dir / STDOUT_LOG, cwd=self.run.get("cwd") or REPO_ROOT, env=env
+        )
         self.status.update(
             state=RUNNING,
             pid=child.pid,
@@ -111,7 +103,7 @@ class RunSupervisor:
         log.info("started pid %s: %s", child.pid, argv)
         return child
 
-    def _watch(self, child: subprocess.Popen, sampler) -> tuple[int, dict | None]:
+    def _watch(self, child: spawn.Popen, sampler) -> tuple[int, dict | None]:
         """Poll the child, sample every interval, record the tree; return (exit code, stop
         request)."""
         next_sample = 0.0
@@ -149,7 +141,7 @@ class RunSupervisor:
             self.on_tick()
             time.sleep(_TICK_S)
 
-    def _stop(self, child: subprocess.Popen, known: list[list[float]], grace_s: float) -> int:
+    def _stop(self, child: spawn.Popen, known: list[list[float]], grace_s: float) -> int:
         log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
         by_pid = {int(p): ct for p, ct in known + procs.identities(procs.tree(child.pid))}
         by_pid.setdefault(child.pid, self.status.data.get("pid_ct"))
@@ -158,7 +150,7 @@ class RunSupervisor:
         procs.end_tree(members, [child.pid], grace_s)
         try:
             return child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except spawn.TimeoutExpired:
             child.kill()
             return child.wait()
 

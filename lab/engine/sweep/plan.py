@@ -13,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from lab.engine.launch.config import CPU_DDP_PROCESSES, ConfigError, Gpus, RunConfig, usable
+from lab.engine.spec.run import CPU_DDP_PROCESSES, ConfigError, Gpus, RunConfig, usable
+from lab.engine.spec.sweep import SCALINGS, STRONG, WEAK
 
-STRONG, WEAK = "strong", "weak"
-# a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
-SCALINGS = (STRONG, WEAK)
 MAX_REPEATS = 20
 
 

@@ -18,9 +18,9 @@ import dataclasses
 import itertools
 from typing import Any
 
-from lab.engine.launch.config import DDP, ConfigError, RunConfig
 from lab.engine.launch.form import FIELDS
 from lab.engine.launch.knobs import DDP_ONLY
+from lab.engine.spec.run import DDP, ConfigError, RunConfig
 
 # what sets up a sweep's runs (its modes, devices, nodes, names) or is no single value to compare
 _NOT_VARIED = {

@@ -18,7 +18,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from lab.engine.launch.config import DDP, DP
+from lab.engine.spec.run import DDP, DP
 from lab.runfolder import BREAKDOWN_JSON, PROFILE_DIR, read_json
 from lab.views import charts
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from lab.engine.launch.config import DDP, DP, SINGLE
+from lab.engine.spec.run import DDP, DP, SINGLE
 from lab.views.compare import modes
 from lab.views.compare.comparison import Comparison, Row
 from lab.views.compare.headline import Card, mode_of

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.launch.config import SINGLE
+from lab.engine.spec.run import SINGLE
 from lab.runfolder import SCRIPT
 from lab.views.compare import scaling, utilisation
 from lab.views.compare.derived import DERIVED, PEAKS_NVML, sees_config

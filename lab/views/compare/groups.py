@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.launch.config import SINGLE
-from lab.engine.sweep.plan import STRONG, WEAK
+from lab.engine.spec.run import SINGLE
+from lab.engine.spec.sweep import STRONG, WEAK
 from lab.views.compare import verdict as v
 from lab.views.compare.derived import SAMPLES
 from lab.views.compare.figures import RunFigures

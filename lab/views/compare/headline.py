@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.launch.config import DDP, DP
+from lab.engine.spec.run import DDP, DP
 from lab.views.compare import anatomy, groups, sanity
 from lab.views.compare.fairness import FairnessWarning
 from lab.views.compare.groups import Group

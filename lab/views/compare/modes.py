@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from lab.engine.launch.config import DDP, DP, SINGLE
+from lab.engine.spec.run import DDP, DP, SINGLE
 
 WEAK_SUFFIX = " (weak)"
 OTHER = "#7f7f7f"  # a mode the lab does not know

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.engine.sweep.plan import WEAK
+from lab.engine.spec.sweep import WEAK
 from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import over_repeats

@@ -16,11 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from lab.engine.launch.config import processes
 from lab.engine.registry import RunRecord
-from lab.engine.supervise.linked import file_origin
-from lab.engine.sweep import record as sweep_record
+from lab.engine.spec import sweep as sweep_record
+from lab.engine.spec.run import processes
 from lab.events import discover
+from lab.events.reader import file_origin
 from lab.runfolder import (
     PREFLIGHT,
     RUN_JSON,

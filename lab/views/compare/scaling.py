@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lab.engine.sweep.plan import SCALINGS, STRONG, WEAK
+from lab.engine.spec.sweep import SCALINGS, STRONG, WEAK
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.naming import few
 

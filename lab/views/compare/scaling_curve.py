@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.engine.sweep.plan import WEAK
+from lab.engine.spec.sweep import WEAK
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.repeats import _mode, devices, on_gpus
 from lab.views.compare.runs import CompareRun

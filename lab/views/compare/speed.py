@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.sweep.plan import STRONG, WEAK
+from lab.engine.spec.sweep import STRONG, WEAK
 from lab.views.compare import scaling
 from lab.views.compare.derived import SAMPLES
 from lab.views.compare.figures import RunFigures

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import commands, environment
-from lab.engine.launch.runconfig import RunConfig
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG
 
 # paths a node keeps to itself: other nodes never see them

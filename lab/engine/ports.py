@@ -1,10 +1,13 @@
-"""Free TCP ports on this machine, for a DDP job's rendezvous (each job its own, never a fixed
-29500).
+"""A DDP job's rendezvous port: a free TCP port on this machine (each job its own, never a fixed
+29500), and torchrun's flag that carries it (the supervisor replaces the value after it when the
+port was taken before the job started).
 """
 
 from __future__ import annotations
 
 import socket
+
+PORT_FLAG = "--master-port"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,13 +1,15 @@
 """What a run is asked to do: the ``RunConfig`` value, its modes and backends, ``ConfigError``.
 
-The value only: how many processes and how many ways the batch splits follow from it here;
-every check on it is in ``lab.engine.launch.config``, which builds on the Slurm job's and the
-pre-flight's checks, so the modules those need (commands, environment, estimate) import this one.
+The value only: how many processes, how many ways the batch splits and how many threads each
+process gets follow from it here; every check on it is in ``lab.engine.launch.config``, which
+builds on the Slurm job's options (``lab.engine.slurm.options``) and the pre-flight's checks, all
+of which import this one and none of which it imports.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Union
 
@@ -51,6 +53,13 @@ def world_size(c: Any) -> int:
     return node_gpus if c.mode == "dp" and node_gpus >= 2 else 1
 
 
+def omp_threads(config: RunConfig, cores: int | None = None) -> int:
+    """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never
+    0."""
+    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
+    return max(1, (cores or os.cpu_count() or 1) // config.processes)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
@@ -85,7 +94,7 @@ class RunConfig:
     checkpoint: str = "last"
     grad_norm_warn: float = 0.0
     profile_steps: str = ""  # "A:B": the trainer's --profile-steps (steps A..B-1); empty = off
-    # slurm: the fields below are the job's (lab.engine.slurm.job), nnodes its node count
+    # slurm: the fields below are the job's (lab.engine.launch.slurm_job), nnodes its node count
     backend: str = LOCAL
     partition: str = ""
     gpus_per_node: int = 0
@@ -110,7 +119,7 @@ class RunConfig:
     static_graph: bool = False  # ddp
     find_unused_parameters: bool = False  # ddp
     sync_bn: bool = False  # ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap
-    nccl_preset: str = ""  # a name of lab.engine.launch.nccl.PRESETS: its variables in the env
+    nccl_preset: str = ""  # a name of lab.engine.spec.nccl.PRESETS: its variables in the env
     memory_snapshot: int = 0  # the trainer's --memory-snapshot N (CUDA only); 0 = off
 
     def to_dict(self) -> dict[str, Any]:

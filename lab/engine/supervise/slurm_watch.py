@@ -1,7 +1,7 @@
 """The supervisor of a Slurm run: it submits the run's job.sbatch, follows the job to its end, and
 stops it.
 
-``python -m lab.engine.slurm.watch RUN_DIR``, started detached by the launcher
+``python -m lab.engine.supervise.slurm_watch RUN_DIR``, started detached by the launcher
 (``launcher.start_supervisor``) in place of ``lab.engine.supervise.supervisor`` for a run whose
 backend is slurm, so the job is watched without the dashboard. It submits through
 ``lab.engine.slurm.cmd`` (a refusal is recorded ``failed`` with sbatch's words, key
@@ -30,11 +30,12 @@ import time
 from pathlib import Path
 
 from lab.engine import procs
-from lab.engine.launch.config import SLURM
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused, unavailable
 from lab.engine.slurm.states import Job
-from lab.engine.supervise.diagnose import diagnose, supervisor_failure
+from lab.engine.spec.diagnosis import supervisor_failure
+from lab.engine.spec.run import SLURM
+from lab.engine.supervise.diagnose import diagnose
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status
 from lab.runfolder import (
@@ -52,7 +53,7 @@ from lab.runfolder import (
     read_json,
 )
 
-log = logging.getLogger("lab.engine.slurm.watch")
+log = logging.getLogger("lab.engine.supervise.slurm_watch")
 # after a stop, how long the job may take to end before the watcher leaves it to Slurm
 STOP_WAIT_S = 120.0
 # polls in a row that do not find the job before it counts as gone (one answer may be torn)
@@ -243,7 +244,7 @@ def _on_sigterm(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m lab.engine.slurm.watch", description=__doc__.splitlines()[0]
+        prog="python -m lab.engine.supervise.slurm_watch", description=__doc__.splitlines()[0]
     )
     ap.add_argument("run_dir", help="the run folder, with run.json and job.sbatch written")
     ap.add_argument(

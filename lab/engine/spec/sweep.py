@@ -1,6 +1,7 @@
-"""A sweep's record in the runs folder: ``.sweeps/<sweep_id>.json`` (its run ids in order, the
-runs folder, when it was made, its scaling) beside its supervisor's ``.log``; made by the launcher
-(``lab.engine.launch.launcher.launch_sweep``), read by ``stop SWEEP`` and ``compare SWEEP``."""
+"""A sweep: its scalings, and its record in the runs folder: ``.sweeps/<sweep_id>.json`` (its run
+ids in order, the runs folder, when it was made, its scaling) beside its supervisor's ``.log``;
+made by the launcher (``lab.engine.launch.launcher.launch_sweep``), read by ``stop SWEEP`` and
+``compare SWEEP``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.runfolder import SWEEPS_DIR, check_run_id, now_iso, read_json, stamp, write_json_atomic
+
+STRONG, WEAK = "strong", "weak"
+# a Compare-modes sweep keeps the global batch (strong) or the per-device batch (weak)
+SCALINGS = (STRONG, WEAK)
 
 
 def new_id() -> str:
