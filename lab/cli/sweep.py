@@ -99,7 +99,9 @@ def _show_plan(runs: list, varied: list | None, a: argparse.Namespace, n: tuple[
     if a.json:
         print_json({"runs": plan})
         return 0
-    print(f"# {len(plan)} runs, one after another, in this order (nothing started: --dry-run)")
+    n = len(plan)
+    runs = f"{n} run{'s' * (n != 1)}"
+    print(f"# {runs}, one after another, in this order (nothing started: --dry-run)")
     for run in plan:
         values = " ".join(f"{k}={x}" for k, x in (run["varied"] or {}).items())
         print(f"# {run['order']}. {run['mode']} {values}".rstrip())

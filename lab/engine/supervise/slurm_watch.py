@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from lab.engine import procs
@@ -35,7 +36,7 @@ from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused,
 from lab.engine.slurm.states import Job
 from lab.engine.spec.diagnosis import supervisor_failure
 from lab.engine.spec.run import SLURM
-from lab.engine.supervise.diagnose import diagnose
+from lab.engine.supervise.diagnose import diagnose, named
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status
 from lab.runfolder import (
@@ -185,6 +186,7 @@ class SlurmWatch:
                 or diagnose(self.run_dir, rc)
                 or job_failed(job)
             )
+            diag = replace(diag, fix=named(diag.fix, self.run_dir.name))  # lab logs <this run>
         self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
         self.status.update(
             state=state,
@@ -211,6 +213,7 @@ class SlurmWatch:
             )
             return STOPPED
         d = gone(job_id)
+        d = replace(d, fix=named(d.fix, self.run_dir.name))
         self.status.update(state=LOST, lost_reason=d.cause, diagnosis=d.to_dict())
         log.warning("%s", d.cause)
         return LOST
