@@ -369,3 +369,27 @@ def test_stopping_a_slurm_sweep_cancels_every_job(runs, cluster):
     while cluster.run("squeue", "-h").stdout.strip() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert cluster.run("squeue", "-h").stdout.strip() == ""
+
+
+def test_a_stalled_slurm_run_gets_the_stalled_finding_with_stacks(runs):
+    """The watcher of a Slurm job runs the same health watch as a local supervisor: a job whose
+    first batch waits a minute (``--data-delay-ms 60000``) is flagged ``stalled`` after
+    ``--stall-after 3``, with the stacks of its processes on this node (``scontrol listpids``)."""
+    run_id = launcher.launch(slurm_cfg(data_delay_ms=60_000, stall_after=3), runs)
+    wait_state(run_id, runs, ("running",))
+    deadline = time.monotonic() + 90
+    while True:
+        health = {f["key"]: f for f in registry.get_run(run_id, runs).health}
+        stacks = (health.get("stalled") or {}).get("evidence", {}).get("stacks")
+        if stacks:
+            break
+        assert time.monotonic() < deadline, (
+            health,
+            logs.tail(registry.get_run(run_id, runs).run_dir, 30),
+        )
+        time.sleep(0.5)
+    run_dir = Path(registry.get_run(run_id, runs).run_dir)
+    assert all((run_dir / s).is_file() for s in stacks)
+    assert any("training" in (run_dir / s).read_text() for s in stacks)  # the trainer's own frames
+    launcher.stop(run_id, runs)
+    assert wait_state(run_id, runs, ("stopped",)).state == "stopped"

@@ -107,6 +107,7 @@ class HealthWatch:
         self._writer: Any = None
         self._restarts: list[dict] = []
         self._script_step = 0
+        self._alive = True
         self._writers: dict[str, Any] = {}
         self._log_at = 0.0
         self._memory: dict[str, list[tuple[float, float]]] = {}  # tag -> (epoch s, MiB)
@@ -225,9 +226,18 @@ class HealthWatch:
         return gpus or {t: p for t, p in self._memory.items() if t == tags.SYS_RSS_MIB}
 
     # -- acting ---------------------------------------------------------------
-    def tick(self, pid: int, tree: list, values: dict[str, float], dirs: list[str]) -> None:
-        """One look at the running run (``tree`` alive); never raises."""
+    def tick(
+        self,
+        pid: int,
+        tree: list,
+        values: dict[str, float],
+        dirs: list[str],
+        alive: bool | None = None,
+    ) -> None:
+        """One look at the running run (alive: ``tree`` is not empty, unless ``alive`` says, as for
+        a Slurm job on other nodes); never raises."""
         try:
+            self._alive = bool(tree) if alive is None else alive
             self._tick(pid, tree, values, dirs)
         except Exception as e:  # a health bug must never take the run or its supervisor down
             log.warning("health check failed: %s", e, exc_info=True)
@@ -238,7 +248,7 @@ class HealthWatch:
             request.unlink(missing_ok=True)
             self.update(stacks=self.dump(pid, tree).to_dict())
         self._note_memory(values)
-        obs = self.observe(bool(tree), dirs)
+        obs = self.observe(self._alive, dirs)
         self._note_script_step(obs.step)
         found = health.findings(obs, self.found)
         stalled = next((f for f in found if f.key == "stalled"), None)

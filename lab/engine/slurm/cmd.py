@@ -95,6 +95,23 @@ def submit(script: Path | str, cwd: Path | str | None = None) -> str:
         raise SlurmError(str(e)) from None
 
 
+def local_pids(job_id: str) -> list[int]:
+    """The job's processes on this machine (``scontrol listpids``: the batch script and what it
+    started); [] where it runs on other nodes only, or scontrol cannot say."""
+    try:
+        p = _run(["scontrol", "listpids", str(job_id)])
+    except SlurmUnavailable:
+        return []
+    if p.returncode != 0:
+        return []
+    pids = []
+    for line in p.stdout.splitlines()[1:]:  # PID JOBID STEPID LOCALID GLOBALID
+        first = line.split()[:1]
+        if first and first[0].isdigit():
+            pids.append(int(first[0]))
+    return sorted(set(pids))
+
+
 def job(job_id: str) -> Job | None:
     """The job as squeue (else sacct) reports it; None when neither knows it. ``SlurmError`` when
     squeue fails."""

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.engine import procs
+from lab.engine.health.watch import HealthWatch
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused, unavailable
 from lab.engine.slurm.states import Job
@@ -77,6 +78,9 @@ class SlurmWatch:
         # events_dirs as the local supervisor links them; the job's pids are the nodes', so none
         # filter
         self.linker = EventLinker(run, run_dir)
+        # the same health watch as a local run's: stalled (with the stacks of the job's processes
+        # on this machine), NaN, memory and the rest, from the events and progress it writes
+        self.health = HealthWatch(run_dir, run, self.status.update, self.status.data.get("health"))
         me = os.getpid()
         self.me = dict(
             supervisor_pid=me,
@@ -155,7 +159,21 @@ class SlurmWatch:
                 self.status.update(events_dirs=self.linker.dirs)
             if job.over:
                 return self._finish(job)
+            if job.run_state == RUNNING:
+                self._look(job_id)
             time.sleep(self.poll_s)
+
+    def _look(self, job_id: str) -> None:
+        """The health watch's tick: the job's processes here (none when its nodes are others:
+        then it is alive as long as Slurm says it runs, and a stall has no stacks)."""
+        pids = slurm_cmd.local_pids(job_id)
+        tops = [p for p in pids if procs.parent(p) not in pids]
+        # what a local supervisor's child is: the trainer, torchrun or the script, not the shell
+        # (each srun step is a tree of its own; the lab's node sampler is not the run)
+        every = [q for t in tops for q in procs.tree(t)]
+        top = procs.first_python(every, skip="lab.engine.slurm.node_sampler")
+        tree = procs.tree(top.pid) if top is not None else []
+        self.health.tick(top.pid if top else 0, tree, {}, self.linker.dirs, alive=True)
 
     def _show(self, job: Job) -> None:
         fields = dict(slurm=job.to_status())
@@ -188,6 +206,7 @@ class SlurmWatch:
             )
             diag = replace(diag, fix=named(diag.fix, self.run_dir.name))  # lab logs <this run>
         self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
+        self.health.finish(self.linker.dirs)
         self.status.update(
             state=state,
             exit_code=rc,
