@@ -200,3 +200,11 @@ def test_a_restarted_attempt_resumes_from_its_own_checkpoint(tmp_path):
     assert checkpoint.resolve(None, tmp_path, restarted=True) is None
     with pytest.raises(checkpoint.BadInput):
         checkpoint.resolve(str(tmp_path / "missing.pt"), tmp_path)
+
+
+def test_a_job_with_no_process_here_says_why_it_has_no_stacks(tmp_path):
+    from lab.engine.health.watch import NO_LOCAL_PROCESS, HealthWatch
+
+    watch = HealthWatch(tmp_path, {"config": {}}, lambda **kw: None)
+    d = watch.dump(0, [])
+    assert d.files == [] and d.notes == [NO_LOCAL_PROCESS] and "other nodes" in d.notes[0]

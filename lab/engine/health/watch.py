@@ -33,9 +33,21 @@ from lab.engine.health import creep, restarts, stacks
 from lab.engine.health import rules as health
 from lab.engine.health.rules import Finding, Observation
 from lab.events.reader import file_origin
-from lab.runfolder import HEALTH_DIR, PROGRESS_JSON, STACKS_REQUEST, TB_DIR, TRAINER, read_json
+from lab.runfolder import (
+    HEALTH_DIR,
+    PROGRESS_JSON,
+    STACKS_REQUEST,
+    TB_DIR,
+    TRAINER,
+    read_json,
+    stamp,
+)
 
 log = logging.getLogger(__name__)
+NO_LOCAL_PROCESS = (
+    "none of the run's processes is on this machine (a Slurm job on other nodes): no stacks from "
+    "here; py-spy dump --pid on the node shows them"
+)
 MAX_STALL_DUMPS = 5  # stacks saved per stalled spell, one per threshold
 READ_EVERY_S = 2.0  # event files and the log are read at most this often
 _TAGS = (
@@ -275,6 +287,8 @@ class HealthWatch:
             self._note_restarts()
 
     def dump(self, pid: int, tree: list) -> stacks.Dump:
+        if not pid:  # a Slurm job whose processes are all on other nodes
+            return stacks.Dump(at=stamp(), notes=[NO_LOCAL_PROCESS])
         d = stacks.take(self.run_dir, self.kind, self.torchrun, pid, tree)
         log.info(
             "stacks saved: %s%s",
