@@ -1,5 +1,6 @@
-"""The "Only what differs" toggle on the Logs page's hyperparameters table: a key missing and a key at its
-default are one value, so a column empty, None or at its default in every row does not show.
+"""The "Only what differs" toggle on the Logs page's hyperparameters table: a key missing and a
+key at its default are one value, so a column empty, None or at its default in every row does not
+show.
 
 On the shipped sample runs (recorded before some trainer options existed, and after) and on
 synthetic rows, through ``lab.views.logs.hparams_table.hp_table``.
