@@ -147,7 +147,7 @@ def register(values: np.ndarray, blocks: Blocks) -> None:
     def forget(ref: weakref.ref, key: int = key) -> None:
         entry = _registry.get(key)
         if entry is not None and entry[0] is ref:
-            del _registry[key]
+            _registry.pop(key, None)
 
     _registry[key] = (weakref.ref(values, forget), blocks)
 
