@@ -27,3 +27,24 @@ def test_the_sidebar_reads_home_launch_live_compare_logs(runs_dir):
     at.switch_page("pages/4_Logs.py").run()
     assert not at.exception, at.exception
     assert at.title[0].value != "Parallel Training Lab"
+
+
+@pytest.mark.e2e
+def test_the_browser_sidebar_reads_the_page_titles_and_its_links_open_them(tmp_path):
+    from tests.e2e_helpers import chromium_page, streamlit_server, wait_ready
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    with streamlit_server(root, tmp_path / "log") as server, chromium_page() as page:
+        page.goto(server.url)
+        page.get_by_role("heading", name="Parallel Training Lab", exact=True).wait_for(
+            timeout=120_000
+        )
+        nav = page.locator('[data-testid="stSidebarNav"] a')
+        nav.first.wait_for(timeout=30_000)
+        texts = [t.strip() for t in nav.all_inner_texts()]
+        assert [t.split("\n")[-1] for t in texts] == ["Home", "Launch", "Live", "Compare", "Logs"]
+        page.locator('[data-testid="stSidebarNav"] a', has_text="Logs").click()
+        page.get_by_role("heading", name="Logs", exact=True).first.wait_for(timeout=120_000)
+        wait_ready(page, timeout_ms=120_000)
+        assert page.url.rstrip("/").endswith("/Logs")
