@@ -14,8 +14,19 @@ printed apart; the median and range are over the other rounds (a server that has
 Without ``--browser``: AppTest in this process, from the page's first run to its end, with
 Streamlit's caches cleared each time.
 
+``--points N`` (a week-long run): instead of 1,000 runs, one run (a copy of a sample run) whose
+``tb/`` holds N points of each of the four trainer tags Live draws (SummaryWriter's bytes,
+``bench/events_read.py``'s writer), against the same run as recorded; every page opens on it
+(Live, Compare and Logs pick the newest run and the runs folder by default), each chart's first
+draw (figure built and serialised) included. The first round reads the event files cold (the
+event cache is written then) and is printed apart.
+
+``--busy`` runs the rounds while a training run uses both cores: the trainer under ``torchrun``,
+DDP with 2 processes on the CPU (gloo), long enough to outlast the rounds, stopped at the end.
+
     python bench/pages_at_scale.py --browser [--runs 1000] [--repeat 4] [--pages Compare,Logs]
-    python bench/pages_at_scale.py [--runs 1000] [--repeat 3]
+    python bench/pages_at_scale.py [--runs 1000] [--repeat 3] [--busy]
+    python bench/pages_at_scale.py --points 1000000 [--repeat 3] [--pages Live,Compare,Logs]
 """
 
 from __future__ import annotations
@@ -23,7 +34,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +78,46 @@ def first_screen(page: str | None, root: Path) -> float:
     return took
 
 
+def make_big_run(dst: Path, points: int) -> None:
+    """One run in ``dst`` whose ``tb/`` holds ``points`` points of each of Live's four tags."""
+    from bench.events_read import fast_records
+    from bench.live_refresh import TAGS
+
+    (rid,) = make_runs(dst, 1)
+    tb = dst / rid / "tb"
+    for f in tb.iterdir():
+        f.unlink()
+    with open(tb / "events.out.tfevents.1764000000.bench.0.0", "wb") as fh:
+        for start in range(0, points, 50_000):
+            fh.write(b"".join(fast_records(start, min(50_000, points - start), names=TAGS)))
+
+
+def start_training(tmp: Path) -> subprocess.Popen:
+    """A DDP training run on the CPU, 2 processes (both cores), in its own session."""
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        "-m", "training.train", "--mode", "ddp", "--device", "cpu", "--epochs", "1000",
+        "--checkpoint", "none", "--log-dir", str(tmp / "busy-run"),
+    ]  # fmt: skip
+    with open(tmp / "busy-run.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    time.sleep(20)  # torch's imports and the first steps: the cores are busy from here
+    if proc.poll() is not None:
+        raise SystemExit(f"the training run ended at once: {tmp / 'busy-run.log'}")
+    return proc
+
+
+def stop_training(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def browser_screen(tab, url: str, name: str) -> float:
     """Seconds from navigating ``tab`` to ``url`` to its title drawn and the script idle."""
     from tests.e2e_helpers import wait_ready
@@ -99,7 +152,7 @@ def browser_rounds(empty: Path, full: Path, label: str, repeat: int, tmp: Path) 
 
 def report(times: dict, label: str, cold_first: bool) -> None:
     cold = " first visit (0 / N)" if cold_first else ""
-    print(f"{'page':8} {'0 runs (s)':>20} {f'{label} runs (s)':>22} {'ratio':>8}{cold}")
+    print(f"{'page':8} {'base (s)':>20} {f'{label} (s)':>22} {'ratio':>8}{cold}")
     for name in PAGES:
         a, b = times[(name, "0")], times[(name, label)]
         extra = f"   {a[0]:.2f} / {b[0]:.2f}" if cold_first else ""
@@ -117,6 +170,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--browser", action="store_true", help="time in Chromium on real servers")
+    ap.add_argument("--points", type=int, default=0, help="one run of this many points per tag")
+    ap.add_argument("--busy", action="store_true", help="while a DDP run trains on both cores")
     ap.add_argument(
         "--pages", default=",".join(PAGES), help="which pages, comma-separated (default: all)"
     )
@@ -128,12 +183,18 @@ def main() -> None:
     for name in [p for p in PAGES if p not in wanted]:
         del PAGES[name]
     tmp = Path(tempfile.mkdtemp(prefix="lab-bench-scale-"))
-    label = str(args.runs)
+    label = f"{args.points}-point" if args.points else str(args.runs)
+    busy = None
     try:
         empty, full = tmp / "empty", tmp / "full"
         empty.mkdir()
         full.mkdir()
-        make_runs(full, args.runs)
+        if args.points:
+            make_runs(empty, 1)  # the same run as recorded: the baseline
+            make_big_run(full, args.points)
+        else:
+            make_runs(full, args.runs)
+        busy = start_training(tmp) if args.busy else None
         if args.browser:
             times = browser_rounds(empty, full, label, args.repeat, tmp)
         else:
@@ -143,9 +204,15 @@ def main() -> None:
                     for key, root in (("0", empty), (label, full)):
                         times.setdefault((name, key), []).append(first_screen(page, root))
         mode = "Chromium, navigation to first screen" if args.browser else "AppTest, server side"
-        print(f"{mode}; {args.runs} runs against an empty runs folder; {args.repeat} rounds")
-        report(times, label, cold_first=args.browser)
+        what = f"one run of {args.points} points per tag" if args.points else f"{args.runs} runs"
+        base = "the run as recorded" if args.points else "an empty runs folder"
+        print(f"{mode}; {what} against {base}; {args.repeat} rounds")
+        if args.busy:
+            print("while a DDP training run (2 processes, gloo) uses both cores")
+        report(times, label, cold_first=args.browser or bool(args.points))
     finally:
+        if busy is not None:
+            stop_training(busy)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,4 +1,6 @@
-"""lab.views.downsample.minmax: at most max_points, every bucket's min and max kept, in order."""
+"""lab.views.downsample.minmax: at most max_points, every bucket's min and max kept, in order.
+
+Buckets are of the smallest power-of-two size making at most max_points // 2 of them."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from lab.views.downsample import minmax
 def reference(x, y, max_points):
     """The same buckets, by plain loops: first index of each bucket's min and max."""
     n, buckets = len(y), max_points // 2
+    size = 1
+    while -(-n // size) > buckets:
+        size *= 2
     keep = set()
-    for b in range(buckets):
-        lo, hi = b * n // buckets, (b + 1) * n // buckets
+    for lo in range(0, n, size):
+        hi = min(lo + size, n)
         seg = [(np.inf if np.isnan(v) else v) for v in y[lo:hi]]
         keep.add(lo + int(np.argmin(seg)))
         seg = [(-np.inf if np.isnan(v) else v) for v in y[lo:hi]]

@@ -4,7 +4,9 @@ Owns ``Series`` (what callers get: ``step`` int64, ``wall_time`` float64,
 ``value`` float64, ordered by wall time then step) and ``Column`` (what a
 reader keeps: arrays with spare capacity, grown geometrically so a live
 refresh appends in amortised O(new points)). Buffers are never rewritten
-where a handed-out snapshot can see them, so a Series never changes.
+where a handed-out snapshot can see them, so a Series never changes. A column keeps the
+min/max blocks of its values (``lab.events.blocks``) and registers each long snapshot's value
+array with them, so a chart drawn from it reads blocks instead of every point.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from lab.events.blocks import REGISTER_MIN, Blocks, register
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Column:
         self.step = np.empty(0, dtype=np.int64)
         self.wall = np.empty(0, dtype=np.float64)
         self.value = np.empty(0, dtype=np.float64)
+        self.blocks: Blocks | None = None  # made when a snapshot is long enough to need them
 
     def extend(
         self, step: np.ndarray, wall: np.ndarray, value: np.ndarray, presorted: bool = False
@@ -86,6 +91,8 @@ class Column:
         w = np.concatenate([self.wall[cut:n], wall])
         v = np.concatenate([self.value[cut:n], value])
         o = np.lexsort((s, w))
+        if self.blocks is not None:  # the blocks after ``cut`` change
+            self.blocks = self.blocks.truncated(cut)
         need = cut + len(s)
         keep = self.n
         self.n = cut
@@ -99,6 +106,10 @@ class Column:
             view = a[: self.n]
             view.flags.writeable = False
             arrays.append(view)
+        if self.n >= REGISTER_MIN:
+            if self.blocks is None:
+                self.blocks = Blocks()
+            register(arrays[2], self.blocks)
         return Series(*arrays)
 
     def nbytes(self) -> int:

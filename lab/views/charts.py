@@ -1,7 +1,7 @@
 """Plotly figures for every page: lines, per-run timelines, bars, grouped bars.
 
 This module owns how our charts look and, above all, how many points they
-carry: every line trace is reduced with ``lab.views.downsample.minmax`` (which keeps
+carry: every line trace is reduced with ``lab.views.downsample`` (which keeps
 each bucket's minimum and maximum, so spikes and dips survive) before it is
 drawn, so a page never ships 200k points to the browser. Pages and the HTML
 export call these functions and only render the result.
@@ -48,18 +48,21 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def reduce_trace(x, y, max_points: int = DEFAULT_MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)`` as float arrays with at most ``max_points`` points (min/max kept)."""
-    xa = np.asarray(x, dtype=float)
-    ya = np.asarray(y, dtype=float)
+    """``(x, y)`` as float arrays with at most ``max_points`` points (min/max kept).
+
+    Only the points kept are converted to float: a long series' draw costs its buckets, not
+    its length (``lab.views.downsample``)."""
+    xa = np.asarray(x)
+    ya = np.asarray(y)
     if xa.shape != ya.shape or xa.ndim != 1:
         raise ValueError(f"x and y must be 1-D and of equal length, got {xa.shape} and {ya.shape}")
     if max_points <= 0 or len(xa) <= max_points:
-        return xa, ya
+        return np.asarray(xa, dtype=float), np.asarray(ya, dtype=float)
     # Imported where needed: the reduction itself belongs to lab.views.downsample.
-    from lab.views.downsample import minmax
+    from lab.views.downsample import keep_indices
 
-    rx, ry = minmax(xa, ya, max_points)
-    return np.asarray(rx, dtype=float), np.asarray(ry, dtype=float)
+    keep = keep_indices(ya, max_points)
+    return np.asarray(xa[keep], dtype=float), np.asarray(ya[keep], dtype=float)
 
 
 def _line(name: str, x, y, max_points: int, **kw) -> go.Scatter:

@@ -91,12 +91,13 @@ def train_charts(tb: Mapping[str, Any]) -> list[ChartSpec]:
     """Loss, accuracy, throughput and the gradient norm (with the warned spikes) against the step,
     from ``tb/``.
 
-    A chart appears only when at least one of its tags has points.
+    A chart appears only when at least one of its tags has points. x is the step as read (int),
+    y the values as read: the figure converts only the points it draws.
     """
     specs = []
     for title, y_title, names in _TRAIN_CHARTS:
         traces = [
-            (t, np.asarray(tb[t].step, dtype=float), np.asarray(tb[t].value, dtype=float))
+            (t, np.asarray(tb[t].step), np.asarray(tb[t].value, dtype=float))
             for t in names
             if t in tb and len(tb[t].value)
         ]

@@ -16,6 +16,8 @@ condition such as ``lr<0.01, opt=adam``.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -170,30 +172,76 @@ def hp_rows(
     return out
 
 
+@functools.cache
+def lab_defaults() -> dict[str, Any]:
+    """The lab trainer's option defaults, as ``config_hparams`` writes them: what a run.json that
+    lacks a key (recorded before the option existed) ran with."""
+    from lab.engine.spec.run import RunConfig
+
+    plain = {
+        f.name: f.default
+        for f in dataclasses.fields(RunConfig)
+        if f.default is not dataclasses.MISSING
+    }
+    return config_hparams(plain)
+
+
+def _blank(value: Any) -> bool:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return True
+    return isinstance(value, float) and value != value  # NaN
+
+
+def cell(row: HpRow, name: str, defaults: Mapping[str, Any]) -> Any:
+    """What ``row`` holds for ``name``: a lab run missing the key holds the trainer's default;
+    empty text and NaN are no value (None)."""
+    value = row.hparams.get(name)
+    if _blank(value) and row.source == FROM_RUN_JSON:
+        value = defaults.get(name)
+    return None if _blank(value) else value
+
+
 def hp_table(
-    rows: Sequence[HpRow], order: Sequence[str] = (), varying_only: bool = False
+    rows: Sequence[HpRow],
+    order: Sequence[str] = (),
+    varying_only: bool = False,
+    defaults: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The rows as a DataFrame: ``run``, hyperparameters (``order`` first), then metrics.
 
-    ``varying_only`` drops hyperparameters equal in every row (when there are two rows or more).
+    A lab run's missing key shows the trainer's default (``defaults``, ``lab_defaults()`` unless
+    given): a key missing and a key at its default are one value. ``varying_only`` drops
+    hyperparameters equal in every row (when there are two rows or more), and columns with no
+    value in any row.
     """
     import pandas as pd
 
+    defaults = lab_defaults() if defaults is None else defaults
     names = list(
         dict.fromkeys([*order, *sorted({k for r in rows for k in r.hparams} - set(order))])
     )
     names = [n for n in names if any(n in r.hparams for r in rows)]
+    cells = {n: [cell(r, n, defaults) for r in rows] for n in names}
+    if varying_only:
+        names = [n for n in names if any(v is not None for v in cells[n])]
     if varying_only and len(rows) > 1:
-        names = [n for n in names if len({repr(r.hparams.get(n)) for r in rows}) > 1]
+        names = [n for n in names if len({_same(v) for v in cells[n]}) > 1]
     labels = list(dict.fromkeys(k for r in rows for k in r.metrics))
     metric_cols = {m: (f"{m} (final)" if m in names or m == RUN_COLUMN else m) for m in labels}
     records = []
-    for r in rows:
+    for i, r in enumerate(rows):
         rec: dict[str, Any] = {RUN_COLUMN: r.run}
-        rec.update({n: r.hparams.get(n) for n in names})
+        rec.update({n: cells[n][i] for n in names})
         rec.update({metric_cols[m]: r.metrics.get(m) for m in labels})
         records.append(rec)
     return pd.DataFrame.from_records(records, columns=[RUN_COLUMN, *names, *metric_cols.values()])
+
+
+def _same(value: Any) -> str:
+    # 1 and 1.0 (an int default, a float read back from JSON) are one value; True is not 1
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    return repr(value)
 
 
 def rows_for(rows: Sequence[HpRow], runs: Iterable[str]) -> list[HpRow]:

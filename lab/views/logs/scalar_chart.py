@@ -8,7 +8,7 @@ y axis spans the 5th to 95th percentile of the drawn values), plotly's
 unified hover naming every run at that x with its smoothed and raw value,
 the charts grouped by tag prefix (``train/``, ``val/``…) as TensorBoard's
 sections, and each chart's data as CSV and as JSON. Lines are reduced with
-``lab.views.downsample.minmax`` on the raw values (spikes survive) before
+``lab.views.downsample`` on the raw values (spikes survive) before
 they are drawn; the downloads hold every point.
 """
 
@@ -166,12 +166,11 @@ def outlier_range(values: Sequence[np.ndarray], log_y: bool = False) -> tuple[fl
 def _indices(n: int, raw: np.ndarray, max_points: int) -> np.ndarray:
     """Which points to draw: min-max buckets of the raw values, the same points for the smoothed
     line."""
-    from lab.views.downsample import minmax
+    from lab.views.downsample import keep_indices
 
     if n <= max_points:
         return np.arange(n)
-    ix, _ = minmax(np.arange(n), raw, max_points)
-    return np.asarray(ix)
+    return keep_indices(raw, max_points)  # a series' blocks when ``raw`` is its value array
 
 
 def _x(x: np.ndarray, is_time: bool) -> np.ndarray:
