@@ -79,29 +79,6 @@ def _kids(pid: int) -> list[int] | None:
     return out
 
 
-def parent(pid: int) -> int | None:
-    """``pid``'s parent pid; None when it is gone."""
-    try:
-        return psutil.Process(int(pid)).ppid()
-    except (psutil.Error, ValueError):
-        return None
-
-
-def first_python(tree: list[psutil.Process], skip: str = "") -> psutil.Process | None:
-    """The first process of ``tree`` that runs Python (the trainer, torchrun or a script), not
-    one whose command line holds ``skip``: shells and Slurm's own processes are passed over."""
-    for p in tree:
-        try:
-            argv = p.cmdline()
-        except psutil.Error:
-            continue
-        line = " ".join(argv)
-        python = argv and ("python" in os.path.basename(argv[0]) or "torchrun" in line)
-        if python and not (skip and skip in line):
-            return p
-    return None
-
-
 def tree(pid: int | None, ct: float | None = None) -> list[psutil.Process]:
     """``pid`` and all its descendants (empty when ``pid`` is gone or reused)."""
     if not alive(pid, ct):

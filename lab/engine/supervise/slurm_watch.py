@@ -166,14 +166,14 @@ class SlurmWatch:
     def _look(self, job_id: str) -> None:
         """The health watch's tick: the job's processes here (none when its nodes are others:
         then it is alive as long as Slurm says it runs, and a stall has no stacks)."""
-        pids = slurm_cmd.local_pids(job_id)
-        tops = [p for p in pids if procs.parent(p) not in pids]
-        # what a local supervisor's child is: the trainer, torchrun or the script, not the shell
-        # (each srun step is a tree of its own; the lab's node sampler is not the run)
-        every = [q for t in tops for q in procs.tree(t)]
-        top = procs.first_python(every, skip="lab.engine.slurm.node_sampler")
-        tree = procs.tree(top.pid) if top is not None else []
-        self.health.tick(top.pid if top else 0, tree, {}, self.linker.dirs, alive=True)
+        pids = set(slurm_cmd.local_pids(job_id))
+        tops = [p for p in sorted(pids) if not set(procs.lineage(p)[1:2]) & pids]
+        # what a local supervisor's child is: the trainer, torchrun or the script, not the batch
+        # shell, nor the lab's node sampler (each srun step is a tree of its own)
+        every = [q.pid for t in tops for q in procs.tree(t)]
+        top = next((q for q in every if runs_the_run(procs.cmdline(q))), 0)
+        tree = procs.tree(top) if top else []
+        self.health.tick(top, tree, {}, self.linker.dirs, alive=True)
 
     def _show(self, job: Job) -> None:
         fields = dict(slurm=job.to_status())
@@ -236,6 +236,14 @@ class SlurmWatch:
         self.status.update(state=LOST, lost_reason=d.cause, diagnosis=d.to_dict())
         log.warning("%s", d.cause)
         return LOST
+
+
+def runs_the_run(argv: list[str]) -> bool:
+    """Whether a job's process is the run itself (Python: the trainer, torchrun or the user's
+    script), not a shell or the lab's node sampler."""
+    line = " ".join(argv)
+    python = bool(argv) and ("python" in os.path.basename(argv[0]) or "torchrun" in line)
+    return python and "lab.engine.slurm.node_sampler" not in line
 
 
 def watch(run_dir: Path, poll_s: float) -> str:
