@@ -20,14 +20,21 @@ def test_float_ranks_are_the_exact_ranks(n, monkeypatch):
     assert fast[0] == exact[0] and fast[1] == pytest.approx(exact[1], abs=1e-9)
 
 
-def test_a_million_windows_take_well_under_a_second():
+def test_a_million_windows_cost_about_ten_times_a_hundred_thousand():
+    # the cost grows as n log n, not n^2 (the exact big-integer sum took minutes at a million):
+    # timed against a tenth of the series in the same process, the machine's noise cancels
     rng = np.random.default_rng(0)
     rates = rng.normal(100.0, 5.0, 1_000_000)
     steps = np.arange(len(rates), dtype=float)
-    t = time.perf_counter()
-    s = spread.median_spread(spread.steady_windows(steps, rates))
-    took = time.perf_counter() - t
-    assert took < 2.0, f"{took:.2f} s"  # ~0.2 s here; minutes before
+
+    def timed(n: int) -> tuple[float, spread.Spread]:
+        t = time.perf_counter()
+        s = spread.median_spread(spread.steady_windows(steps[:n], rates[:n]))
+        return time.perf_counter() - t, s
+
+    small = min(timed(100_000)[0] for _ in range(3))
+    took, s = min((timed(1_000_000) for _ in range(2)), key=lambda x: x[0])
+    assert took < 40 * small and took < 20.0, f"{took:.2f} s against {small:.3f} s"  # n^2: 100x
     assert s.windows == 999_999 and s.ci_low < s.median < s.ci_high
     assert s.median == pytest.approx(np.median(rates[1:]))
     assert 0.95 <= s.coverage < 0.951
