@@ -296,7 +296,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
     from lab.views.compare.figures import run_figures
     from lab.views.compare.scaling import efficiency
-    from tests.test_compare import load_run
+    from tests.helpers.compare_runs import load_run
 
     port = ports.free_port()
     c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")
