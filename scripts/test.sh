@@ -57,6 +57,7 @@ FAKE_GPU_TESTS=(
   tests/test_train_ddp.py::test_ddp_two_ranks_finish_and_only_rank0_writes
   tests/test_train_ddp.py::test_ddp_memory_tags_of_both_ranks
   "tests/test_train_cli.py::test_bad_input_is_one_line_and_leaves_nothing[ddp_batch_not_divisible]"
+  "tests/test_train_cli.py::test_bad_input_of_a_trainer_process_is_one_line_and_leaves_nothing[ddp_batch_not_divisible]"
 )
 echo "== fake-GPU mode (LAB_TEST_FAKE_GPUS=4): ${#FAKE_GPU_TESTS[@]} files and tests"
 LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q "${FAKE_GPU_TESTS[@]}"
