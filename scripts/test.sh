@@ -44,8 +44,7 @@ fi
 # time with nothing beside them, appending to the same data; then each package's line coverage
 # against its floor
 "$PY" -m pytest --cov --cov-report= -n 2 -m "not proc and not e2e and not slurm and not gpu"
-"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup \
-  -m "(proc or e2e or slurm or gpu) and not serial"
+"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup -m "(proc or e2e or slurm or gpu) and not serial"
 "$PY" -m pytest --cov --cov-append --cov-report= -m serial
 "$PY" scripts/coverage_by_package.py
 FAKE_GPU_TESTS=(
