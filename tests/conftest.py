@@ -63,7 +63,44 @@ def _gpu_skip_reason() -> str | None:
     return "needs an NVIDIA GPU and driver; none found on this machine"
 
 
+# -- the process tiers on two pytest-xdist workers (scripts/test.sh) ------------------------------
+# ``--dist loadgroup`` hands tests out one by one, except those in one ``xdist_group``, which one
+# worker runs together. A module whose tests share a run through a module-, class- or
+# session-scoped fixture of its own (a finished sweep, a private Slurm cluster) is one group, so
+# the run is made once, not once per worker; every browser test is in the group ``browser``, so
+# two Chromiums never draw at once. Tests whose result depends on the machine being otherwise
+# idle (CPU measured, busy or quiet asserted, a deadline in seconds, noise) are marked ``serial``
+# and run in a pass of their own with no other test beside them.
+SHARED_SCOPES = ("module", "class", "session")
+
+
+def _shared_fixture_module(item) -> str | None:
+    """The module of ``item`` when it uses a module/class/session-scoped fixture defined there."""
+    info = getattr(item, "_fixtureinfo", None)
+    module = item.nodeid.split("::", 1)[0]
+    for defs in info.name2fixturedefs.values() if info else ():
+        if defs and defs[-1].scope in SHARED_SCOPES and defs[-1].baseid.startswith(module):
+            return module
+    return None
+
+
+def _xdist_groups(items) -> None:
+    for item in items:
+        if item.get_closest_marker("serial") and not any(
+            item.get_closest_marker(m) for m in PROC_MARKERS
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked serial but not proc/e2e/slurm/gpu: serial is a part "
+                "of the process tiers (pytest.ini)"
+            )
+        group = "browser" if item.get_closest_marker("e2e") else _shared_fixture_module(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    _xdist_groups(items)
     why = _gpu_skip_reason() if any("gpu" in item.keywords for item in items) else None
     skip_gpu = pytest.mark.skip(reason=why or "")
     chromium = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")

@@ -17,7 +17,7 @@ from lab.views.compare import anatomy
 from lab.views.compare import curves as compare_curves
 from lab.views.compare.comparison import compare
 from tests.helpers.anatomy import DDP, ZERO, write_breakdown
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import load_runs, make_run
 
 
 def profiles(runs):

@@ -25,8 +25,8 @@ from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
 from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
+from tests.helpers.compare_runs import available_runs, load_runs, sample_sweep
 from tests.helpers.comparison import notes_shown
-from tests.test_compare import available_runs, load_runs, sample_sweep
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 

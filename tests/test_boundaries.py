@@ -91,6 +91,19 @@ def process_starters(path: Path) -> bool:
     return False
 
 
+def test_no_test_module_imports_another():
+    """Shared test code lives in tests/helpers/ (and conftest.py, fake_nvml.py): a test module
+    imported by another is collected twice over and drags its fixtures along."""
+    tests = py_files("tests")
+    offenders = {
+        f"{rel(f)} imports {m}"
+        for f in tests
+        for m in imports(f)
+        if m.startswith("tests.test_") or (m.startswith("tests.") and ".test_" in m)
+    }
+    assert offenders == set()
+
+
 def test_training_never_imports_lab():
     assert importers("lab", py_files("training")) == set()
 

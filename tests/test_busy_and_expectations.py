@@ -63,6 +63,7 @@ def test_the_lab_commands_and_server_are_not_others():
     assert not is_lab_command([])
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_a_lab_status_between_readings_is_not_counted(monkeypatch):
     ours, everyone = OtherCpu(), OtherCpu()
@@ -88,6 +89,7 @@ def test_a_lab_status_between_readings_is_not_counted(monkeypatch):
     assert b - a >= labby_pct - max(8.0, 0.25 * labby_pct), (a, b, labby_pct)
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_single_placement_script_with_two_workers_and_its_preflight(tmp_path):
     runs_dir = tmp_path / "runs"
@@ -119,6 +121,7 @@ def test_preflight_expectations():
     assert expectations.expectations(RunConfig()) == []
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_a_run_watched_by_status_every_second_is_not_busy(tmp_path):
     probe = OtherCpu()

@@ -17,7 +17,7 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.headline import headline, mode_of
 from lab.views.compare.scaling_curve import pooled
 from lab.views.interval_bars import IntervalBar, interval_bar_figure, wrap_label
-from tests.test_compare import available_runs, load_runs, sample_sweep
+from tests.helpers.compare_runs import available_runs, load_runs, sample_sweep
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_card_marker_is_the_charts_colour():
 
 
 def test_one_run_draws_its_bar_and_no_speedup(tmp_path):
-    from tests.test_compare import make_run
+    from tests.helpers.compare_runs import make_run
 
     make_run(tmp_path / "r", "only", throughput=1234.0)
     c = compare(load_runs(tmp_path / "r"))

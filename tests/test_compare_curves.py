@@ -20,7 +20,7 @@ from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
 from lab.views.compare.table import frame
 from lab.views.runscalars import run_scalars
-from tests.test_compare import load_runs, make_run, sample_sweep
+from tests.helpers.compare_runs import load_runs, make_run, sample_sweep
 
 T0 = 1_764_400_000.0  # 2025-11-29T07:06:40+00:00
 

@@ -1,5 +1,6 @@
 """lab/views/compare/memory.py: Compare's estimate-against-measured table, from summary.json's
-``memory`` of run folders made in the contract's shape (tests/test_compare.py's ``make_run``)."""
+``memory`` of run folders made in the contract's shape (``make_run`` of
+tests/helpers/compare_runs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from lab.views.compare import memory
-from tests.test_compare import load_run, make_run
+from tests.helpers.compare_runs import load_run, make_run
 
 
 def _with_memory(d, mem) -> None:

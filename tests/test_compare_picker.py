@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lab.views.compare import picker
 from lab.views.compare import runs as compare_runs
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import load_runs, make_run
 
 
 def _runs(tmp_path):

@@ -30,8 +30,8 @@ from lab.views.compare import derived
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.compare_runs import load_runs
 from tests.helpers.comparison import notes_shown
-from tests.test_compare import load_runs
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")

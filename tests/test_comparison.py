@@ -26,9 +26,8 @@ from lab.views.compare.speed import Speed
 from lab.views.compare.spread import Spread
 from lab.views.compare.table import frame, table_csv
 from lab.views.compare.utilisation import Utilisation
+from tests.helpers.compare_runs import BUSY, load_runs, make_run, spread_run
 from tests.helpers.comparison import notes_shown
-from tests.test_compare import load_runs, make_run
-from tests.test_noise import BUSY, spread_run
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 

@@ -28,8 +28,8 @@ from lab.views.compare import table as compare_columns
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.compare_runs import available_runs, load_runs, make_run
 from tests.helpers.derived import T0, _foreign, _sys, _tb
-from tests.test_compare import available_runs, load_runs, make_run
 
 ISO = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
 # the script's loss: step rates 2, 2, 4, 4, 4 steps/s; the first is warm-up, the median of the rest

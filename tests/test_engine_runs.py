@@ -65,6 +65,7 @@ STUBBORN = (
 )
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_three_modes_launch_at_once_and_succeed(runs_dir):
     ids = []
@@ -98,6 +99,7 @@ def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
     assert len(ports) == 4
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     """Two real 2-rank DDP runs side by side: one is stopped, one loses rank 1 to kill -9."""
@@ -138,6 +140,7 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     wait_for(lambda: alive_of(d_kill) == [], 5, "no process of the failed run")
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_stop_twenty_times_without_a_leak(runs_dir):
     leaks = []
@@ -236,6 +239,7 @@ def test_sigterm_to_the_supervisor_stops_the_run(runs_dir):
     assert len(read_json(d / "status.json")["tree"]) == 2
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_killed_supervisor_is_reported_lost_and_listing_never_hangs(runs_dir):
     rid = cheap_run(runs_dir, STUBBORN)
@@ -292,7 +296,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
     """Two torchrun agents of two ranks each: one job of four devices, every one counted once."""
     from lab.views.compare.figures import run_figures
     from lab.views.compare.scaling import efficiency
-    from tests.test_compare import load_run
+    from tests.helpers.compare_runs import load_run
 
     port = ports.free_port()
     c = cfg(mode="ddp", nproc=2, nnodes=2, node_rank=0, rdzv_endpoint=f"127.0.0.1:{port}")

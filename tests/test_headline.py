@@ -15,7 +15,7 @@ from lab.views.compare import document, report
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from lab.views.compare.naming import few
-from tests.test_compare import available_runs, sample_sweep
+from tests.helpers.compare_runs import available_runs, sample_sweep
 
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 KEYS = {"mode", "devices", "speedup", "efficiency", "verdict", "reason"}

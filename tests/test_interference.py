@@ -57,6 +57,7 @@ def _cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     time.sleep(0.3)
@@ -83,6 +84,7 @@ def test_cpu_of_the_runs_tree_is_not_counted_as_others(busy_child):
     assert 0 <= ours and others <= 100 * psutil.cpu_count() + 5
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_a_process_born_between_readings_is_the_runs_from_its_start():
     meter, blind = OtherCpu(), OtherCpu()
@@ -152,6 +154,7 @@ def test_one_busy_sample_never_flags_a_run(monkeypatch):
     assert not is_busy(0.5, [], busy_samples=2) and is_busy(0.5, [], busy_samples=3)
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_foreign_gpu_processes_and_their_utilisation(fake, busy_child):
     vanished = 2**22 + 12345  # above pid_max on most systems: no such process here
@@ -211,6 +214,7 @@ def test_no_driver_attributes_nothing(fake):
     assert devices.process_utilization(0) is None
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_sampler_writes_other_tags_and_keeps_the_record(fake, tmp_path, busy_child):
     from lab.engine.supervise.sampler import SysSampler

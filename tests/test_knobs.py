@@ -152,7 +152,7 @@ def test_bf16_runs_on_the_cpu_and_records_its_precision(tmp_path):
     assert "nccl_version" in summary
 
 
-# the trainer's refusals of the knobs, in-process (tests/test_train_cli.py runs three as processes)
+# the trainer's refusals of the knobs, in-process (tests/test_train_cli.py runs one as a process)
 REFUSED = {
     "grad_as_bucket_view_without_ddp": (
         ["--mode", "dp", "--grad-as-bucket-view"],

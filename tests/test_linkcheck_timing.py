@@ -29,7 +29,7 @@ def test_a_barrier_then_iterations_back_to_back_timed_once():
 
 
 def test_the_worker_reports_mean_and_slowest_rank(tmp_path, monkeypatch):
-    from tests.test_train_ddp import free_port
+    from tests.helpers.train_ddp import free_port
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(free_port()))

@@ -24,42 +24,9 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.figures import run_spread
 from lab.views.compare.spread import Spread, ratio
 from lab.views.compare.table import frame
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import BUSY, QUIET, load_runs, make_run, spread_run
 
 REPO = Path(__file__).resolve().parent.parent
-BUSY = {
-    "busy": True,
-    "reasons": ["other processes kept 1.2 of the 2 cores busy on average"],
-    "other_cpu_cores_mean": 1.2,
-    "busy_fraction": 0.6,
-    "samples": 30,
-    "foreign_gpu_processes": [],
-    "gpu_note": None,
-}
-QUIET = dict(BUSY, busy=False, reasons=[], other_cpu_cores_mean=0.01, busy_fraction=0.0)
-
-
-def spread_run(
-    root: Path,
-    run_id: str,
-    median: float,
-    lo: float,
-    hi: float,
-    *,
-    windows: int = 20,
-    interference: dict | None = None,
-    **kw,
-) -> Path:
-    """A run whose summary.json carries ``throughput`` and whose status.json carries
-    ``interference``."""
-    d = make_run(root, run_id, throughput=median, **kw)
-    s = json.loads((d / "summary.json").read_text())
-    s["throughput"] = {"median": median, "ci_low": lo, "ci_high": hi, "windows": windows}
-    (d / "summary.json").write_text(json.dumps(s))
-    if interference is not None:
-        st = json.loads((d / "status.json").read_text())
-        (d / "status.json").write_text(json.dumps(dict(st, interference=interference)))
-    return d
 
 
 @pytest.fixture

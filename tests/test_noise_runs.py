@@ -23,7 +23,7 @@ from lab.engine.launch import launcher
 from lab.engine.spec.run import RunConfig
 from lab.engine.sweep.plan import interleaved
 
-pytestmark = [pytest.mark.proc, pytest.mark.slow]
+pytestmark = [pytest.mark.proc, pytest.mark.slow, pytest.mark.serial]  # a CPU hog; a quiet machine
 REPO = Path(__file__).resolve().parent.parent
 SMALL = RunConfig(
     mode="single",

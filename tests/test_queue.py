@@ -143,6 +143,7 @@ def test_who_waits_for_whom():
     assert [book.position(entries, i) for i in "abcxde"] == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 def test_a_killed_holder_does_not_keep_the_lock(tmp_path):
     path = tmp_path / "lock"
@@ -272,6 +273,7 @@ def test_queue_first_moves_a_run_ahead(box):
     assert span(box, a)[1] <= span(box, c)[0] and span(box, c)[1] <= span(box, b)[0]
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 @pytest.mark.slow
 def test_a_second_sweep_queues_behind_the_first_whole(box):
@@ -328,6 +330,7 @@ def test_the_queue_outlives_every_watcher(box):
     assert [e["id"] for e in book.read(box)] == []
 
 
+@pytest.mark.serial
 @pytest.mark.proc
 @pytest.mark.slow
 def test_wait_for_idle_waits_while_others_busy_the_cpu(box):

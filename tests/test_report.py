@@ -18,7 +18,7 @@ from lab.views.compare import curves as compare_curves
 from lab.views.compare import fairness, report
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import load_runs, make_run
 
 
 class S:

@@ -23,7 +23,7 @@ from lab.runfolder import REPO_ROOT, SAMPLE_RUNS, SWEEPS_DIR, read_json
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from scripts import record_sample_runs, sample_readme
-from tests.test_compare import available_runs, make_run, sample_sweep
+from tests.helpers.compare_runs import available_runs, make_run, sample_sweep
 
 MODES, SCALING = sample_readme.MODES_STEM, sample_readme.SCALING_STEM
 

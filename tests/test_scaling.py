@@ -4,7 +4,8 @@ neither no efficiency; the table labels each run's scaling (recorded by its swee
 the batches), and the warnings say when runs are compared across scalings, the seeds' DDP 256 per
 GPU against DP 256 global included.
 
-Run folders are written by the test in the contract's shape (``tests.test_compare.make_run``), with
+Run folders are written by the test in the contract's shape
+(``tests.helpers.compare_runs.make_run``), with
 run.json's ``scaling`` as ``launcher.launch_sweep`` records it; the real weak sweep is
 tests/test_why_faster.py's."""
 
@@ -18,7 +19,7 @@ from lab.views.compare import scaling
 from lab.views.compare.comparison import compare
 from lab.views.compare.figures import RunFigures
 from lab.views.compare.table import frame
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import load_runs, make_run
 
 
 def record(run_dir, value: str) -> None:

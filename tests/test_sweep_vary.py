@@ -19,9 +19,8 @@ from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare.comparison import compare
+from tests.helpers.compare_runs import load_runs, spread_run
 from tests.helpers.sweep_vary import _varied_run
-from tests.test_compare import load_runs
-from tests.test_noise import spread_run
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--max-steps", "6", "--image-size", "16", "--batch-size", "32", "--log-every", "1"]

@@ -1,16 +1,19 @@
-"""Refused inputs: each a real ``python -m training.train`` process that must exit 2 with one line.
+"""Refused inputs of ``python -m training.train``: each must exit 2 with one line.
 
-Every case runs the trainer as a subprocess and checks the three promises of
-docs/contracts.md for bad input: a non-zero exit (2), exactly one line on
-stderr starting ``error: `` with no traceback, and nothing left behind (a run
-folder that did not exist still does not; one the launcher made still holds
-only its run.json). The processes start all at once in a module fixture
-because each spends seconds importing torch.
+Every case checks the three promises of docs/contracts.md for bad input: a non-zero exit (2),
+exactly one line on stderr starting ``error: `` with no traceback (and nothing on stdout), and
+nothing left behind (a run folder that did not exist still does not; one the launcher made still
+holds only its run.json). Every case runs in-process (``training.train.main``, output read at the
+file descriptors), since each trainer process spends seconds importing torch; a few of them, one
+of each kind (an option, a torchrun environment, a dataset with a folder the launcher made, the
+device) and the missing ``--log-dir`` and ``--help``, also run as real processes, which is where
+the exit code, an import-time warning or a traceback would show.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.proc
+# imported while collecting: importing torch.distributed runs ldconfig once (a process), which
+# only a proc test may start
+from training.train import main
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--image-size", "8", "--max-steps", "2"]
@@ -100,6 +105,43 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
 
 
 KEEP_EXISTING = {"missing_dataset", "resume_missing_file"}
+# the cases that also run as real processes: an option, a torchrun environment, a dataset (with a
+# folder the launcher made), the device
+AS_PROCESSES = ("batch_zero", "ddp_batch_not_divisible", "missing_dataset", "fp16_on_cpu")
+
+
+def _jobs(tmp: Path, names) -> tuple[list, dict[str, tuple[Path, Path | None]]]:
+    """(name, argv, env) of every run of the cases ``names`` (twice for those that keep an existing
+    folder), and each case's (fresh, existing) run folder, under ``tmp``."""
+    (tmp / "empty" / "train" / "a").mkdir(parents=True, exist_ok=True)
+    (tmp / "empty" / "train" / "b").mkdir(parents=True, exist_ok=True)
+    jobs, folders = [], {}
+    for name in names:
+        argv, env, _ = CASES[name]
+        argv = [a.replace("{tmp}", str(tmp)) for a in argv]
+        fresh, existing = tmp / f"{name}-fresh", None
+        jobs.append((name, ["--log-dir", str(fresh), *FAST, *argv], env))
+        if name in KEEP_EXISTING:
+            existing = tmp / f"{name}-existing"
+            existing.mkdir()
+            (existing / "run.json").write_text("{}")
+            jobs.append((name, ["--log-dir", str(existing), *FAST, *argv], env))
+        folders[name] = (fresh, existing)
+    return jobs, folders
+
+
+def _check(name: str, code: int, out: str, err: str) -> None:
+    assert code == 2, (code, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert CASES[name][2] in lines[0], lines[0]
+    assert "Traceback" not in err and out == ""
+
+
+def _left_nothing(fresh: Path, existing: Path | None) -> None:
+    assert not fresh.exists(), list(fresh.rglob("*"))
+    if existing is not None:
+        assert [p.name for p in existing.iterdir()] == ["run.json"]
 
 
 def _refuse(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -119,40 +161,47 @@ def _refuse(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 def refusals(
     tmp_path_factory,
 ) -> dict[str, tuple[list[subprocess.CompletedProcess], Path, Path | None]]:
-    """Run every case (plus, for a few, a run folder the launcher already made) four at a time."""
-    tmp = tmp_path_factory.mktemp("refused")
-    (tmp / "empty" / "train" / "a").mkdir(parents=True)
-    (tmp / "empty" / "train" / "b").mkdir(parents=True)
-    jobs, folders = [], {}
-    for name, (argv, env, _) in CASES.items():
-        argv = [a.replace("{tmp}", str(tmp)) for a in argv]
-        fresh, existing = tmp / f"{name}-fresh", None
-        jobs.append((name, ["--log-dir", str(fresh), *FAST, *argv], env))
-        if name in KEEP_EXISTING:
-            existing = tmp / f"{name}-existing"
-            existing.mkdir()
-            (existing / "run.json").write_text("{}")
-            jobs.append((name, ["--log-dir", str(existing), *FAST, *argv], env))
-        folders[name] = (fresh, existing)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    """Run the cases of AS_PROCESSES (plus, for one, a run folder the launcher already made) as
+    trainer processes, two at a time."""
+    jobs, folders = _jobs(tmp_path_factory.mktemp("refused"), AS_PROCESSES)
+    with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(lambda job: (job[0], _refuse(job[1], job[2])), jobs))
-    return {name: ([r for n, r in done if n == name], *folders[name]) for name in CASES}
+    return {name: ([r for n, r in done if n == name], *folders[name]) for name in AS_PROCESSES}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_input_is_one_line_and_leaves_nothing(refusals, name):
+def test_bad_input_is_one_line_and_leaves_nothing(name, tmp_path, monkeypatch, capfd):
+    jobs, folders = _jobs(tmp_path, [name])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU even on a GPU box, as _refuse
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    for _, argv, env in jobs:
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            before = signal.getsignal(signal.SIGTERM)
+            capfd.readouterr()
+            try:
+                code = main(argv)
+            finally:
+                signal.signal(signal.SIGTERM, before)  # main's own handler is for its process
+            out, err = capfd.readouterr()
+        _check(name, code, out, err)
+    _left_nothing(*folders[name])
+
+
+@pytest.mark.proc
+@pytest.mark.parametrize("name", AS_PROCESSES)
+def test_bad_input_of_a_trainer_process_is_one_line_and_leaves_nothing(refusals, name):
     outs, fresh, existing = refusals[name]
+    assert len(outs) == (2 if name in KEEP_EXISTING else 1)
     for res in outs:
-        assert res.returncode == 2, (res.returncode, res.stderr)
-        lines = res.stderr.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-        assert CASES[name][2] in lines[0], lines[0]
-        assert "Traceback" not in res.stderr and res.stdout == ""
-    assert not fresh.exists(), list(fresh.rglob("*"))
-    if existing is not None:
-        assert [p.name for p in existing.iterdir()] == ["run.json"]
+        _check(name, res.returncode, res.stdout, res.stderr)
+    _left_nothing(fresh, existing)
 
 
+@pytest.mark.proc
 def test_missing_log_dir_is_one_line():
     res = _refuse(["--max-steps", "1"], {})
     assert res.returncode == 2 and res.stderr.splitlines() == [
@@ -160,6 +209,7 @@ def test_missing_log_dir_is_one_line():
     ]
 
 
+@pytest.mark.proc
 def test_help_is_not_an_error():
     res = subprocess.run(
         [sys.executable, "-m", "training.train", "--help"],

@@ -29,7 +29,9 @@ import pytest
 
 from training.breakdown import KEYS, PHASES
 
-pytestmark = pytest.mark.proc
+# serial: the profiled runs time their phases (the four ranges must cover the step, a stop inside
+# the window is prompt), which another test beside them would stretch
+pytestmark = [pytest.mark.proc, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parent.parent
 ARGS = [

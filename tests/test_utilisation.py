@@ -17,7 +17,7 @@ from lab.views.compare import utilisation
 from lab.views.compare.comparison import compare
 from lab.views.compare.runs import labels
 from lab.views.compare.table import frame
-from tests.test_compare import load_runs, make_run
+from tests.helpers.compare_runs import load_runs, make_run
 
 START = "2026-11-29T07:00:00+00:00"
 

@@ -23,7 +23,7 @@ from lab.views.compare import anatomy
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
-from tests.test_compare import load_runs
+from tests.helpers.compare_runs import load_runs
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
 

@@ -12,8 +12,8 @@ import pytest
 from lab.runfolder import SAMPLE_RUNS
 from lab.views.compare import why_tables
 from lab.views.compare.comparison import compare
+from tests.helpers.compare_runs import load_runs
 from tests.helpers.sweep_vary import _varied_run
-from tests.test_compare import load_runs
 
 MOVED = {"op": "all_reduce", "rank": 0, "calls": 2.0, "bytes": 24_360.0, "total_ms": 0.8,
          "algbw_gbps": 0.0304, "busbw_gbps": 0.0304}  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_noise import spread_run
+from tests.helpers.compare_runs import spread_run
 
 
 def _varied_run(root: Path, run_id: str, median: float, varied: dict, **kw) -> None:
