@@ -47,7 +47,8 @@ def test_registry_and_cli_list_the_run_unreadable_naming_the_file(runs_dir, name
     assert registry.get_run("good-run", runs_dir).state == "succeeded"
     out = _lab("status")
     assert out.returncode == 0, out.stderr
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith(run_id))
+    # (the sample's copies carry its sweep id: listed under it, indented)
+    line = next(ln for ln in out.stdout.splitlines() if ln.split()[:1] == [run_id])
     assert UNREADABLE in line and name in line
     js = _lab("status", run_id, "--json")
     assert js.returncode == 0 and f'"{name}"' in js.stdout
