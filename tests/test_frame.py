@@ -45,14 +45,12 @@ def test_both_commands_use_the_repos_own_isolated_venv():
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
     # with arguments; the whole suite, under coverage
     # every test once: the tests without processes in parallel, then the process-starting tiers
-    # in parallel but for those marked serial, then those alone
+    # one at a time
     quick = '-m "not proc and not e2e and not slurm and not gpu"'
     passes = [line for line in test.splitlines() if line.startswith('"$PY" -m pytest --cov')]
     assert 'exec "$PY" -m pytest "$@"' in test and passes == [
         f'"$PY" -m pytest --cov --cov-report= -n 2 {quick}',
-        '"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup '
-        '-m "(proc or e2e or slurm or gpu) and not serial"',
-        '"$PY" -m pytest --cov --cov-append --cov-report= -m serial',
+        '"$PY" -m pytest --cov --cov-append --cov-report= -m "proc or e2e or slurm or gpu"',
     ]
     # a failing first pass fails the script before the fake-GPU pass
     assert "set -euo pipefail" in test
