@@ -236,7 +236,10 @@ def test_preflight_warns_when_the_runs_folder_is_nearly_full(monkeypatch, runs_d
 
 def test_preflight_reads_the_real_free_space_of_the_runs_folder(runs_dir):
     facts = machine_facts(RunConfig(), ())
-    assert facts.disk_folder == str(runs_dir) and facts.disk_free == diskfull.free_bytes(runs_dir)
+    # the same file system read twice: other tests (another xdist worker) write to it between the
+    # two reads, so they agree within 256 MiB, far below any other folder's difference
+    assert facts.disk_folder == str(runs_dir)
+    assert abs(facts.disk_free - diskfull.free_bytes(runs_dir)) < 256 * 2**20
 
 
 def test_the_estimate_of_events_follows_steps_and_logging():

@@ -21,7 +21,6 @@ import pytest
 from lab.engine import registry
 from lab.engine.launch import launcher
 from lab.engine.spec.run import RunConfig
-from lab.engine.sweep.plan import interleaved
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow, pytest.mark.serial]  # a CPU hog; a quiet machine
 REPO = Path(__file__).resolve().parent.parent
@@ -108,51 +107,38 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
     assert "busy" in text and "warning:" in text
 
 
-QUIET_PAIRS, QUIET_BUDGET_S = 3, 240
+PAIRS = 2
 
 
-@pytest.mark.timeout(600)  # pairs of runs one after another, retried while the machine is shared
-def test_identical_runs_on_a_quiet_machine_compare_within_noise(runs_dir, monkeypatch):
+@pytest.mark.timeout(300)
+def test_identical_runs_one_each_are_never_called_faster_or_slower(runs_dir, monkeypatch):
+    """A/A on real runs. Identical pairs here measured 0.98x-1.05x on a quiet machine, but also
+    1.33x (1.20-1.48) and 0.71x (0.60-0.80) in one CI run: the windows of one run each see the
+    noise within a run only, so one run against one run makes no claim (``verdict.one_run_each``),
+    busy machine or not, and says how to get one."""
     # A claim about timing: these runs are not traced by coverage (scripts/test.sh measures
     # subprocesses through this variable), whose tracing would be part of what is timed.
     monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)
-    # One thread per run: with two OpenMP threads on a small shared machine a run collapses whenever
-    # another process takes a core (its threads wait for each other), which is that machine's noise.
     cfg = dataclasses.replace(SMALL, extra_env={"OMP_NUM_THREADS": "1"})
     seen: list[str] = []
-    within: list[bool] = []
-    shared: list[str] = []
-    deadline = time.monotonic() + QUIET_BUDGET_S
-    while len(seen) < QUIET_PAIRS and time.monotonic() < deadline:
-        # two identical runs, back to back
-        _, (a, b) = launcher.launch_sweep(interleaved([cfg], 2), runs_dir)
-        _wait_all([a, b], runs_dir)
-        busy = [registry.status(runs_dir / r)["interference"] for r in (a, b)]
-        # The claim is about a quiet machine: no sample over the busy line, and others below a fifth
-        # of a core on average (the "busy machine" warning itself allows more than that).
-        if any(
-            i["busy"] or i["busy_fraction"] > 0 or i["other_cpu_cores_mean"] >= 0.2 for i in busy
-        ):
-            shared.append("/".join(f"{i['other_cpu_cores_mean']:.1f}" for i in busy))
-            continue
+    for _ in range(PAIRS):
+        # two runs a user made apart (not one sweep's repeats): two groups of one run each
+        a = launcher.launch(cfg, runs_dir)
+        _wait_all([a], runs_dir)
+        b = launcher.launch(cfg, runs_dir)
+        _wait_all([b], runs_dir)
         doc = _compare(runs_dir, b, "--baseline", a)
-        sp = next(r for r in doc["runs"] if r["run_id"] == b)["speedup"]
+        row = next(r for r in doc["runs"] if r["run_id"] == b)
+        sp = row["speedup"]
         seen.append(f"{sp['value']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})")
-        within.append(sp["within_noise"])
-        # A virtual machine's neighbours are invisible from inside it (no steal time is charged
-        # here, yet identical runs once differed 1.45x on a quiet-looking machine): one pair in
-        # three may be out; two out of three means the interval is too narrow.
-        assert within.count(False) <= 1, f"identical runs on a quiet machine: {seen}"
-    note = (
-        f"quiet pairs: {seen or 'none'} (within noise: {within}); "
-        f"pairs on a shared machine (others' cores): {shared or 'none'}"
-    )
-    print(note)
-    if len(seen) < QUIET_PAIRS:
-        pytest.skip(
-            f"the machine was not quiet for {QUIET_PAIRS} pairs within {QUIET_BUDGET_S} s ({note})"
-        )
-    assert within.count(True) >= QUIET_PAIRS - 1, note
+        assert sp["within_noise"] is True and row["verdict"] == "within noise", (seen, row)
+        card = doc["headline"][0]
+        assert card["verdict"] == "within noise", card
+        assert "repeat each side at least 3 times" in card["speedup"]["coverage_text"], card
+        text = _lab("compare", b, "--baseline", a, root=runs_dir).stdout
+        headline = next(line for line in text.splitlines() if line.startswith("headline:"))
+        assert "within noise" in headline and "faster" not in headline, text
+    print(f"identical pairs, one run each: {seen}")
 
 
 def test_sweep_with_repeats_interleaves_the_modes_and_compare_gives_medians(runs_dir):

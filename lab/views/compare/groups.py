@@ -7,8 +7,9 @@ under single placement last); ``representative`` picks its run of median through
 row's own speedup divides by). ``build`` compares every group with the baseline group through
 ``verdict.compare_groups`` (several runs on either side: the interval over the pairs of runs with
 its exact coverage) or, one run against one run, through the runs' logging windows, labelled as
-having no run-to-run evidence; the verdict is ``verdict.decide`` under the noise margin, and
-``verdict.sane`` for a strong-scaling efficiency above 1.1.
+having no run-to-run evidence and making no claim (``verdict.one_run_each``); the verdict is
+``verdict.decide`` under the noise margin, and ``verdict.sane`` for a strong-scaling efficiency
+above 1.1.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ def _factor(rows: Sequence[Any]) -> float | None:
     return None
 
 
-def _windows(row: Any, base: Any, margin_pct: float) -> dict[str, Any]:
-    """One run against one run: the ratio of their windows' intervals, no run-to-run evidence."""
+def _windows(row: Any, base: Any) -> dict[str, Any]:
+    """One run against one run: the ratio of their windows' intervals, no run-to-run evidence
+    and no verdict beyond *within noise* (``verdict.one_run_each``)."""
     sp, unit = row.speed, row.speed.unit
     if sp.ratio is None:
         return {"speedup": sp.speedup, "verdict": ""}
@@ -177,7 +179,7 @@ def _windows(row: Any, base: Any, margin_pct: float) -> dict[str, Any]:
         "high": sp.ratio.ci_high,
         "coverage": None if cov is None else round(cov, 4),
         "coverage_text": v.windows_text(cov, windows),
-        "verdict": v.decide(sp.ratio.ci_low, sp.ratio.ci_high, margin_pct),
+        "verdict": v.one_run_each(sp.ratio.ci_low, sp.ratio.ci_high),
     }
 
 
@@ -188,7 +190,7 @@ def _against(rows: Sequence[Any], base_rows: Sequence[Any], margin_pct: float) -
     if unit is None or not values or not base:
         return {}
     if len(rows) == 1 and len(base_rows) == 1:
-        return _windows(rows[0], base_rows[0], margin_pct)
+        return _windows(rows[0], base_rows[0])
     g = v.compare_groups(base, values, margin_pct)
     return {
         "speedup": g.speedup,

@@ -19,6 +19,7 @@ from lab.views.compare.verdict import (
     FASTER,
     SLOWER,
     SUSPECT,
+    TOO_FEW_RUNS,
     WITHIN,
 )
 
@@ -34,8 +35,11 @@ distribution says; its real coverage is written beside it ("range of 3×3 pairs,
 90%": 3 runs against 3 cover the true ratio 9 times in 10). One run against one
 run has only its logging windows, which follow each other and so look surer
 than they are: such an interval says *within-run windows only, no run-to-run
-evidence*. A speedup is *faster* or *slower* only when its whole interval lies
-beyond the noise margin around 1.0 (above 1 + m, or below 1 / (1 + m)); else
+evidence*, and makes no claim: whole runs shift (identical pairs here measured
+1.33× and 0.71×), so one run each reads *within noise* until each side is
+repeated 3 times, as 2 runs against 2 (67%) does. A speedup is *faster* or
+*slower* only when its whole interval lies beyond the noise margin around 1.0
+(above 1 + m, or below 1 / (1 + m)); else
 *within noise*, with no green or red. The margin is this machine's measured
 run-to-run noise where the lab has measured it, else the documented 10%. An
 efficiency above 1.1 under strong scaling is flagged instead of shown green: the
@@ -80,10 +84,16 @@ def noise_notes(groups: Sequence[Any]) -> list[str]:
     for g in groups:
         if g.is_baseline or g.verdict != WITHIN:
             continue
+        why = (
+            "too few runs for any verdict, however far from 1.0 it lies (identical runs differ "
+            "from run to run), so against the baseline it is within noise until each side is "
+            "repeated 3 times. "
+            if TOO_FEW_RUNS in (g.coverage_text or "")
+            else f"the interval reaches into the {g.margin_pct:g}% margin around 1.0 "
+            f"({g.margin_source}), so against the baseline it is within noise. "
+        )
         out.append(
-            f"**{g.mode} on {g.devices}** reads {g.speedup_text()}: the interval reaches into the "
-            f"{g.margin_pct:g}% margin around 1.0 ({g.margin_source}), so against the baseline "
-            "it is within noise. "
+            f"**{g.mode} on {g.devices}** reads {g.speedup_text()}: {why}"
             f"Its runs: {g.spread_text()}; the baseline's: {base.spread_text()}."
         )
     return out

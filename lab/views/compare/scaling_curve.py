@@ -21,9 +21,10 @@ from lab.views.compare.spread import Spread, median_spread, ratio
 from lab.views.compare.verdict import (
     BASELINE,
     NO_RUN_TO_RUN,
+    ONE_EACH,
     compare_groups,
-    decide,
     margins_of,
+    one_run_each,
     own_range,
 )
 
@@ -137,8 +138,9 @@ def _speedup(
         return None
     return {
         **speed.to_json(),
-        "coverage_text": NO_RUN_TO_RUN,
-        "verdict": decide(speed.ci_low, speed.ci_high, margin_pct),
+        "within_noise": True,
+        "coverage_text": ONE_EACH,
+        "verdict": one_run_each(speed.ci_low, speed.ci_high),
     }
 
 

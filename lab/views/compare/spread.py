@@ -4,7 +4,8 @@ A run's steady throughput is the median of its logging windows (the first droppe
 an interval of the median from order statistics (binomial ranks: 95% if the windows were
 independent, which they are not; the whole range, and its real coverage, with too few windows). A
 speedup of one run over another divides two medians, its interval the ends of the two intervals,
-its verdict ``verdict.decide`` (``within_noise``): within-run windows only, no run-to-run evidence.
+its verdict ``verdict.one_run_each`` (``within_noise``): within-run windows only, no run-to-run
+evidence, so never faster or slower.
 Groups of runs are compared by ``verdict.compare_groups``. No randomness, no scipy.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lab.views.compare.verdict import WITHIN, decide
+from lab.views.compare.verdict import WITHIN, one_run_each
 
 LEVEL = 0.95
 
@@ -129,7 +130,7 @@ def ratio(run: Spread | None, baseline: Spread | None) -> Ratio | None:
     if run is None or baseline is None or baseline.median <= 0 or baseline.ci_low <= 0:
         return None
     lo, hi = run.ci_low / baseline.ci_high, run.ci_high / baseline.ci_low
-    return Ratio(run.median / baseline.median, lo, hi, decide(lo, hi) == WITHIN)
+    return Ratio(run.median / baseline.median, lo, hi, one_run_each(lo, hi) == WITHIN)
 
 
 def over_repeats(medians: Sequence[float]) -> dict[str, float | int] | None:

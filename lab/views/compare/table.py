@@ -106,7 +106,8 @@ BEFORE_DEVICES = (
         "Its group's speedup against the baseline group (the ratio of the groups' median "
         "throughputs) with its interval and that interval's real coverage: over the pairs of runs "
         "(range of 3×3 pairs, 90%) with repeats; one run against one run, its logging windows "
-        "only (no run-to-run evidence). The baseline group's rows show its own spread.",
+        "only (no run-to-run evidence, so never faster or slower). The baseline group's rows "
+        "show its own spread.",
     ),
     Column(
         EFFICIENCY_CI,

@@ -28,10 +28,11 @@ from lab.views.compare.spread import ratio
 from lab.views.compare.verdict import (
     BASELINE,
     NO_RUN_TO_RUN,
+    ONE_EACH,
     WITHIN,
     compare_groups,
-    decide,
     margins_of,
+    one_run_each,
     own_range,
 )
 
@@ -119,8 +120,8 @@ def _against_first(
     sp = ratio(g["_spread"], first["_spread"])
     if sp is None:
         return None, ""
-    return {**sp.to_json(), "coverage_text": NO_RUN_TO_RUN}, decide(
-        sp.ci_low, sp.ci_high, margin_pct
+    return {**sp.to_json(), "within_noise": True, "coverage_text": ONE_EACH}, one_run_each(
+        sp.ci_low, sp.ci_high
     )
 
 

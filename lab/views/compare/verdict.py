@@ -36,8 +36,9 @@ SUPERLINEAR_CAUSES = (
     "baseline (a busy machine, a baseline run that was itself several processes), or "
     "oversubscribed threads (more threads than cores in the baseline)"
 )
-NO_RUN_TO_RUN = "within-run windows only, no run-to-run evidence"
 TOO_FEW_RUNS = "too few runs for a verdict: repeat each side at least 3 times"
+NO_RUN_TO_RUN = "within-run windows only, no run-to-run evidence"
+ONE_EACH = f"{NO_RUN_TO_RUN}; {TOO_FEW_RUNS}"  # a speedup of one run over one run
 _EXACT_LIMIT = (
     60  # m + n up to this: the exact Mann–Whitney counts; above, the normal approximation
 )
@@ -108,6 +109,16 @@ def decide(low: float | None, high: float | None, margin_pct: float = DEFAULT_MA
     if high < lo_band:
         return SLOWER
     return WITHIN
+
+
+def one_run_each(low: float | None, high: float | None) -> str:
+    """THE verdict of one run against one run: *within noise* whatever its interval ("" without
+    one). The interval is the runs' logging windows, which see the noise within a run only, and
+    whole runs shift: in A/A runs here identical pairs on a quiet machine measured 1.33×
+    (1.20–1.48) and 0.71× (0.60–0.80), and identical runs differed by up to 2.5× in the
+    calibration runs (docs/benchmarks.md). No margin makes "faster" from one pair wrong at most 1
+    time in 20; as for 2×2 runs (``compare_groups``), too few runs make no claim."""
+    return "" if low is None or high is None else WITHIN
 
 
 def sane(verdict: str, efficiency: float | None, strong: bool = True) -> str:
@@ -254,7 +265,7 @@ def windows_text(coverage: float | None, windows: Sequence[int] = ()) -> str:
     if coverage is not None and (coverage < LEVEL or few):
         n = " and ".join(str(w) for w in windows)
         return (
-            f"{NO_RUN_TO_RUN}; too few steady windows ({n}): covers about "
+            f"{ONE_EACH}; too few steady windows ({n}): covers about "
             f"{100 * coverage:.0f}% even if they were independent"
         )
-    return NO_RUN_TO_RUN
+    return ONE_EACH
