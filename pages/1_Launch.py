@@ -245,7 +245,13 @@ with right:
             "GPUs, where DP runs once, on one device. Single runs once per repeat.",
         )
         sweep_repeats = st.number_input(
-            "Repeats", min_value=1, max_value=plan.MAX_REPEATS, value=1, key="launch_cmp_repeats"
+            "Repeats",
+            min_value=1,
+            max_value=plan.MAX_REPEATS,
+            value=1,
+            key="launch_cmp_repeats",
+            help="Each mode and count this many times, interleaved. 3 is the fewest that give a "
+            "verdict: with fewer, Compare shows the speedups but calls none faster or slower.",
         )
         sweep_scaling = st.radio(
             "Scaling",

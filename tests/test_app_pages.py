@@ -251,6 +251,9 @@ def test_home_compare_modes_launches_one_sweep_and_stops_it(runs_dir, scaling):
     at = _app()
     assert at.radio(key="home_scaling").value == "strong"  # today's behaviour unless asked
     at.radio(key="home_scaling").set_value(scaling)
+    # 3 repeats by default, the fewest that give a verdict (verdict.one_run_each); one here
+    assert at.number_input(key="home_repeats").value == 3
+    at.number_input(key="home_repeats").set_value(1)
     at.button(key="home_compare").click()
     at.run(timeout=60)
     assert not at.exception and not at.error, [e.value for e in at.error]
