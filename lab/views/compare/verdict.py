@@ -11,8 +11,9 @@ assumption on the distribution) and is stated, never rounded up: for 3×3 runs t
 ``decide`` is the verdict every rendering uses (cards, table rows, JSON, text, HTML): *faster* only
 when the whole interval lies above 1 + m, *slower* only when it lies below 1 / (1 + m), else
 *within noise*; m is the noise margin (the machine's measured run-to-run noise where known, else
-the documented 10%). A strong-scaling efficiency above ``SUPERLINEAR`` (1.1) is not believed:
-``SUSPECT`` instead of a colour, with its likely causes.
+the documented 10%). One run against one run has no run-to-run evidence and makes no claim
+(``one_run_each``: within noise). A strong-scaling efficiency above ``SUPERLINEAR`` (1.1) is not
+believed: ``SUSPECT`` instead of a colour, with its likely causes.
 """
 
 from __future__ import annotations
