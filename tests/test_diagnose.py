@@ -189,6 +189,13 @@ def test_a_rank_killed_by_signal_9_is_the_cause_when_torchrun_names_the_peer_it_
     diag = diagnose(_captured(tmp_path, PEER_LOST.format(code=1, error=RESET)), 1)
     assert (diag.key, diag.rank, diag.exit_code) == ("killed", 1, -9), diag
     assert diag.cause.startswith("Rank 1 ")
+    # a fresh clone's CI run (test_stop_and_kill9_of_real_ddp_runs): torchrun's teardown SIGTERM
+    # reached rank 0 while it was failing from the lost peer, so its entry read -15
+    torn = PEER_LOST.format(code="-15", error=RESET).replace(
+        "exitcode  : -15 (pid: 10576)", "exitcode  : -15 (pid: 10576)  (SIGTERM)"
+    )
+    diag = diagnose(_captured(tmp_path, torn), 1)
+    assert (diag.key, diag.rank, diag.exit_code) == ("killed", 1, -9), diag
 
 
 def test_a_rank_killed_in_torchruns_teardown_does_not_hide_the_real_error(tmp_path):

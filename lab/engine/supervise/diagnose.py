@@ -80,7 +80,11 @@ def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
     root = None
     for m in _ROOT.finditer(stdout):
         root = m
-    if root is None or int(root.group(3)) < 0 or not _PEER_LOST.search(said(root)):
+    code = int(root.group(3)) if root else 0
+    # a root that died of a signal is its own story, except torchrun's teardown SIGTERM (-15): it
+    # reaches a rank already failing because it lost its peer (a CI run: rank 0's "Connection
+    # reset by peer" read -15 and came first by its error file's earlier second, rank 1 read -9)
+    if root is None or (code < 0 and code != -15) or not _PEER_LOST.search(said(root)):
         return root
     summary = stdout[: root.start()]
     start = summary.rfind("Failures:")
