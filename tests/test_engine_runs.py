@@ -126,9 +126,13 @@ def test_stop_and_kill9_of_real_ddp_runs(runs_dir):
     summary = read_json(d_stop / "summary.json")
     assert summary["completed"] is False and summary["steps"] == int(left[0][0])
 
+    # Within torchrun's own grace: a surviving rank usually fails at once on its lost peer, but
+    # in one CI run rank 0 stayed in training past torchrun's SIGTERM until its SIGKILL 30 s later
+    # ("Unable to shutdown process via 15, forcefully exiting via 9"), and the run ended failed,
+    # diagnosed as here
     wait_for(
         lambda: state(to_kill, runs_dir) in FINAL,
-        15 - (time.monotonic() - t_kill),
+        45 - (time.monotonic() - t_kill),
         "the killed run to fail",
     )
     rec = registry.get_run(to_kill, runs_dir)
