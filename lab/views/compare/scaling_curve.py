@@ -138,7 +138,6 @@ def _speedup(
         return None
     return {
         **speed.to_json(),
-        "within_noise": True,
         "coverage_text": ONE_EACH,
         "verdict": one_run_each(speed.ci_low, speed.ci_high),
     }

@@ -120,9 +120,7 @@ def _against_first(
     sp = ratio(g["_spread"], first["_spread"])
     if sp is None:
         return None, ""
-    return {**sp.to_json(), "within_noise": True, "coverage_text": ONE_EACH}, one_run_each(
-        sp.ci_low, sp.ci_high
-    )
+    return {**sp.to_json(), "coverage_text": ONE_EACH}, one_run_each(sp.ci_low, sp.ci_high)
 
 
 def by_value(
