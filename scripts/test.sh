@@ -35,16 +35,17 @@ if [ $# -gt 0 ]; then
 fi
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
-# under coverage (subprocesses too: [tool.coverage.run] in pyproject.toml), in two passes that
-# together run every test once: the tests that start no process on two pytest-xdist workers
-# (pytest-cov combines their data); then the process-starting tiers (proc, e2e, slurm, gpu:
-# pytest.ini) one test at a time, appending to the same data. One at a time because on two
-# xdist workers they interfered (a fresh clone's run at 14:26 UTC, 2026-12-03: two adopt tests
-# never saw their ranks and a sweep's run read lost: 3 of 248 failed, each passes alone), and
-# the tests marked serial (a CPU measured, a deadline in seconds) need the machine to themselves
-# anyway; then each package's line coverage against its floor
+# under coverage (subprocesses too: [tool.coverage.run] in pyproject.toml), in three passes that
+# together run every test once, appending to one coverage data file: the tests that start no
+# process, then the process-starting tiers (proc, e2e, slurm, gpu: pytest.ini), both on two
+# pytest-xdist workers (--dist loadgroup keeps a module that shares one run, or every browser
+# test, on one worker: tests/conftest.py); then the tests marked serial (a CPU measured, busy or
+# quiet asserted, a deadline in seconds) one at a time with nothing beside them; then each
+# package's line coverage against its floor
 "$PY" -m pytest --cov --cov-report= -n 2 -m "not proc and not e2e and not slurm and not gpu"
-"$PY" -m pytest --cov --cov-append --cov-report= -m "proc or e2e or slurm or gpu"
+"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup \
+  -m "(proc or e2e or slurm or gpu) and not serial"
+"$PY" -m pytest --cov --cov-append --cov-report= -m "(proc or e2e or slurm or gpu) and serial"
 "$PY" scripts/coverage_by_package.py
 FAKE_GPU_TESTS=(
   tests/test_devices.py tests/test_devices_limits.py tests/test_engine_cli.py tests/test_app_pages.py
