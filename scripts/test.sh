@@ -43,8 +43,7 @@ fi
 # quiet asserted, a deadline in seconds) one at a time with nothing beside them; then each
 # package's line coverage against its floor
 "$PY" -m pytest --cov --cov-report= -n 2 -m "not proc and not e2e and not slurm and not gpu"
-"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup \
-  -m "(proc or e2e or slurm or gpu) and not serial"
+"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup -m "(proc or e2e or slurm or gpu) and not serial"
 "$PY" -m pytest --cov --cov-append --cov-report= -m "(proc or e2e or slurm or gpu) and serial"
 "$PY" scripts/coverage_by_package.py
 FAKE_GPU_TESTS=(
@@ -59,4 +58,4 @@ FAKE_GPU_TESTS=(
   "tests/test_train_cli.py::test_bad_input_of_a_trainer_process_is_one_line_and_leaves_nothing[ddp_batch_not_divisible]"
 )
 echo "== fake-GPU mode (LAB_TEST_FAKE_GPUS=4): ${#FAKE_GPU_TESTS[@]} files and tests"
-LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q "${FAKE_GPU_TESTS[@]}"
+LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q -n 2 --dist loadgroup "${FAKE_GPU_TESTS[@]}"
