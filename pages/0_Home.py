@@ -163,7 +163,7 @@ if compare_clicked and not access.allowed:
 elif compare_clicked:
     try:
         from lab.engine.devices.nvml import usable_indices
-        from lab.engine.launch.launcher import launch_sweep
+        from lab.engine.launch.sweeps import launch_sweep
         from lab.engine.spec.run import RunConfig
         from lab.engine.sweep.plan import compare_modes_configs, interleaved
 
@@ -177,7 +177,7 @@ sweep = st.session_state.get("home_sweep")
 if sweep:
     st.success(f"Sweep {sweep[0]} started: {', '.join(sweep[1])}")
     if st.button("Stop the comparison", key="home_stop_sweep"):
-        from lab.engine.launch.launcher import stop_sweep
+        from lab.engine.launch.sweeps import stop_sweep
 
         try:
             final = stop_sweep(sweep[0], root)

@@ -263,13 +263,14 @@ with right:
             disabled=kind == paths.SCRIPT,  # a script's batch is its own arguments'
         )
         sweep_vary = st.text_area(
-            "Vary (optional, the lab's trainer)",
+            "Vary (optional)",
             key="launch_cmp_vary",
             height=70,
-            disabled=kind == paths.SCRIPT,  # a script's options are its own
             help="One option per line as NAME=V1,V2,… (the flag without dashes), crossed with the "
-            "modes and counts: e.g. bucket-cap-mb=1,25,100 or precision=fp32,bf16. Compare then "
-            "gives each value's speedup against the first, with no fairness warning about it.",
+            "modes and counts: e.g. bucket-cap-mb=1,25,100 or precision=fp32,bf16; for My "
+            "script, a flag of your script: lr=0.1,0.01 gives it --lr 0.1, then --lr 0.01. "
+            "Compare then gives each value's speedup against the first, with no fairness warning "
+            "about it.",
         )
         if st.button("Compare modes of this config", key="launch_cmp_go"):
             if not access.allowed:
@@ -277,18 +278,18 @@ with right:
             elif found:
                 st.error("Not started: fix the fields marked in red first.")
             else:
-                from lab.engine.launch import launcher
+                from lab.engine.launch import sweeps
 
                 try:
-                    axes = vary.parse((sweep_vary or "").splitlines())
+                    axes = vary.parse((sweep_vary or "").splitlines(), script=kind == paths.SCRIPT)
                     configs = plan.device_count_configs(
                         cfg, usable, sweep_modes, sweep_counts, sweep_scaling, os.cpu_count() or 1
                     )
                     runs, varied = vary.sweep_runs(configs, axes, int(sweep_repeats))
                     sweep = (
-                        script.launch_sweep(runs, scaling=sweep_scaling)
+                        script.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
                         if kind == paths.SCRIPT
-                        else launcher.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
+                        else sweeps.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
                     )
                     st.session_state["launch_sweep"] = sweep
                 except Exception as e:  # the engine names the fix; never show a traceback

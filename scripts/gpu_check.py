@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from lab.engine import logs, procs  # noqa: E402
 from lab.engine.devices import nvml as devices  # noqa: E402
-from lab.engine.launch import launcher  # noqa: E402
+from lab.engine.launch import launcher, sweeps  # noqa: E402
 from lab.engine.spec.run import RunConfig  # noqa: E402
 from lab.runfolder import read_json, write_json_atomic  # noqa: E402
 
@@ -138,7 +138,7 @@ def record(out: Path, label: str, gpus: tuple[int, ...], steps: int) -> list[str
     n = len(gpus)
     print(f"== recording into {out}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    sweep_id, run_ids = launcher.launch_sweep(configs(gpus, steps), runs_dir=out)
+    sweep_id, run_ids = sweeps.launch_sweep(configs(gpus, steps), runs_dir=out)
     for rid in run_ids:
         state = launcher.wait(rid, out, timeout_s=240)
         meta = read_json(out / rid / "run.json") or {}

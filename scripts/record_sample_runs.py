@@ -8,7 +8,7 @@ with the same batch per device (weak scaling: twice the global batch), on the
 CPU with gloo (``lab.engine.sweep.plan.compare_modes_configs`` on a machine seen as
 GPU-less), each profiled over a few steps (``--profile-steps``) so that the
 Compare page draws the anatomy of their steps — are started as one sweep with
-``lab.engine.launch.launcher.launch_sweep`` (one after another, never side by side, so the
+``lab.engine.launch.sweeps.launch_sweep`` (one after another, never side by side, so the
 throughputs are not disturbed by each other), waited for, labelled in run.json
 ``recorded_on`` (machine, cores, torch version), and described in
 ``sample_data/runs/README.md``. Nothing in those folders is written by hand:
@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.engine import procs, registry  # noqa: E402
-from lab.engine.launch import launcher  # noqa: E402
+from lab.engine.launch import launcher, sweeps  # noqa: E402
 from lab.engine.queue.book import QUEUE_DIR  # noqa: E402
 from lab.engine.spec.run import RunConfig  # noqa: E402
 from lab.engine.sweep.plan import (  # noqa: E402
@@ -129,7 +129,7 @@ def _record(
     succeed."""
     run_ids: list[str] = []
     try:
-        sweep_id, run_ids = launcher.launch_sweep(configs, runs_dir=out, scaling=scalings)
+        sweep_id, run_ids = sweeps.launch_sweep(configs, runs_dir=out, scaling=scalings)
         print(f"sweep {sweep_id}: {', '.join(run_ids)}", flush=True)
         states = {rid: launcher.wait(rid, out, timeout_s=timeout_s) for rid in run_ids}
         for rid, state in states.items():

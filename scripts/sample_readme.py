@@ -24,7 +24,7 @@ STEADY = math.log(1.15)  # two runs of the same work within 15% of each other: a
 HEADER = """# Sample runs
 
 Real runs recorded by `scripts/record_sample_runs.py` with this project's own
-launcher (`lab.engine.launch.launcher.launch_sweep`), so that the Compare page
+launcher (`lab.engine.launch.sweeps.launch_sweep`), so that the Compare page
 has something to show on a fresh clone. Nothing here was written by hand: every
 figure below is what the trainer and supervisor recorded and what the Compare
 page computes from them. Two sweeps, each in its own section:

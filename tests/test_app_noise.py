@@ -104,7 +104,7 @@ def test_compare_shows_intervals_busy_runs_and_repeats(runs_dir):
 
 @pytest.mark.proc
 def test_home_repeats_field_starts_interleaved_runs(runs_dir):
-    from lab.engine.launch.launcher import stop_sweep
+    from lab.engine.launch.sweeps import stop_sweep
     from lab.engine.registry import list_runs
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=30).run()

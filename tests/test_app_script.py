@@ -108,3 +108,36 @@ def test_a_script_without_event_files_is_watched_and_stopped_from_live(runs_dir,
     assert not live.exception
     assert registry.get_run(rid, runs_dir).state == "stopped"
     assert registry.get_run(rid, runs_dir).events_dirs == []
+
+
+def test_launch_sweeps_a_script_over_its_own_flag_or_names_the_fix(runs_dir, tmp_path):
+    import json
+
+    from lab.engine.launch import launcher
+    from lab.engine.registry import list_runs
+
+    at = _app("pages/1_Launch.py")
+    at.radio(key="launch_kind").set_value("script").run()
+    at.text_input(key="launch_script_path").set_value(str(EXAMPLES / "ddp_digits.py"))
+    at.text_input(key="launch_script_args").set_value(" ".join(SHORT))
+    at.text_input(key="launch_script_cwd").set_value(str(tmp_path))
+    at.multiselect(key="launch_cmp_modes").set_value(["single"])
+    at.text_area(key="launch_cmp_vary").set_value("l r=0.1,0.01")  # no flag name
+    at.run()
+    at.button(key="launch_cmp_go").click()
+    at.run(timeout=60)
+    assert any("no flag name" in e.value for e in at.error), at.error
+    assert not list_runs(runs_dir)  # nothing started
+    at.text_area(key="launch_cmp_vary").set_value("lr=0.1,0.01\n")
+    at.run()
+    at.button(key="launch_cmp_go").click()
+    at.run(timeout=60)
+    assert not at.exception and any("Sweep" in s.value for s in at.success)
+    runs = list_runs(runs_dir)
+    records = [json.loads((runs_dir / r.run_id / "run.json").read_text()) for r in runs]
+    assert sorted((d["varied"]["lr"], d["argv"][-1]) for d in records) == [
+        ("0.01", "0.01"),
+        ("0.1", "0.1"),
+    ]  # each run's script got its own --lr
+    for r in runs:  # the values are the point here, not the training
+        launcher.stop(r.run_id, runs_dir)

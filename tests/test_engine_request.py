@@ -3,7 +3,6 @@ RunConfig and back, the preview."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from types import SimpleNamespace
 
@@ -12,13 +11,13 @@ import pytest
 from lab.engine.launch import form, models, request
 from lab.engine.launch.config import problems
 from lab.engine.launch.trainer_options import CHECKPOINTS
-from lab.engine.spec.run import MODES, RunConfig
+from lab.engine.spec.run import MODES, RunConfig, trainer_fields
 from lab.runfolder import REPO_ROOT
 
 
 def test_the_form_has_one_widget_per_config_field():
     names = [f.name for f in form.FIELDS]
-    assert sorted(names) == sorted([f.name for f in dataclasses.fields(RunConfig)] + [form.FOLDER])
+    assert sorted(names) == sorted([f.name for f in trainer_fields()] + [form.FOLDER])
     for attr in ("key", "label"):
         values = [getattr(f, attr) for f in form.FIELDS]
         assert len(set(values)) == len(values), f"two widgets share a {attr}"

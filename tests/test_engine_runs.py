@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from lab.engine import logs, ports, procs, registry
-from lab.engine.launch import launcher
+from lab.engine.launch import launcher, sweeps
 from lab.engine.spec.run import ConfigError
 from lab.runfolder import now_iso, read_json, write_json_atomic
 from tests.helpers.engine_runs import alive_of, cfg, state, wait_for, wait_ranks
@@ -290,7 +290,7 @@ def test_bad_configs_are_refused_before_anything_starts(runs_dir, cpu_only):
         with pytest.raises(ConfigError):
             launcher.launch(c, runs_dir)
     with pytest.raises(ConfigError):
-        launcher.launch_sweep([cfg(), cfg(mode="ddp", nproc=2, batch_size=33)], runs_dir)
+        sweeps.launch_sweep([cfg(), cfg(mode="ddp", nproc=2, batch_size=33)], runs_dir)
     assert list(runs_dir.iterdir()) == []
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
@@ -332,7 +332,7 @@ def test_two_nodes_over_localhost_form_one_job(runs_dir):
 
 @pytest.mark.proc
 def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
-    sweep_id, ids = launcher.launch_sweep(
+    sweep_id, ids = sweeps.launch_sweep(
         [cfg(mode="single", max_steps=1), cfg(mode="dp", max_steps=1)], runs_dir
     )
     assert state(ids[1], runs_dir) == "queued"
@@ -342,9 +342,9 @@ def test_sweep_runs_one_after_another_and_stops_as_a_whole(runs_dir):
     assert second["started_at"] >= first["ended_at"]
 
     long = cfg(mode="single", max_steps=0, epochs=1000)
-    sweep_id, ids = launcher.launch_sweep([long, long], runs_dir)
+    sweep_id, ids = sweeps.launch_sweep([long, long], runs_dir)
     wait_for(lambda: state(ids[0], runs_dir) == "running", 30, "the first run to start")
-    assert launcher.stop_sweep(sweep_id, runs_dir) == {r: "stopped" for r in ids}
+    assert sweeps.stop_sweep(sweep_id, runs_dir) == {r: "stopped" for r in ids}
     for r in ids:
         wait_for(lambda r=r: alive_of(runs_dir / r) == [], 5, "no process of the sweep")
     assert not (runs_dir / ids[1] / "stdout.log").exists()  # never started

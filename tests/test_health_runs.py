@@ -30,8 +30,7 @@ from lab import cli
 from lab.engine import procs, registry
 from lab.engine.health import stacks
 from lab.engine.launch import launcher, script
-from lab.engine.launch.script import ScriptConfig
-from lab.engine.spec.run import RunConfig
+from lab.engine.spec.run import RunConfig, script_run
 from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
 from tests.helpers.engine_runs import alive_of, state, wait_for
@@ -146,7 +145,13 @@ def test_a_users_ddp_script_that_hangs_is_stalled_and_read_with_py_spy(runs_dir,
     path = tmp_path / "hang.py"
     path.write_text(SCRIPT)
     run_id = script.launch(
-        ScriptConfig(script=str(path), mode="ddp", nproc=2, stall_after=3.0, extra_env=dict(ENV)),
+        script_run(
+            str(path),
+            mode="ddp",
+            nproc=2,
+            stall_after=3.0,
+            extra_env=dict(ENV),
+        ),
         runs_dir,
     )
     ended.append(run_id)

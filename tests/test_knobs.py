@@ -229,7 +229,7 @@ def test_the_knobs_reach_the_trainer_only_when_set():
 
 def test_an_nccl_preset_lands_in_the_environment_and_run_json(tmp_path):
     c = RunConfig(mode="ddp", nproc=2, nccl_preset="debug", extra_env={"NCCL_DEBUG": "WARN"})
-    run_id = launcher._new_run(c, tmp_path, None, "test box")
+    run_id = launcher.new_run(c, tmp_path, None, "test box")
     record = json.loads((tmp_path / run_id / "run.json").read_text())
     assert record["config"]["nccl_preset"] == "debug"
     # the preset's variables, the user's own --env winning a clash

@@ -33,7 +33,7 @@ def test_p2p_off_turns_peer_to_peer_off():
 def test_debug_logs_set_up_to_a_file_in_the_run_folder_and_is_not_for_timing(tmp_path, monkeypatch):
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")  # the launcher's own environment counts
     c = RunConfig(mode="ddp", nproc=2, nccl_preset="debug")
-    run_id = launcher._new_run(c, tmp_path, None, "test box")
+    run_id = launcher.new_run(c, tmp_path, None, "test box")
     record = json.loads((tmp_path / run_id / "run.json").read_text())
     env = record["env"]
     assert env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,GRAPH,TUNING" and "COLL" not in env.values()
@@ -42,7 +42,7 @@ def test_debug_logs_set_up_to_a_file_in_the_run_folder_and_is_not_for_timing(tmp
     assert record["nccl_env"]["NCCL_SOCKET_IFNAME"] == "eth0"
     assert record["nccl_env"]["NCCL_DEBUG"] == "INFO"
     assert all(k.startswith("NCCL_") for k in record["nccl_env"])
-    plain = launcher._new_run(RunConfig(mode="ddp", nproc=2), tmp_path, None, "test box")
+    plain = launcher.new_run(RunConfig(mode="ddp", nproc=2), tmp_path, None, "test box")
     plain_rec = json.loads((tmp_path / plain / "run.json").read_text())
     assert "not_for_timing" not in plain_rec
     assert plain_rec["nccl_env"] == {"NCCL_SOCKET_IFNAME": "eth0"}

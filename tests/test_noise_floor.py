@@ -94,6 +94,7 @@ def test_home_button_starts_the_measurement_in_the_background(runs_dir):
     from streamlit.testing.v1 import AppTest
 
     from lab.engine.launch import launcher
+    from lab.engine.launch.sweeps import stop_sweep
 
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=30)
     at.run()
@@ -109,7 +110,7 @@ def test_home_button_starts_the_measurement_in_the_background(runs_dir):
             time.sleep(0.3)
         (sweep,) = sweeps.glob("sweep-*.json")
         assert len(json.loads(sweep.read_text())["run_ids"]) == 5  # the default: 5 runs
-        launcher.stop_sweep(sweep.stem, runs_dir)
+        stop_sweep(sweep.stem, runs_dir)
     finally:
         child.kill()
         child.wait()

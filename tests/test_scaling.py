@@ -6,7 +6,7 @@ GPU against DP 256 global included.
 
 Run folders are written by the test in the contract's shape
 (``tests.helpers.compare_runs.make_run``), with
-run.json's ``scaling`` as ``launcher.launch_sweep`` records it; the real weak sweep is
+run.json's ``scaling`` as ``sweeps.launch_sweep`` records it; the real weak sweep is
 tests/test_why_faster.py's."""
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine.launch import script, script_form
-from lab.engine.launch.script import ScriptConfig
-from lab.engine.spec.run import ConfigError
+from lab.engine.spec.run import PLACEMENT, SCRIPT_ONLY, ConfigError, script_run
 from lab.engine.supervise import linked
 from lab.engine.supervise.diagnose import diagnose
 from lab.events.reader import file_origin
@@ -30,7 +29,7 @@ DDP_EXAMPLE = REPO_ROOT / "examples" / "ddp_digits.py"
 
 
 def test_single_and_dp_commands_exactly():
-    c = ScriptConfig(script="/w/train.py", args=("--epochs", "3", "a b; rm -rf ~"), cwd="/w")
+    c = script_run("/w/train.py", args=("--epochs", "3", "a b; rm -rf ~"), cwd="/w")
     argv, env = script.build_command(
         c, RUN, 0, base_env={"PATH": "/bin", "PYTHONPATH": "/mine"}, cores=8
     )
@@ -55,8 +54,8 @@ def test_single_and_dp_commands_exactly():
 
 
 def test_ddp_and_module_commands_exactly():
-    c = ScriptConfig(
-        script="-m pkg.train",
+    c = script_run(
+        "-m pkg.train",
         args=("--lr", "0.1"),
         mode="ddp",
         nproc=2,
@@ -101,65 +100,79 @@ def test_ddp_and_module_commands_exactly():
 
 def test_paths_are_made_absolute_and_the_folder_defaults_to_the_scripts(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
-    n = script.normalized(ScriptConfig(script="examples/ddp_digits.py", events_dir="logs"))
+    n = script.normalized(script_run("examples/ddp_digits.py", events_dir="logs"))
     assert (
         n.script == str(DDP_EXAMPLE)
         and n.cwd == str(DDP_EXAMPLE.parent)
         and n.events_dir == str(REPO_ROOT / "logs")
     )
     # a module: here
-    assert script.normalized(ScriptConfig(script="-m pkg.train")).cwd == str(REPO_ROOT)
-    assert script.normalized(ScriptConfig(script=str(DDP_EXAMPLE), cwd=str(tmp_path))).cwd == str(
-        tmp_path
-    )
+    assert script.normalized(script_run("-m pkg.train")).cwd == str(REPO_ROOT)
+    assert script.normalized(script_run(str(DDP_EXAMPLE), cwd=str(tmp_path))).cwd == str(tmp_path)
 
 
 @pytest.mark.parametrize(
     "cfg,field,text",
     [
         (
-            ScriptConfig(),
+            script_run(),
             "script",
             "no script given: give the path of your training script (a .py file), or -m "
             "package.module",
         ),
         (
-            ScriptConfig(script="/no/such/train.py"),
+            script_run("/no/such/train.py"),
             "script",
             "'/no/such/train.py' does not exist: give the path",
         ),
         (
-            ScriptConfig(script=str(REPO_ROOT / "examples")),
+            script_run(str(REPO_ROOT / "examples")),
             "script",
             "is a folder: give the .py file inside it",
         ),
-        (ScriptConfig(script=str(REPO_ROOT / "README.md")), "script", "is not a Python file (.py)"),
-        (ScriptConfig(script="-m 3bad.mod"), "script", "is not a module name"),
         (
-            ScriptConfig(script=str(DDP_EXAMPLE), cwd="/no/such/dir"),
+            script_run(str(REPO_ROOT / "README.md")),
+            "script",
+            "is not a Python file (.py)",
+        ),
+        (script_run("-m 3bad.mod"), "script", "is not a module name"),
+        (
+            script_run(str(DDP_EXAMPLE), cwd="/no/such/dir"),
             "cwd",
             "working directory '/no/such/dir' does not exist",
         ),
         (
-            ScriptConfig(script=str(DDP_EXAMPLE), events_dir=str(DDP_EXAMPLE)),
+            script_run(str(DDP_EXAMPLE), events_dir=str(DDP_EXAMPLE)),
             "events_dir",
             "is a file",
         ),
         (
-            ScriptConfig(script=str(DDP_EXAMPLE), total_steps=-1),
+            script_run(str(DDP_EXAMPLE), total_steps=-1),
             "total_steps",
             "must be 0 (unknown) or more",
         ),
         (
-            ScriptConfig(script=str(DDP_EXAMPLE), mode="dp", nproc=2),
+            script_run(str(DDP_EXAMPLE), mode="dp", nproc=2),
             "nproc",
             "runs in one process, nproc 2 given",
         ),
-        (ScriptConfig(script=str(DDP_EXAMPLE), gpus=(0,)), "gpus", "GPU 0 does not exist"),
-        (ScriptConfig(script=str(DDP_EXAMPLE), mode="fsdp"), "mode", "use single, dp or ddp"),
-        (ScriptConfig(script=str(DDP_EXAMPLE), name="a/b"), "name", "use letters, digits"),
         (
-            ScriptConfig(script=str(DDP_EXAMPLE), extra_env={"TORCHELASTIC_ERROR_FILE": "x"}),
+            script_run(str(DDP_EXAMPLE), gpus=(0,)),
+            "gpus",
+            "GPU 0 does not exist",
+        ),
+        (
+            script_run(str(DDP_EXAMPLE), mode="fsdp"),
+            "mode",
+            "use single, dp or ddp",
+        ),
+        (
+            script_run(str(DDP_EXAMPLE), name="a/b"),
+            "name",
+            "use letters, digits",
+        ),
+        (
+            script_run(str(DDP_EXAMPLE), extra_env={"TORCHELASTIC_ERROR_FILE": "x"}),
             "extra_env",
             "set by the launcher",
         ),
@@ -174,7 +187,7 @@ def test_bad_script_configs_name_the_fix(cfg, field, text):
 
 def test_the_trainers_own_options_never_refuse_a_script():
     # a global batch of 64 does not split over 3 processes, but a script has no batch of ours
-    assert script.problems(ScriptConfig(script=str(DDP_EXAMPLE), mode="ddp", nproc=3), 0) == []
+    assert script.problems(script_run(str(DDP_EXAMPLE), mode="ddp", nproc=3), 0) == []
 
 
 def test_form_and_command_line_values_read_into_a_config():
@@ -207,14 +220,14 @@ def test_form_and_command_line_values_read_into_a_config():
     c, errs = script_form.script_config({"script": "t.py", "args": "--name 'open", "gpus": "x"}, 0)
     assert {e.field for e in errs} == {"args", "gpus"} and "close the quote" in str(errs)
     form = {f.name for f in script_form.SCRIPT_FIELDS}
-    assert form == {f.name for f in dataclasses.fields(ScriptConfig)}  # one widget per field
+    assert form == {*PLACEMENT, *SCRIPT_ONLY}  # one widget per field of a script run
     assert len({f.key for f in script_form.SCRIPT_FIELDS}) == len(script_form.SCRIPT_FIELDS)
 
 
 def test_preview_says_what_runs_and_where_the_curves_are_found(tmp_path):
     snap = SimpleNamespace(gpus=(), cpu=SimpleNamespace(cores=2))
     p = script_form.preview(
-        ScriptConfig(script=str(DDP_EXAMPLE), mode="ddp", nproc=2, cwd=str(tmp_path)),
+        script_run(str(DDP_EXAMPLE), mode="ddp", nproc=2, cwd=str(tmp_path)),
         snap,
         tmp_path / "runs",
     )

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from lab.engine.launch import commands, environment, form, launcher, request
+from lab.engine.launch import commands, environment, form, launcher, request, sweeps
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.config import problems
 from lab.engine.slurm import cmd as slurm_cmd
@@ -364,7 +364,7 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
         == "Slurm: 2 nodes x 4 GPUs, partition gpu"
     )
     with pytest.raises(ConfigError, match="all on this machine or all on Slurm"):
-        launcher.launch_sweep([cfg, RunConfig(mode="single")], tmp_path)  # a Slurm sweep is whole
+        sweeps.launch_sweep([cfg, RunConfig(mode="single")], tmp_path)  # a Slurm sweep is whole
     assert not list(tmp_path.iterdir())  # refused before any folder
 
 

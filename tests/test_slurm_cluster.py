@@ -359,6 +359,24 @@ def test_a_slurm_sweep_runs_one_job_after_another(runs, cluster):
     assert [read_json(runs / r / RUN_JSON)["config"]["nproc"] for r in (first, second)] == [1, 2]
 
 
+def test_a_script_sweep_varying_its_own_flag_runs_on_slurm(runs, cluster):
+    """A user's script swept over one of its own flags (``--vary lr=...``) as Slurm jobs, one after
+    another, as the trainer's sweep runs: each job gets its value, each run.json records it."""
+    script = str(REPO_ROOT / "examples" / "ddp_digits.py")
+    doc = _lab_sweep(
+        runs, "--script", script, "--modes", "single", "--vary", "lr=0.1,0.02",
+        "--env", "OMP_NUM_THREADS=1", "--", "--epochs", "1", "--max-steps", "3", "--log-every", "1",
+    )  # fmt: skip
+    first, second = doc["run_ids"]
+    assert "--dependency=afterany:" in (runs / second / JOB_SBATCH).read_text()
+    for rid, lr in ((first, "0.1"), (second, "0.02")):
+        rec = wait_state(rid, runs, ("succeeded", "failed"), timeout_s=180)
+        assert rec.state == "succeeded", logs.tail(rec.run_dir, 30)
+        run = read_json(runs / rid / RUN_JSON)
+        assert run["kind"] == "script" and run["varied"] == {"lr": lr}
+        assert f"--lr {lr}" in (runs / rid / JOB_SBATCH).read_text()
+
+
 def test_stopping_a_slurm_sweep_cancels_every_job(runs, cluster):
     doc = _lab_sweep(runs, "--modes", "single,ddp", "--devices", "2", "--epochs", "500")
     env = {**os.environ, "LAB_RUNS_DIR": str(runs)}

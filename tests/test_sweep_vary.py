@@ -145,6 +145,74 @@ def test_a_varied_option_is_no_fairness_warning(tmp_path):
     assert "global_batch" in [w.key for w in compare(load_runs(unvaried)).warnings]
 
 
+def test_a_scripts_own_flags_are_varied_in_its_arguments():
+    from lab.engine.spec.run import script_run
+
+    axes = vary.parse(["--lr=0.1,0.01, 0.1", "batch-size=16,32"], script=True)
+    assert axes == [("lr", ("0.1", "0.01")), ("batch-size", ("16", "32"))]  # text, as given
+    base = script_run("train.py", args=("--lr=0.5", "--epochs", "1"), mode="single")
+    ddp = script_run("train.py", args=("--lr", "0.5"), mode="ddp", nproc=2)
+    runs, varied = vary.sweep_runs([base, ddp], axes[:1], repeats=1)
+    assert [(r.mode, r.args) for r in runs] == [
+        ("single", ("--lr=0.1", "--epochs", "1")),  # replaced where the script's args had it
+        ("single", ("--lr=0.01", "--epochs", "1")),
+        ("ddp", ("--lr", "0.1")),
+        ("ddp", ("--lr", "0.01")),
+    ]
+    assert varied == [{"lr": "0.1"}, {"lr": "0.01"}] * 2
+    assert [r.name for r in runs[:2]] == ["cmp-train-lr0.1", "cmp-train-lr0.01"]
+    added = vary.crossed([script_run("t.py", args=("--epochs", "1"))], axes[1:])
+    assert [r.args for r in added] == [
+        ("--epochs", "1", "--batch-size", "16"),  # added at the end where it had none
+        ("--epochs", "1", "--batch-size", "32"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "texts, words",
+    [
+        (["lr=0.1"], "give two values or more, e.g. --vary lr=A,B"),
+        (["lr=0.1,0.1"], "give two values or more"),
+        (["=1,2"], "no flag name: use NAME=V1,V2 with NAME a long flag of your script"),
+        (["l r=1,2"], "no flag name"),
+        (["lr=1,2", "lr=3,4"], "lr is varied twice"),
+    ],
+)
+def test_a_bad_vary_of_a_script_is_one_error_naming_the_fix(texts, words):
+    with pytest.raises(ConfigError, match=words.replace(".", r"\.").replace("?", r"\?")):
+        vary.parse(texts, script=True)
+
+
+@pytest.mark.proc
+@pytest.mark.timeout(300)  # two short script runs one after another
+def test_a_script_sweep_varies_its_own_flag_and_compare_reads_it_by_value(tmp_path):
+    root = tmp_path / "runs"
+    script = str(REPO / "examples" / "ddp_digits.py")
+    res = _lab(
+        "sweep", "--script", script, "--modes", "single", "--vary", "lr=0.2,0.02", "--json",
+        "--env", "OMP_NUM_THREADS=1", "--", "--epochs", "1", "--max-steps", "6", "--log-every",
+        "1", "--lr", "0.5", root=root,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    for rid in doc["run_ids"]:
+        assert launcher.wait(rid, root, timeout_s=240) == "succeeded"
+    runs = [json.loads((root / r / "run.json").read_text()) for r in doc["run_ids"]]
+    assert [(r["kind"], r["varied"], r["argv"][-2:]) for r in runs] == [
+        ("script", {"lr": "0.2"}, ["--lr", "0.2"]),  # the given --lr 0.5 replaced
+        ("script", {"lr": "0.02"}, ["--lr", "0.02"]),
+    ]
+    res = _lab("compare", doc["sweep_id"], "--json", root=root)
+    assert res.returncode == 0, res.stderr
+    by = json.loads(res.stdout)["by_value"]["lr"]
+    assert [(g["value"], g["runs"]) for g in by] == [
+        ("0.2", [doc["run_ids"][0]]),
+        ("0.02", [doc["run_ids"][1]]),
+    ]
+    # one run against one: never faster or slower ("" where 6 steps give no interval)
+    assert by[0]["verdict"] == "baseline" and by[1]["verdict"] in ("within noise", "")
+
+
 @pytest.mark.proc
 def test_a_bad_vary_on_the_command_line_is_one_line_and_starts_nothing(tmp_path):
     res = _lab("sweep", "--modes", "ddp", "--vary", "bucket-size=1,25", root=tmp_path)

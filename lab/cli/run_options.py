@@ -15,7 +15,7 @@ from typing import Any
 from lab.cli.parser import lower
 from lab.engine.launch.form import BY_NAME, LAYOUT
 from lab.engine.launch.trainer_options import CHECKPOINTS
-from lab.engine.spec.run import BACKENDS, MODES, RunConfig
+from lab.engine.spec.run import BACKENDS, MODES, RunConfig, trainer_fields
 
 # the options the command line restricts to a list (the form's dataset options are kinds, not
 # values: imagefolder:PATH)
@@ -56,7 +56,7 @@ def add_run_options(p: argparse.ArgumentParser, with_mode: bool = True) -> None:
     """A flag per RunConfig field (its sentence, default and choices) in the Launch form's
     sections, and ``--json``."""
     sections, groups = _sections(), {}
-    for f in dataclasses.fields(RunConfig):
+    for f in trainer_fields():
         if f.name == "mode" and not with_mode:
             continue
         declared = BY_NAME[f.name]
@@ -86,9 +86,7 @@ def run_config(a: argparse.Namespace, mode: str, usable: tuple[int, ...]) -> Run
     raises."""
     from lab.engine.launch import request
 
-    values = {
-        f.name: getattr(a, f.name) for f in dataclasses.fields(RunConfig) if hasattr(a, f.name)
-    }
+    values = {f.name: getattr(a, f.name) for f in trainer_fields() if hasattr(a, f.name)}
     config, unreadable = request.run_config(dict(values, mode=mode), usable)
     if unreadable:
         raise unreadable[0]

@@ -24,25 +24,9 @@ import re
 import sys
 from typing import Any, Sequence
 
-from lab.engine.spec.run import JOB_FIELDS, RunConfig
+from lab.engine.spec.run import PLACEMENT, trainer_fields
 
-# RunConfig's fields a script run shares (where it runs too); the others are the trainer's own
-# options.
-SHARED = (
-    "mode",
-    "gpus",
-    "nproc",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "name",
-    "tags",
-    "extra_env",
-    "backend",
-    *JOB_FIELDS,
-    "stall_after",
-    "nccl_preset",
-)
+SHARED = PLACEMENT  # what a script run shares with the trainer's; the rest is the trainer's
 EPILOG = """a script of your own (instead of the lab's trainer):
   python -m lab launch --script train.py --mode ddp --nproc 2 [--cwd DIR] [--events-dir DIR]
       [--json] -- ARGS...
@@ -107,7 +91,7 @@ def wanted(a: argparse.Namespace) -> bool:
 
 def _trainer_options_given(a: argparse.Namespace) -> list[str]:
     out = []
-    for f in dataclasses.fields(RunConfig):
+    for f in trainer_fields():
         if (
             f.name not in SHARED
             and hasattr(a, f.name)

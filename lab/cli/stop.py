@@ -11,10 +11,10 @@ from lab.runfolder import ENDED_STATES
 
 def cmd_stop(a: argparse.Namespace) -> int:
     from lab.engine import registry
-    from lab.engine.launch import launcher
+    from lab.engine.launch import launcher, sweeps
 
     if a.run.startswith("sweep-"):
-        states = launcher.stop_sweep(a.run, root(), a.grace)
+        states = sweeps.stop_sweep(a.run, root(), a.grace)
         for rid, st in states.items():
             print(f"{rid} {st}")
         return 0

@@ -12,23 +12,24 @@ import sys
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
 from lab.cli.parser import PROG
-from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES, SLURM, RunConfig
+from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES, SLURM
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,
     compare_modes_configs,
     device_count_configs,
-    interleaved,
     scaled,
     slurm_count_configs,
 )
+from lab.runfolder import TRAINER
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from lab.engine.devices import nvml as devices
-    from lab.engine.launch import launcher
+    from lab.engine.launch import sweeps
 
-    axes = vary.parse(a.vary)  # a bad --vary is one line before anything else
+    # a bad --vary is one line before anything else; a script's sweep varies the script's flags
+    axes = vary.parse(a.vary, script=script_options.wanted(a))
     n = devices.usable_indices()
     modes = [m.strip().lower() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -41,15 +42,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     if script_options.wanted(a):
         from lab.engine.launch import script
 
-        if axes:
-            raise UserError(
-                "--vary varies the trainer's options; a script's options are its own: sweep "
-                "without --script, or run your script once per value"
-            )
         configs = _script_configs(a, modes, n)
+        runs, varied = vary.sweep_runs(configs, axes, a.repeats)
         if a.dry_run:
-            return _show_plan(interleaved(configs, a.repeats), None, a, n)
-        sweep_id, run_ids = script.launch_sweep(interleaved(configs, a.repeats), root())
+            return _show_plan(runs, varied, a, n)
+        sweep_id, run_ids = script.launch_sweep(runs, root(), varied=varied)
     else:
         if a.backend == SLURM:
             configs = _slurm_configs(a, modes, n)
@@ -60,7 +57,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         runs, varied = vary.sweep_runs(configs, axes, a.repeats)
         if a.dry_run:
             return _show_plan(runs, varied, a, n)
-        sweep_id, run_ids = launcher.launch_sweep(runs, root(), scaling=a.scaling, varied=varied)
+        sweep_id, run_ids = sweeps.launch_sweep(runs, root(), scaling=a.scaling, varied=varied)
     # after the launch, so that a refused sweep prints its one error line and nothing else
     if "dp" in modes and not any(c.gpus for c in configs):
         print("note: dp on the CPU runs on one device: it runs once, at count 1", file=sys.stderr)
@@ -88,7 +85,7 @@ def _show_plan(runs: list, varied: list | None, a: argparse.Namespace, n: tuple[
     snap = devices.snapshot(registry.process_owner(root()))
     plan = []
     for i, c in enumerate(runs):
-        if isinstance(c, RunConfig):
+        if c.kind == TRAINER:
             validate(c, n, machine_facts(c, snap.gpus))
             p = request.preview(c, snap, root())
         else:  # a script of the user's
@@ -163,12 +160,16 @@ def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...])
             raise unreadable[0]
         return cfg
 
+    base = config("single")
+    if base.backend == SLURM:  # one job per mode and count, as the trainer's (_slurm_configs)
+        counts = _counts(a.devices) if a.devices is not None else [a.nproc or CPU_DDP_PROCESSES]
+        return slurm_count_configs(base, modes, counts, STRONG)
     if a.devices is not None:
         counts = _counts(a.devices)
     else:
         counts = [a.nproc or len(n) or CPU_DDP_PROCESSES]
     pool = config("dp").gpus if a.gpus is not None else n
-    return device_count_configs(config("single"), pool, modes, counts, STRONG, os.cpu_count() or 1)
+    return device_count_configs(base, pool, modes, counts, STRONG, os.cpu_count() or 1)
 
 
 def _counts(text: str) -> list[int]:
@@ -214,8 +215,9 @@ def add_parser(sub) -> None:
         metavar="NAME=V1,V2",
         help="cross a run option's values with the modes, counts and repeats, interleaved "
         "(repeatable): NAME is its flag without dashes, e.g. bucket-cap-mb=1,25,100 or "
-        "accum-steps=1,4 (switches: off,on); DDP's options vary the ddp runs only; each "
-        "run.json records its values as varied",
+        "accum-steps=1,4 (switches: off,on); DDP's options vary the ddp runs only; with "
+        "--script, NAME is a flag of your script (lr=0.1,0.01 gives it --lr 0.1, then --lr "
+        "0.01); each run.json records its values as varied",
     )
     p.add_argument(
         "--dry-run",

@@ -12,7 +12,8 @@ waiting for the devices), ``health`` (rules, the watch, every rank's ``stacks``,
 restarts), ``supervise`` (a local run's supervisor and its sampler, diagnoses, linked event
 folders; ``adopt`` for an orphan; ``slurm_watch`` for a Slurm job), ``preflight`` (what a run
 will do here, and what is refused), ``launch`` (form, request, config checks, commands,
-environment, a Slurm job script, the run folder, the launcher, a user's script, resume), then
-``sweep`` (the "Compare modes" plan and ``--vary``), ``noise`` (the noise floor, measured with
-launched runs) and ``linkcheck`` (the GPUs' links measured with torchrun). Nothing here draws.
+environment, a Slurm job script, the run folder, the launcher, sweeps of runs, a user's script,
+resume), then ``sweep`` (the "Compare modes" plan and ``--vary``), ``noise`` (the noise floor,
+measured with launched runs) and ``linkcheck`` (the GPUs' links measured with torchrun). Nothing
+here draws.
 """

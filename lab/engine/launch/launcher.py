@@ -14,7 +14,6 @@ writes it only where no supervisor exists to (``_record_without_supervisor``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
@@ -26,15 +25,14 @@ from lab.engine.devices import nvml as devices
 from lab.engine.launch import environment, newrun
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import normalized, problems, validate
+from lab.engine.launch.config import normalized, validate
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.spec.diagnosis import supervisor_failure
-from lab.engine.spec.run import LOCAL, SLURM, ConfigError, RunConfig
-from lab.engine.spec.sweep import SCALINGS
+from lab.engine.spec.run import LOCAL, SLURM, RunConfig
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
@@ -70,7 +68,7 @@ class LaunchError(RuntimeError):
 # ---- starting -------------------------------------------------------------
 
 
-def _new_run(
+def new_run(
     config: RunConfig,
     root: Path,
     sweep_id: str | None,
@@ -214,87 +212,13 @@ def launch(
     validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
     root = root_or_default(runs_dir)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)
-    run_id = _new_run(normalized(config), root, None, where, resumed_from=resumed_from)
+    run_id = new_run(normalized(config), root, None, where, resumed_from=resumed_from)
     if exclusive:
         queue_book.ask_exclusive(root / run_id)
     if wait_for_idle:
         queue_book.ask_idle(root / run_id)
     start_supervisor(root / run_id)
     return run_id
-
-
-def launch_sweep(
-    configs: list[RunConfig],
-    runs_dir: Path | None = None,
-    *,
-    scaling: str | list[str | None] | None = None,
-    varied: list[dict[str, Any] | None] | None = None,
-) -> tuple[str, list[str]]:
-    """Run ``configs`` one after another under one background supervisor.
-
-    ``varied`` (one per config, ``lab.engine.sweep.vary.varied``): what a knob sweep varies, and
-    each run's values, recorded in its run.json.
-    ``scaling`` (``sweeps.SCALINGS``, one for all or one per config) is what the
-    configs were made under (``sweeps.compare_modes_configs``); each run.json
-    records its own, for the Compare page to label and compute efficiency by.
-    """
-    if not configs:
-        raise ValueError("a sweep needs at least one config")
-    scalings = list(scaling) if isinstance(scaling, (list, tuple)) else [scaling] * len(configs)
-    if len(scalings) != len(configs) or not set(scalings) <= set(SCALINGS) | {None}:
-        raise ValueError(
-            f"scaling {scaling!r}: give one of {SCALINGS} for all the configs or one per config"
-        )
-    varied = list(varied) if varied is not None else [None] * len(configs)
-    if len(varied) != len(configs):
-        raise ValueError("varied: give one per config")
-    if len({c.backend for c in configs}) > 1:
-        raise ConfigError("backend", "a sweep runs all on this machine or all on Slurm: not both")
-    usable, recorded_on = newrun.machine()
-    for i, c in enumerate(configs):
-        found = problems(c, usable, machine_facts(c))
-        if found:
-            raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
-    root = root_or_default(runs_dir)
-    sweep_id = sweep_record.new_id()
-    if configs[0].backend == SLURM:
-        return sweep_id, _slurm_sweep(configs, scalings, root, sweep_id, scaling, varied)
-    run_ids = [
-        _new_run(normalized(c), root, sweep_id, recorded_on, sc, varied=v)
-        for c, sc, v in zip(configs, scalings, varied)
-    ]
-    start_sweep(root, sweep_id, run_ids, scaling)
-    return sweep_id, run_ids
-
-
-def _slurm_sweep(
-    configs: list[RunConfig],
-    scalings: list,
-    root: Path,
-    sweep_id: str,
-    scaling: Any,
-    varied: list,
-) -> list[str]:
-    """One Slurm job per run, each submitted to start after the previous one ended
-    (``--dependency=afterany:<job id>``, kept in the run's sbatch_args), each with its own
-    watcher; a submission that fails stops the jobs submitted before it."""
-    run_ids: list[str] = []
-    previous = None
-    try:
-        for c, sc, v in zip(configs, scalings, varied):
-            if previous:
-                after = f"--dependency=afterany:{previous}"
-                c = dataclasses.replace(c, sbatch_args=(*c.sbatch_args, after))
-            run_ids.append(_new_run(normalized(c), root, sweep_id, slurm.describe(c), sc, varied=v))
-            sweep_record.write(root, sweep_id, run_ids, scaling)  # stop_sweep finds them all
-            start_supervisor(root / run_ids[-1])
-            previous = (registry.status(root / run_ids[-1]).get("slurm") or {}).get("job_id")
-            if not previous:
-                raise LaunchError(f"run {run_ids[-1]} was not submitted: see its supervisor.log")
-    except Exception:
-        stop_sweep(sweep_id, root)
-        raise
-    return run_ids
 
 
 def start_sweep(
@@ -311,7 +235,8 @@ def start_sweep(
 # ---- stopping -------------------------------------------------------------
 
 
-def _request_stop(run_dir: Path, grace_s: float) -> None:
+def request_stop(run_dir: Path, grace_s: float) -> None:
+    """Ask the run's supervisor to stop it (a ``stop.request`` file it polls)."""
     write_json_atomic(run_dir / STOP_REQUEST, {"grace_s": grace_s, "at": now_iso()})
 
 
@@ -327,7 +252,7 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     st = registry.status(run_dir)
     if st.get("state") in ENDED_STATES:
         return st["state"]
-    _request_stop(run_dir, grace_s)  # also keeps a supervisor that comes up late from starting it
+    request_stop(run_dir, grace_s)  # also keeps a supervisor that comes up late from starting it
     if st.get("state") != LOST and procs.alive(st.get("supervisor_pid"), st.get("supervisor_ct")):
         if procs.wait_until(
             lambda: is_final(registry.status(run_dir).get("state")), grace_s + 10, 0.1
@@ -353,19 +278,6 @@ def request_stacks(run_id: str, runs_dir: Path | None = None) -> Path:
         raise LaunchError(f"run {run_id} is {rec.state}: only a running run has stacks to take")
     write_json_atomic(Path(rec.run_dir) / STACKS_REQUEST, {"at": now_iso()})
     return Path(rec.run_dir)
-
-
-def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> dict[str, str]:
-    """Stop the running member of a sweep and cancel the rest; return run_id -> final state."""
-    root = root_or_default(runs_dir)
-    sweep = sweep_record.read(root, sweep_id)
-    if not sweep:
-        raise KeyError(f"no sweep {sweep_id!r} in {root}")
-    run_ids = list(sweep.get("run_ids") or [])
-    for rid in run_ids:  # queued first, so the supervisor never starts them
-        if registry.status(root / rid).get("state") == QUEUED:
-            _request_stop(root / rid, grace_s)
-    return {rid: stop(rid, root, grace_s) for rid in run_ids}
 
 
 def wait(run_id: str, runs_dir: Path | None = None, timeout_s: float = 600) -> str:

@@ -84,7 +84,7 @@ def create(
     where: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
 ) -> Path:
-    """Make ``root``/<id> for ``config`` (a RunConfig or a ScriptConfig) and write its run.json.
+    """Make ``root``/<id> for ``config`` (either kind of run) and write its run.json.
 
     ``kind`` (before the name), ``where`` (after the environment) and ``after`` (at the end) are
     the keys only one kind of run has, in the order run.json has always had them."""

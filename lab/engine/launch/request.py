@@ -15,7 +15,6 @@ at the start, the environment it changes, and the other nodes' commands; for a S
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from lab.engine.spec.run import (
     ConfigError,
     Gpus,
     RunConfig,
+    trainer_fields,
     usable,
 )
 from lab.runfolder import REPO_ROOT, root_or_default
@@ -113,7 +113,7 @@ def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[C
     """
     given = {k: v for k, v in values.items() if v is not None}
     errors: list[ConfigError] = []
-    kw = {f.name: given[f.name] for f in dataclasses.fields(RunConfig) if f.name in given}
+    kw = {f.name: given[f.name] for f in trainer_fields() if f.name in given}
     mode = kw.get("mode", RunConfig.mode)
     # a Slurm job's GPUs are its nodes'
     local_gpus = gpus if kw.get("backend", LOCAL) == LOCAL else 0
@@ -151,7 +151,7 @@ def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[C
 def form_values(config: RunConfig) -> dict[str, Any]:
     """The form's starting values for ``config``: through ``run_config`` they give it back, once the
     disabled widgets' values are left out (``FormField.enabled``), as the page does."""
-    out = {f.name: getattr(config, f.name) for f in dataclasses.fields(RunConfig)}
+    out = {f.name: getattr(config, f.name) for f in trainer_fields()}
     kind, _, folder = (
         config.dataset.partition(":")
         if config.dataset.startswith(f"{IMAGEFOLDER}:")

@@ -1,6 +1,6 @@
-"""A user's own training script as a run: ``ScriptConfig``, its checks, its command and its launch.
+"""A user's own training script as a run: its checks, its command and its launch.
 
-The second kind of run (``kind`` "script" in run.json and status.json): a
+The second kind of run (a ``RunConfig`` of ``kind`` "script", as in run.json and status.json): a
 ``.py`` file or ``-m package.module``, its own arguments, a working
 directory (default: the script's folder; a module's: the current one) and a
 mode. ``single`` runs ``python script.py ARGS`` with one device visible,
@@ -29,19 +29,15 @@ import dataclasses
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.engine.launch import commands, environment, launcher, newrun
+from lab.engine.launch import commands, environment, launcher, newrun, sweeps
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.config import problems as run_problems
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm.cmd import submit_argv
-from lab.engine.spec import sweep as sweep_record
-from lab.engine.spec.run import JOB_FIELDS, LOCAL, SLURM, ConfigError, RunConfig
-from lab.engine.spec.run import processes as config_processes
-from lab.engine.spec.run import world_size as config_world_size
+from lab.engine.spec.run import LOCAL, PLACEMENT, SLURM, ConfigError, RunConfig, script_stem
 from lab.engine.spec.sweep import STRONG
 from lab.runfolder import (
     JOB_SBATCH,
@@ -50,117 +46,11 @@ from lab.runfolder import (
     root_or_default,
 )
 
-MODULE_PREFIX = "-m "  # "-m package.module": run a module, as python -m does
 RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-# What a trainer run shares with a script run; config.problems checks them for both.
-_SHARED = (
-    "mode",
-    "gpus",
-    "nproc",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "name",
-    "tags",
-    "extra_env",
-    "backend",
-    *JOB_FIELDS,
-    "stall_after",
-    "nccl_preset",
-)
 
 
-@dataclass(frozen=True)
-class ScriptConfig:
-    """A script run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
-
-    ``script`` is a path or ``-m package.module``; ``cwd`` empty means the
-    script's folder; ``total_steps`` (0: unknown) only feeds the ETA.
-    """
-
-    script: str = ""
-    args: tuple[str, ...] = ()
-    cwd: str = ""
-    mode: str = "single"
-    gpus: tuple[int, ...] = ()
-    nproc: int = 1
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = ""
-    events_dir: str = ""
-    total_steps: int = 0
-    name: str = ""
-    tags: tuple[str, ...] = ()
-    extra_env: dict[str, str] = field(default_factory=dict)
-    backend: str = (
-        LOCAL  # slurm: the job's options below, as RunConfig's (lab.engine.launch.slurm_job)
-    )
-    partition: str = ""
-    gpus_per_node: int = 0
-    cpus_per_task: int = 0
-    time: str = ""
-    account: str = ""
-    sbatch_args: tuple[str, ...] = ()
-    stall_after: float = 0.0  # as RunConfig's: seconds without a new step (events) before "stalled"
-    nccl_preset: str = ""  # as RunConfig's: a named set of NCCL variables (lab.engine.spec.nccl)
-
-    kind = SCRIPT
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.update(
-            kind=SCRIPT,
-            gpus=list(self.gpus),
-            tags=list(self.tags),
-            args=list(self.args),
-            sbatch_args=list(self.sbatch_args),
-        )
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ScriptConfig":
-        """The inverse of ``to_dict``; unknown keys are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        for k in ("gpus", "tags", "args", "sbatch_args"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        return cls(**kw)
-
-    @property
-    def module(self) -> str | None:
-        """The module name of ``-m package.module``, else None."""
-        return (
-            self.script[len(MODULE_PREFIX) :].strip()
-            if self.script.startswith(MODULE_PREFIX)
-            else None
-        )
-
-    @property
-    def sweep_stem(self) -> str:
-        """As ``RunConfig.sweep_stem``: from the script's file or module."""
-        return f"cmp-{stem(self)}"
-
-    @property
-    def processes(self) -> int:
-        return config_processes(self)
-
-    @property
-    def world_size(self) -> int:
-        return config_world_size(self)
-
-    def work_dir(self) -> Path:
-        """Where the script runs: ``cwd``, else the script's folder (a module: the current
-        folder)."""
-        if self.cwd.strip():
-            return Path(self.cwd.strip()).expanduser()
-        return (
-            Path.cwd() if self.module is not None else Path(self.script.strip()).expanduser().parent
-        )
-
-
-def _script_problems(c: ScriptConfig) -> list[ConfigError]:
+def _script_problems(c: RunConfig) -> list[ConfigError]:
     fix = "give the path of your training script (a .py file), or -m package.module"
     if not isinstance(c.script, str) or not c.script.strip():
         return [ConfigError("script", f"no script given: {fix}")]
@@ -189,7 +79,7 @@ def _script_problems(c: ScriptConfig) -> list[ConfigError]:
     return []
 
 
-def _folder_problems(c: ScriptConfig) -> list[ConfigError]:
+def _folder_problems(c: RunConfig) -> list[ConfigError]:
     out: list[ConfigError] = []
     if c.cwd.strip() and not Path(c.cwd.strip()).expanduser().is_dir():
         out.append(
@@ -210,7 +100,7 @@ def _folder_problems(c: ScriptConfig) -> list[ConfigError]:
     return out
 
 
-def problems(config: ScriptConfig, gpu_count: int) -> list[ConfigError]:
+def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
     """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
     c = config
     out = _script_problems(c) + _folder_problems(c)
@@ -222,19 +112,19 @@ def problems(config: ScriptConfig, gpu_count: int) -> list[ConfigError]:
         )
     # the devices, nodes, name, tags and environment are checked as a trainer run's would be; the
     # trainer's own options (batch, data, model) are not the script's, so their findings are dropped
-    shared = RunConfig(**{k: getattr(c, k) for k in _SHARED}, dataset="synthetic")
-    out += [e for e in run_problems(shared, gpu_count) if e.field in _SHARED]
+    shared = RunConfig(**{k: getattr(c, k) for k in PLACEMENT}, dataset="synthetic")
+    out += [e for e in run_problems(shared, gpu_count) if e.field in PLACEMENT]
     return out
 
 
-def validate(config: ScriptConfig, gpu_count: int) -> None:
+def validate(config: RunConfig, gpu_count: int) -> None:
     """Raise the first ``ConfigError`` of ``problems``."""
     found = problems(config, gpu_count)
     if found:
         raise found[0]
 
 
-def normalized(config: ScriptConfig) -> ScriptConfig:
+def normalized(config: RunConfig) -> RunConfig:
     """Paths made absolute and the working directory filled in (the run starts elsewhere)."""
     c = config
     script = (
@@ -246,7 +136,7 @@ def normalized(config: ScriptConfig) -> ScriptConfig:
     return dataclasses.replace(c, script=script, cwd=str(c.work_dir().resolve()), events_dir=events)
 
 
-def _target(c: ScriptConfig) -> list[str]:
+def _target(c: RunConfig) -> list[str]:
     """What python (or torchrun) is given to run: the file or ``-m module``, then the script's
     arguments."""
     if c.module is not None:
@@ -255,7 +145,7 @@ def _target(c: ScriptConfig) -> list[str]:
 
 
 def build_command(
-    config: ScriptConfig,
+    config: RunConfig,
     run_dir: Path,
     port: int | str,
     *,
@@ -270,26 +160,26 @@ def build_command(
     if config.backend == SLURM:
         return submit_argv(run_dir / JOB_SBATCH), base
     if config.mode == "ddp":
-        return commands.torchrun(config, run_dir, port, config.node_rank) + _target(config), env  # type: ignore[arg-type]
+        return commands.torchrun(config, run_dir, port, config.node_rank) + _target(config), env
     return [sys.executable, *_target(config)], env
 
 
-def job_script(config: ScriptConfig, run_dir: Path) -> str:
+def job_script(config: RunConfig, run_dir: Path) -> str:
     """A Slurm script run's job.sbatch: the script and its arguments on every node of the job, in
     the config's working directory, with the environment a local script run gets (``script_env``,
     GPUs left to Slurm)."""
     env = script_env(config, run_dir, None, os.environ.get("PYTHONPATH"))
-    return slurm.script_sbatch(config, run_dir, _target(config), config.work_dir(), env=env)  # type: ignore[arg-type]
+    return slurm.script_sbatch(config, run_dir, _target(config), config.work_dir(), env=env)
 
 
 def script_env(
-    config: ScriptConfig,
+    config: RunConfig,
     run_dir: Path,
     cores: int | None = None,
     base_pythonpath: str | None = None,
 ) -> dict[str, str]:
     """Only the variables the lab sets for a script (what run.json records)."""
-    env = environment.run_env(config, run_dir, cores, base_pythonpath)  # type: ignore[arg-type]
+    env = environment.run_env(config, run_dir, cores, base_pythonpath)
     # theirs, not the lab's: our packages must not shadow their modules
     env["PYTHONPATH"] = base_pythonpath or ""
     env[RUN_DIR_ENV] = str(run_dir)
@@ -298,15 +188,15 @@ def script_env(
     return env
 
 
-def other_node_commands(config: ScriptConfig, run_dir: Path) -> list[list[str]]:
+def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
     """The exact command to start on each other node, with the same GPU environment first (as the
     trainer's)."""
     # Slurm starts every node itself
     if config.mode != "ddp" or config.nnodes <= 1 or config.backend == SLURM:
         return []
-    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]  # type: ignore[arg-type]
+    env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
     return [
-        env + commands.torchrun(config, run_dir, 0, r) + _target(config)  # type: ignore[arg-type]
+        env + commands.torchrun(config, run_dir, 0, r) + _target(config)
         for r in range(config.nnodes)
         if r != config.node_rank
     ]
@@ -318,14 +208,15 @@ SCRIPT_SCALING = (
 )
 
 
-def stem(c: ScriptConfig) -> str:
-    """A run name's stem for the script: its name, else its file's or module's."""
-    raw = c.name or (c.module.rpartition(".")[2] if c.module is not None else Path(c.script).stem)
-    return re.sub(r"[^A-Za-z0-9._-]", "-", raw).strip(".-")[:40] or "script"
-
-
-def _new_run(c: ScriptConfig, root: Path, recorded_on: str, sweep_id: str | None = None) -> Path:
-    """Create the script run's folder and its run.json (``newrun.create``)."""
+def _new_run(
+    c: RunConfig,
+    root: Path,
+    recorded_on: str,
+    sweep_id: str | None = None,
+    varied: dict[str, Any] | None = None,
+) -> Path:
+    """Create the script run's folder and its run.json (``newrun.create``); ``varied`` as the
+    trainer's (run.json's, only in a sweep that varies something)."""
 
     def program(run_dir: Path, port: int) -> newrun.Program:
         argv, _ = build_command(c, run_dir, port, base_env={})
@@ -336,17 +227,18 @@ def _new_run(c: ScriptConfig, root: Path, recorded_on: str, sweep_id: str | None
     return newrun.create(
         root,
         c,
-        stem(c),
+        script_stem(c),
         program,
         recorded_on=recorded_on,
         sweep_id=sweep_id,
         kind={"kind": SCRIPT},
         where={"cwd": c.cwd},
+        after=None if varied is None else {"varied": varied},
     )
 
 
 def launch(
-    config: ScriptConfig,
+    config: RunConfig,
     runs_dir: Path | None = None,
     *,
     exclusive: bool = False,
@@ -356,7 +248,7 @@ def launch(
     (``exclusive``, ``wait_for_idle``: as ``launcher.launch``'s)."""
     usable, recorded_on = newrun.machine()
     validate(config, usable)
-    where = recorded_on if config.backend == LOCAL else slurm.describe(config)  # type: ignore[arg-type]
+    where = recorded_on if config.backend == LOCAL else slurm.describe(config)
     run_dir = _new_run(normalized(config), root_or_default(runs_dir), where)
     if exclusive:
         queue_book.ask_exclusive(run_dir)
@@ -369,26 +261,21 @@ def launch(
 
 
 def launch_sweep(
-    configs: list[ScriptConfig], runs_dir: Path | None = None, *, scaling: str = STRONG
+    configs: list[RunConfig],
+    runs_dir: Path | None = None,
+    *,
+    scaling: str = STRONG,
+    varied: list[dict[str, Any] | None] | None = None,
 ) -> tuple[str, list[str]]:
-    """Run the script under each config one after another, as ``launcher.launch_sweep`` runs the
-    trainer's: every config checked first (nothing starts when one is refused), one supervisor.
-    Strong scaling only: the script's batch is its own arguments'."""
-    if not configs:
-        raise ValueError("a sweep needs at least one config")
+    """Run the script under each config one after another, as ``sweeps.launch_sweep`` runs the
+    trainer's (``sweeps.sweep_of``: every config checked first, nothing starts when one is
+    refused; on this machine one supervisor, on Slurm one job after another). Strong scaling only:
+    the script's batch is its own arguments'. ``varied``: what a sweep over the script's own flags
+    varies and this run's values (``lab.engine.sweep.vary``), kept in run.json."""
     if scaling != STRONG:
         raise ConfigError("scaling", SCRIPT_SCALING)
-    if any(c.backend != LOCAL for c in configs):
-        raise ConfigError(
-            "backend", "a sweep runs on this machine: launch each mode as its own Slurm run"
-        )
-    usable, recorded_on = newrun.machine()
-    for i, c in enumerate(configs):
-        found = problems(c, usable)
-        if found:
-            raise ConfigError(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
-    root = root_or_default(runs_dir)
-    sweep_id = sweep_record.new_id()
-    run_ids = [_new_run(normalized(c), root, recorded_on, sweep_id).name for c in configs]
-    launcher.start_sweep(root, sweep_id, run_ids, STRONG)
-    return sweep_id, run_ids
+
+    def make(c: RunConfig, root: Path, sweep_id: str, where: str, _sc: Any, v: Any) -> str:
+        return _new_run(normalized(c), root, where, sweep_id, varied=v).name
+
+    return sweeps.sweep_of(configs, runs_dir, problems, make, STRONG, varied)

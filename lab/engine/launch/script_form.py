@@ -6,7 +6,8 @@ what is shown first.
 split with shell quoting rules), the working directory, an optional folder of event files and an
 optional total of steps, then the fields a script run shares with a trainer run (where to run and
 the Slurm job's options, mode, GPUs, processes, name, tags, environment, nodes), under keys of their
-own. ``script_config(values, gpu_count)`` reads form or command-line values into a ``ScriptConfig``
+own. ``script_config(values, gpu_count)`` reads form or command-line values into a script run's
+``RunConfig``
 (``form_values`` is its inverse): the shared fields through ``request.run_config`` (the same
 defaults: GPUs by mode, one DDP process per GPU or two on the CPU), a value that cannot be read
 coming back as a ``ConfigError`` beside it. ``preview`` is what is shown before a launch:
@@ -29,30 +30,16 @@ from lab.engine.launch.form import FormField
 from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
 from lab.engine.launch.script import (
     TB_ENV,
-    ScriptConfig,
     build_command,
     job_script,
     normalized,
     other_node_commands,
 )
-from lab.engine.spec.run import JOB_FIELDS, MODES, SLURM, ConfigError, RunConfig
+from lab.engine.spec.run import JOB_FIELDS, MODES, PLACEMENT, SLURM, ConfigError, RunConfig
 from lab.engine.supervise.linked import MAX_DEPTH
-from lab.runfolder import root_or_default
+from lab.runfolder import SCRIPT, root_or_default
 
-_SHARED = (
-    "gpus",
-    "nproc",
-    "name",
-    "tags",
-    "extra_env",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "backend",
-    *JOB_FIELDS,
-    "stall_after",
-    "nccl_preset",
-)
+_SHARED = tuple(k for k in PLACEMENT if k != "mode")  # the mode is read on its own
 
 
 def _shared(name: str) -> FormField:
@@ -142,11 +129,9 @@ def _args(value: Any) -> tuple[str, ...]:
         raise ConfigError("args", f"cannot split the arguments ({e}): close the quote") from None
 
 
-def script_config(
-    values: Mapping[str, Any], gpu_count: int
-) -> tuple[ScriptConfig, list[ConfigError]]:
-    """A ``ScriptConfig`` from form or command-line values, and the values that could not be
-    read."""
+def script_config(values: Mapping[str, Any], gpu_count: int) -> tuple[RunConfig, list[ConfigError]]:
+    """A script run's ``RunConfig`` from form or command-line values, and the values that could
+    not be read."""
     given = {k: v for k, v in values.items() if v is not None}
     mode = given.get("mode", "single")
     shared, errors = request.run_config(
@@ -162,10 +147,10 @@ def script_config(
             kw[k] = given[k].strip()
     if "total_steps" in given:
         kw["total_steps"] = given["total_steps"]
-    return ScriptConfig(mode=mode, **kw), errors
+    return RunConfig(kind=SCRIPT, mode=mode, **kw), errors
 
 
-def form_values(config: ScriptConfig) -> dict[str, Any]:
+def form_values(config: RunConfig) -> dict[str, Any]:
     """The form's starting values for ``config`` (its inverse, as ``request.form_values`` is the
     trainer's)."""
     shared = request.form_values(
@@ -182,7 +167,7 @@ def form_values(config: ScriptConfig) -> dict[str, Any]:
     return out
 
 
-def _what_runs(c: ScriptConfig, snapshot: DeviceSnapshot) -> list[str]:
+def _what_runs(c: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
     names = {g.index: g.name for g in getattr(snapshot, "gpus", ())}
     devices = ", ".join(f"GPU {g} ({names.get(g, 'unknown')})" for g in c.gpus) or "none: the CPU"
     visible = ",".join(map(str, c.gpus))
@@ -216,7 +201,7 @@ def _what_runs(c: ScriptConfig, snapshot: DeviceSnapshot) -> list[str]:
     return out
 
 
-def _curves(c: ScriptConfig) -> list[str]:
+def _curves(c: RunConfig) -> list[str]:
     where = c.cwd or "the script's folder"
     out = [
         f"Curves: event files the script creates below {where} after the launch (SummaryWriter() "
@@ -231,7 +216,7 @@ def _curves(c: ScriptConfig) -> list[str]:
 
 
 def preview(
-    config: ScriptConfig, snapshot: DeviceSnapshot, runs_root: Path | str | None = None
+    config: RunConfig, snapshot: DeviceSnapshot, runs_root: Path | str | None = None
 ) -> Preview:
     """The plain-words lines, the command (port and run id as placeholders), its environment, the
     other nodes'."""

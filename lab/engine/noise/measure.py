@@ -1,6 +1,6 @@
 """Measuring the noise floor: one config run N times as one sweep, then the record.
 
-``start`` launches the N identical runs as a sweep (``launcher.launch_sweep``): one supervisor runs
+``start`` launches the N identical runs as a sweep (``sweeps.launch_sweep``): one supervisor runs
 them one after another, and a sweep is exclusive in the queue, so they take turns with nothing
 else the lab runs. ``finish`` waits for them, reads each run's steady-state throughput
 (summary.json's ``throughput`` median: its logging windows without the warm-up one) and writes
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.engine.launch import launcher
+from lab.engine.launch import launcher, sweeps
 from lab.engine.noise import record
 from lab.engine.spec.run import RunConfig, world_size
 from lab.runfolder import SUCCEEDED, SUMMARY_JSON, read_json, stamp
@@ -34,7 +34,7 @@ def check_runs(n: int) -> None:
 def start(config: RunConfig, n: int, root: Path) -> tuple[str, list[str]]:
     """Launch ``n`` runs of ``config`` one after another (one sweep); (sweep id, run ids)."""
     check_runs(n)
-    return launcher.launch_sweep([config] * n, root)
+    return sweeps.launch_sweep([config] * n, root)
 
 
 def throughput(run_dir: Path) -> float | None:

@@ -21,15 +21,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.engine.spec.run import LOCAL, RunConfig
-from lab.runfolder import PREFLIGHT, read_json, write_json_atomic
+from lab.engine.spec.run import LOCAL
+from lab.runfolder import PREFLIGHT, SCRIPT, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 CORES_SHARED, DP_ONE_DEVICE = "cores_shared", "dp_one_device"
 
 
 def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
-    """The expectations that bear on a speedup for ``config`` (a RunConfig or a ScriptConfig)."""
+    """The expectations that bear on a speedup for ``config`` (either kind of run)."""
     cores = cores or os.cpu_count() or 1
     gpus = tuple(getattr(config, "gpus", ()) or ())
     slurm_gpus = getattr(config, "gpus_per_node", 0) if config.backend != LOCAL else 0
@@ -55,7 +55,7 @@ def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
 
 def _lines(config: Any) -> list[str]:
     """The pre-flight's lines of a trainer run on this machine (empty for others)."""
-    if not isinstance(config, RunConfig) or config.backend != LOCAL:
+    if config.kind == SCRIPT or config.backend != LOCAL:
         return []
     from lab.engine.devices import nvml as devices
     from lab.engine.preflight.checks import preflight

@@ -1,5 +1,11 @@
 """What a run is asked to do: the ``RunConfig`` value, its modes and backends, ``ConfigError``.
 
+One value for both kinds of run: ``kind`` "trainer" (the lab's trainer, its options the fields
+after ``seed``) or "script" (a user's own script: ``script``, ``args``, ``cwd``, ``events_dir``,
+``total_steps``). ``PLACEMENT`` is what both share: where and how the run is placed (mode,
+devices, processes, nodes, the backend and its Slurm job), its name, tags and environment.
+run.json's ``config`` keeps the keys each kind has always had (``to_dict``).
+
 The value only: how many processes, how many ways the batch splits and how many threads each
 process gets follow from it here; every check on it is in ``lab.engine.launch.config``, which
 builds on the Slurm job's options (``lab.engine.slurm.options``) and the pre-flight's checks, all
@@ -10,8 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Union
+
+from lab.runfolder import SCRIPT, TRAINER
 
 SINGLE, DP, DDP = "single", "dp", "ddp"
 MODES = (SINGLE, DP, DDP)
@@ -20,6 +30,19 @@ LOCAL, SLURM = "local", "slurm"
 BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
 # a Slurm job's
 JOB_FIELDS = ("partition", "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args")
+# what a trainer run and a script run share: where and how the run is placed, its name and env
+PLACEMENT = (
+    "mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint", "name", "tags", "extra_env",
+    "backend", *JOB_FIELDS, "stall_after", "nccl_preset",
+)  # fmt: skip
+# a script run's own fields, and its run.json config's keys in the order they have always had
+SCRIPT_ONLY = ("script", "args", "cwd", "events_dir", "total_steps")
+SCRIPT_KEYS = (
+    "script", "args", "cwd", "mode", "gpus", "nproc", "nnodes", "node_rank", "rdzv_endpoint",
+    "events_dir", "total_steps", "name", "tags", "extra_env", "backend", *JOB_FIELDS,
+    "stall_after", "nccl_preset", "kind",
+)  # fmt: skip
+MODULE_PREFIX = "-m "  # a script given as "-m package.module": run a module, as python -m does
 # a GPU count (indices 0..n-1), or the physical indices that can be used
 Gpus = Union[int, Iterable[int]]
 
@@ -39,14 +62,12 @@ class ConfigError(ValueError):
 
 
 def processes(c: Any) -> int:
-    """Processes one node starts for a run (a RunConfig or a user's ScriptConfig): ddp nproc,
-    otherwise one."""
+    """Processes one node starts for a run: ddp nproc, otherwise one."""
     return c.nproc if c.mode == "ddp" else 1
 
 
 def world_size(c: Any) -> int:
-    """How many ways a run's global batch is split (a RunConfig or a ScriptConfig): DP only over 2+
-    GPUs."""
+    """How many ways a run's global batch is split: DP only over 2+ GPUs."""
     if c.mode == "ddp":
         return c.nproc * c.nnodes
     node_gpus = c.gpus_per_node if c.backend == SLURM else len(c.gpus)
@@ -65,9 +86,13 @@ class RunConfig:
     """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
 
     ``batch_size`` is the global batch in every mode. ``nproc`` is the number of
-    processes per node and only means something for ``ddp``.
+    processes per node and only means something for ``ddp``. A script run (``kind`` "script")
+    has ``script`` (a path or ``-m package.module``), ``args``, ``cwd`` (empty: the script's
+    folder), ``events_dir`` and ``total_steps`` (0: unknown; it only feeds the ETA); the
+    trainer's options keep their defaults there and mean nothing.
     """
 
+    kind: str = TRAINER
     mode: str = "single"
     gpus: tuple[int, ...] = ()
     nproc: int = 1
@@ -121,20 +146,29 @@ class RunConfig:
     sync_bn: bool = False  # ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap
     nccl_preset: str = ""  # a name of lab.engine.spec.nccl.PRESETS: its variables in the env
     memory_snapshot: int = 0  # the trainer's --memory-snapshot N (CUDA only); 0 = off
+    # a script run's own (kind "script")
+    script: str = ""
+    args: tuple[str, ...] = ()
+    cwd: str = ""
+    events_dir: str = ""
+    total_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """run.json's ``config``: a trainer run's fields, or a script run's keys (``SCRIPT_KEYS``),
+        as each kind has always had them."""
         d = dataclasses.asdict(self)
-        d["gpus"] = list(self.gpus)
-        d["tags"] = list(self.tags)
-        d["sbatch_args"] = list(self.sbatch_args)
-        return d
+        for name in ("gpus", "tags", "sbatch_args", "args"):
+            d[name] = list(d[name])
+        if self.kind == SCRIPT:
+            return {k: d[k] for k in SCRIPT_KEYS}
+        return {k: v for k, v in d.items() if k not in SCRIPT_ONLY and k != "kind"}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
         """The inverse of ``to_dict``; unknown keys are ignored (older/newer run.json)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        for name in ("gpus", "tags", "sbatch_args"):
+        for name in ("gpus", "tags", "sbatch_args", "args"):
             if name in kw:
                 kw[name] = tuple(kw[name])
         if "extra_env" in kw:
@@ -144,7 +178,23 @@ class RunConfig:
     @property
     def sweep_stem(self) -> str:
         """The stem of a sweep's run names when the run has no name of its own."""
-        return f"cmp-{self.model}"
+        return f"cmp-{self.model}" if self.kind == TRAINER else f"cmp-{script_stem(self)}"
+
+    @property
+    def module(self) -> str | None:
+        """A script run's module name of ``-m package.module``, else None."""
+        if self.script.startswith(MODULE_PREFIX):
+            return self.script[len(MODULE_PREFIX) :].strip()
+        return None
+
+    def work_dir(self) -> Path:
+        """Where a script runs: ``cwd``, else the script's folder (a module: the current
+        folder)."""
+        if self.cwd.strip():
+            return Path(self.cwd.strip()).expanduser()
+        if self.module is not None:
+            return Path.cwd()
+        return Path(self.script.strip()).expanduser().parent
 
     @property
     def processes(self) -> int:
@@ -155,3 +205,22 @@ class RunConfig:
     def world_size(self) -> int:
         """How many ways the global batch is split."""
         return world_size(self)
+
+
+def script_stem(c: RunConfig) -> str:
+    """A script run name's stem: its name, else its file's or module's."""
+    raw = c.name or (c.module.rpartition(".")[2] if c.module is not None else Path(c.script).stem)
+    return re.sub(r"[^A-Za-z0-9._-]", "-", raw).strip(".-")[:40] or "script"
+
+
+def script_run(script: str = "", **fields: Any) -> RunConfig:
+    """A user's script as a run: ``RunConfig(kind="script", script=script, **fields)``."""
+    return RunConfig(kind=SCRIPT, script=script, **fields)
+
+
+def trainer_fields() -> tuple[dataclasses.Field, ...]:
+    """``RunConfig``'s fields of a trainer run, what its form, flags and run.json have: all but
+    ``kind`` and a script run's own (``SCRIPT_ONLY``)."""
+    return tuple(
+        f for f in dataclasses.fields(RunConfig) if f.name != "kind" and f.name not in SCRIPT_ONLY
+    )

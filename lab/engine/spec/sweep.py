@@ -1,6 +1,6 @@
 """A sweep: its scalings, and its record in the runs folder: ``.sweeps/<sweep_id>.json`` (its run
 ids in order, the runs folder, when it was made, its scaling) beside its supervisor's ``.log``;
-made by the launcher (``lab.engine.launch.launcher.launch_sweep``), read by ``stop SWEEP`` and
+made by the launcher (``lab.engine.launch.sweeps.launch_sweep``), read by ``stop SWEEP`` and
 ``compare SWEEP``."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and seed on the usable GPUs (or the CPU), under strong scaling (every mode
 keeps the global batch, so they compute the same training) or weak scaling
 (every device keeps its batch, ``scaled``); ``interleaved`` repeats them in
 turn (single, dp, ddp, single, …) so drift on the machine hits every mode
-alike. Launching a sweep is ``lab.engine.launch.launcher.launch_sweep``.
+alike. Launching a sweep is ``lab.engine.launch.sweeps.launch_sweep``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def device_count_configs(
     GPUs (on the CPU once, as it runs on one device there), DDP over the first N GPUs, or as N gloo
     processes on the CPU (at most ``cpu_limit`` when given). A count beyond the machine is a
     ``ConfigError`` naming what exists. ``base`` is a trainer's ``RunConfig`` or a script's
-    ``ScriptConfig`` (strong scaling only: a script's batch is its own)."""
+    script run's (strong scaling only: a script's batch is its own)."""
     gpus = usable(gpus)
     bad = [n for n in counts if isinstance(n, bool) or not isinstance(n, int) or n < 1]
     if bad or not counts:

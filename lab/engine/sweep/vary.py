@@ -10,17 +10,25 @@ combination of values, named with the values (``…-bucket-cap-mb25``; with seve
 ``…-bcm25-as4``); a DDP-only knob (``knobs.DDP_ONLY``) is applied to the DDP runs only: the
 sweep's other runs run once, at its default, and their ``varied`` leaves it out. ``varied`` is
 what a run's run.json records.
+
+A sweep of a user's script (``parse(..., script=True)``) varies the script's own flags instead:
+NAME is a long flag of the script without its dashes (``lr`` for ``--lr``), each value is given
+to it as text, ``--lr 0.1``, replacing the flag where the script's arguments already have it
+(``--lr X`` or ``--lr=X``), else added at their end; every run is a script run's, so every axis
+applies to every run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from typing import Any
 
 from lab.engine.launch.form import FIELDS
 from lab.engine.launch.knobs import DDP_ONLY
 from lab.engine.spec.run import DDP, ConfigError, RunConfig
+from lab.runfolder import SCRIPT
 
 # what sets up a sweep's runs (its modes, devices, nodes, names) or is no single value to compare
 _NOT_VARIED = {
@@ -39,6 +47,7 @@ VARIABLE = {
 # a run name's 40 characters less interleaved's "-r20" (lab.engine.launch.config's names)
 NAME_ROOM = 36
 _TRUE, _FALSE = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
+_SCRIPT_FLAG = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")  # a long flag's name, e.g. lr, batch-size
 
 Axes = list[tuple[str, tuple[Any, ...]]]  # (flag without dashes, its values), in the given order
 
@@ -73,34 +82,76 @@ def _example(field: str) -> str:
     return {"bucket_cap_mb": "1,25,100", "accum_steps": "1,4"}.get(field, f"{default},…")
 
 
-def parse(texts: list[str]) -> Axes:
+def parse(texts: list[str], script: bool = False) -> Axes:
     """``--vary`` texts (``NAME=V1,V2``) as axes; an unknown name, a repeated one, fewer than two
-    values or a bad value is a ``ConfigError`` naming the fix."""
+    values or a bad value is a ``ConfigError`` naming the fix. ``script``: NAME is a flag of the
+    user's script and its values are text."""
     axes: Axes = []
     for text in (t for t in texts if t.strip()):  # the Launch page's blank lines
         name, sep, values = text.partition("=")
         name = name.strip().lstrip("-")
-        if name not in VARIABLE:
-            raise ConfigError(
-                "vary", f"{name or text!r} is no option a sweep can vary: use NAME=V1,V2 with NAME "
-                f"one of {', '.join(sorted(VARIABLE))}"
-            )  # fmt: skip
-        field = VARIABLE[name]
-        items = [v for v in values.split(",") if v.strip()] if sep else []
-        parsed = tuple(dict.fromkeys(_value(name, field, v) for v in items))
+        items = [v.strip() for v in values.split(",") if v.strip()] if sep else []
+        if script:
+            if not _SCRIPT_FLAG.match(name):
+                raise ConfigError(
+                    "vary", f"{name or text!r} is no flag name: use NAME=V1,V2 with NAME a long "
+                    "flag of your script without its dashes, e.g. --vary lr=0.1,0.01 for --lr"
+                )  # fmt: skip
+            parsed: tuple[Any, ...] = tuple(dict.fromkeys(items))
+            example = f"{name}=A,B"
+        else:
+            if name not in VARIABLE:
+                raise ConfigError(
+                    "vary", f"{name or text!r} is no option a sweep can vary: use NAME=V1,V2 with "
+                    f"NAME one of {', '.join(sorted(VARIABLE))}"
+                )  # fmt: skip
+            parsed = tuple(dict.fromkeys(_value(name, VARIABLE[name], v) for v in items))
+            example = f"{name}={_example(VARIABLE[name])}"
         if len(parsed) < 2:
-            raise ConfigError(
-                "vary", f"{text!r}: give two values or more, e.g. --vary {name}={_example(field)}"
-            )
+            raise ConfigError("vary", f"{text!r}: give two values or more, e.g. --vary {example}")
         if name in dict(axes):
             raise ConfigError("vary", f"{name} is varied twice: give its values in one --vary")
         axes.append((name, parsed))
     return axes
 
 
+def _is_script(config: Any) -> bool:
+    return config.kind == SCRIPT
+
+
+def with_flag(args: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
+    """A script's arguments with ``--flag value``: in place of each ``--flag X`` or
+    ``--flag=X`` they have, else at their end."""
+    opt, out, i, found = f"--{flag}", [], 0, False
+    while i < len(args):
+        if args[i] == opt and i + 1 < len(args):
+            out += [opt, value]
+            i, found = i + 2, True
+            continue
+        if args[i].startswith(opt + "="):
+            out.append(f"{opt}={value}")
+            i, found = i + 1, True
+            continue
+        out.append(args[i])
+        i += 1
+    return tuple(out) if found else (*args, opt, value)
+
+
+def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value the script's arguments give ``--flag`` (the last one), None without it."""
+    opt, value = f"--{flag}", None
+    for i, a in enumerate(args):
+        if a == opt and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(opt + "="):
+            value = a[len(opt) + 1 :]
+    return value
+
+
 def applies(flag: str, config: Any) -> bool:
-    """Whether the option of ``flag`` means something for ``config``: DDP's options in ddp only."""
-    return VARIABLE[flag] not in DDP_ONLY or config.mode == DDP
+    """Whether the option of ``flag`` means something for ``config``: DDP's options in ddp only;
+    a script's own flags in every run of it."""
+    return _is_script(config) or VARIABLE[flag] not in DDP_ONLY or config.mode == DDP
 
 
 def _shown(value: Any) -> str:
@@ -119,7 +170,7 @@ def _name(stem: str, pairs: list[tuple[str, Any]]) -> str:
     return (stem[: max(0, NAME_ROOM - len(suffix))] + suffix)[-NAME_ROOM:].lstrip("-._")
 
 
-def crossed(configs: list[RunConfig], axes: Axes) -> list[RunConfig]:
+def crossed(configs: list[Any], axes: Axes) -> list[Any]:
     """Every config at every combination of the values that apply to it (in the axes' order, the
     last varying fastest), named ``<name>-<flag><value>…``; a config no axis applies to stays as
     it is. A DDP option in a sweep without ddp is a ``ConfigError``."""
@@ -134,8 +185,15 @@ def crossed(configs: list[RunConfig], axes: Axes) -> list[RunConfig]:
         mine = [(flag, values) for flag, values in axes if applies(flag, c)]
         for combo in itertools.product(*(values for _, values in mine)):
             pairs = list(zip((flag for flag, _ in mine), combo))
-            fields = {VARIABLE[flag]: v for flag, v in pairs}
-            out.append(dataclasses.replace(c, name=_name(c.name or c.sweep_stem, pairs), **fields))
+            name = _name(c.name or c.sweep_stem, pairs)
+            if _is_script(c):
+                args = c.args
+                for flag, v in pairs:
+                    args = with_flag(args, flag, v)
+                out.append(dataclasses.replace(c, name=name, args=args))
+            else:
+                fields = {VARIABLE[flag]: v for flag, v in pairs}
+                out.append(dataclasses.replace(c, name=name, **fields))
     return out
 
 
@@ -144,14 +202,16 @@ def varied(config: Any, axes: Axes) -> dict[str, Any] | None:
     applies to it; None for a sweep that varies nothing."""
     if not axes:
         return None
+    if _is_script(config):
+        return {flag: _flag_value(config.args, flag) for flag, _ in axes}
     return {flag: getattr(config, VARIABLE[flag]) for flag, _ in axes if applies(flag, config)}
 
 
 def sweep_runs(
-    configs: list[RunConfig], axes: Axes, repeats: int
-) -> tuple[list[RunConfig], list[dict[str, Any] | None]]:
+    configs: list[Any], axes: Axes, repeats: int
+) -> tuple[list[Any], list[dict[str, Any] | None]]:
     """The sweep's runs in the order they run (each value crossed in, then the repeats taking
-    turns) and each one's ``varied``: what ``launcher.launch_sweep`` is given."""
+    turns) and each one's ``varied``: what ``sweeps.launch_sweep`` is given."""
     from lab.engine.sweep.plan import interleaved
 
     runs = interleaved(crossed(configs, axes) if axes else configs, repeats)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lab import tags
-from lab.engine.launch.script import ScriptConfig
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import SCRIPT, TRAINER, parse_time
 from lab.views.compare.runs import CompareRun
 from lab.views.compare.spread import Spread, median_spread, steady_windows
@@ -203,7 +203,7 @@ def seen_devices(run: CompareRun, scalars: Mapping[str, Any]) -> tuple[list[str]
     """``(devices, world size)`` the lab can see: a script's as given, foreign logs' GPUs
     sampled."""
     if run.kind == SCRIPT:
-        c = ScriptConfig.from_dict(run.config)
+        c = RunConfig.from_dict(run.config)
         gpus = [f"gpu{g}" for g in c.gpus]
         return (gpus or [f"cpu{i}" for i in range(c.world_size)]), c.world_size
     gpus = sorted(

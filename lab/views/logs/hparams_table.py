@@ -176,13 +176,9 @@ def hp_rows(
 def lab_defaults() -> dict[str, Any]:
     """The lab trainer's option defaults, as ``config_hparams`` writes them: what a run.json that
     lacks a key (recorded before the option existed) ran with."""
-    from lab.engine.spec.run import RunConfig
+    from lab.engine.spec.run import trainer_fields
 
-    plain = {
-        f.name: f.default
-        for f in dataclasses.fields(RunConfig)
-        if f.default is not dataclasses.MISSING
-    }
+    plain = {f.name: f.default for f in trainer_fields() if f.default is not dataclasses.MISSING}
     return config_hparams(plain)
 
 
