@@ -58,4 +58,4 @@ FAKE_GPU_TESTS=(
   "tests/test_train_cli.py::test_bad_input_of_a_trainer_process_is_one_line_and_leaves_nothing[ddp_batch_not_divisible]"
 )
 echo "== fake-GPU mode (LAB_TEST_FAKE_GPUS=4): ${#FAKE_GPU_TESTS[@]} files and tests"
-LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q -n 2 --dist loadgroup "${FAKE_GPU_TESTS[@]}"
+LAB_TEST_FAKE_GPUS=4 exec "$PY" -m pytest -q "${FAKE_GPU_TESTS[@]}"
