@@ -11,7 +11,7 @@ fields are ``lab.engine.launch.form.FIELDS`` (a script's
 ``request.run_config`` (``script_form.script_config``), what is shown before a
 launch is ``request.preview`` (``script_form.preview``), the checks are
 ``lab.engine.launch.config`` (``lab.engine.launch.script``) and the launch is
-``lab.engine.launch.launcher`` (``script.launch``). "Compare modes of this
+``lab.engine.launch.launcher`` (either kind of run). "Compare modes of this
 config" runs the form's config in every chosen mode and device count as one
 sweep (``lab.engine.sweep.plan``) and links to Compare, which opens on it.
 """
@@ -211,9 +211,7 @@ with right:
             from lab.engine.launch import launcher
 
             try:
-                st.session_state["launch_last"] = (
-                    script.launch if kind == paths.SCRIPT else launcher.launch
-                )(cfg)
+                st.session_state["launch_last"] = launcher.launch(cfg)
             except ConfigError as e:
                 (slots.get(e.field) or st).error(e.message)
                 st.error(f"Not launched: {e.message}")
@@ -286,11 +284,7 @@ with right:
                         cfg, usable, sweep_modes, sweep_counts, sweep_scaling, os.cpu_count() or 1
                     )
                     runs, varied = vary.sweep_runs(configs, axes, int(sweep_repeats))
-                    sweep = (
-                        script.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
-                        if kind == paths.SCRIPT
-                        else sweeps.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
-                    )
+                    sweep = sweeps.launch_sweep(runs, scaling=sweep_scaling, varied=varied)
                     st.session_state["launch_sweep"] = sweep
                 except Exception as e:  # the engine names the fix; never show a traceback
                     st.error(f"Not started: {e}")

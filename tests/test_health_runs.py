@@ -29,7 +29,7 @@ import pytest
 from lab import cli
 from lab.engine import procs, registry
 from lab.engine.health import stacks
-from lab.engine.launch import launcher, script
+from lab.engine.launch import launcher
 from lab.engine.spec.run import RunConfig, script_run
 from lab.events import LogdirReader
 from lab.runfolder import LAST_CHECKPOINT, read_json
@@ -144,7 +144,7 @@ SCRIPT = textwrap.dedent("""\
 def test_a_users_ddp_script_that_hangs_is_stalled_and_read_with_py_spy(runs_dir, tmp_path, ended):
     path = tmp_path / "hang.py"
     path.write_text(SCRIPT)
-    run_id = script.launch(
+    run_id = launcher.launch(
         script_run(
             str(path),
             mode="ddp",

@@ -15,7 +15,7 @@ import pytest
 from lab.engine import registry
 from lab.engine.health import creep, rules
 from lab.engine.health.watch import HealthWatch
-from lab.engine.launch import launcher, script
+from lab.engine.launch import launcher
 from lab.engine.spec.run import script_run
 from lab.events import LogdirReader
 from tests.helpers.engine_runs import alive_of, state, wait_for
@@ -138,7 +138,7 @@ def test_a_script_keeping_every_loss_alive_is_flagged_while_it_runs_and_a_health
 
     def launch(*args: str) -> str:
         c = script_run(str(path), args=args, stall_after=600.0, extra_env=env)
-        return script.launch(c, runs_dir)
+        return launcher.launch(c, runs_dir)
 
     leaky, healthy = launch("leak", "150"), launch("ok", "45")
     try:

@@ -512,7 +512,7 @@ def test_a_user_script_as_a_slurm_job_from_the_form(runs_dir):
         subprocess.run(["bash", "-n"], input=p.sbatch, text=True, capture_output=True).returncode
         == 0
     )
-    assert script.build_command(c, run_dir, 0, base_env={"B": "2"}) == (p.argv, {"B": "2"})
+    assert commands.build_command(c, run_dir, 0, base_env={"B": "2"}) == (p.argv, {"B": "2"})
     assert c.world_size == 2 and dataclasses.replace(c, mode="dp").world_size == 2
     single = dataclasses.replace(c, mode="single", nproc=1)
     assert [(e.field, e.message[:40]) for e in script.problems(single, 8)] == [

@@ -12,7 +12,7 @@ mean what they mean for the trainer; one of
 the trainer's own options given with ``--script`` is refused with one line
 saying the script's options go after ``--``. ``launch --script --dry-run``
 prints what the Launch page shows (a Slurm run's job script too). Reading the values is
-``lab.engine.launch.script_form.script_config``, launching ``lab.engine.launch.script.launch``.
+``lab.engine.launch.script_form.script_config``, launching ``lab.engine.launch.launcher.launch``.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
     JSON."""
     from lab.engine import registry
     from lab.engine.devices import nvml as devices
-    from lab.engine.launch import script, script_form
+    from lab.engine.launch import launcher, script, script_form
     from lab.views.text import shell_line
 
     cfg, unreadable = script_form.script_config(values(a), gpu_count)
@@ -152,7 +152,7 @@ def launch(a: argparse.Namespace, root, gpu_count: int) -> int:
         for i, other in enumerate(p.other_nodes, start=1):
             print(f"# on node {i} (same script, same environment):\n{shell_line(other, cwd=p.cwd)}")
         return 0
-    run_id = script.launch(
+    run_id = launcher.launch(
         cfg,
         root,
         exclusive=getattr(a, "exclusive", False),

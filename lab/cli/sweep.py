@@ -40,13 +40,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             "arguments after -- go to a script of your own: give --script PATH (or --module NAME)"
         )
     if script_options.wanted(a):
-        from lab.engine.launch import script
-
         configs = _script_configs(a, modes, n)
         runs, varied = vary.sweep_runs(configs, axes, a.repeats)
         if a.dry_run:
             return _show_plan(runs, varied, a, n)
-        sweep_id, run_ids = script.launch_sweep(runs, root(), varied=varied)
+        sweep_id, run_ids = sweeps.launch_sweep(runs, root(), varied=varied)
     else:
         if a.backend == SLURM:
             configs = _slurm_configs(a, modes, n)

@@ -1,5 +1,8 @@
 """The command lines of a run: the trainer's arguments, torchrun's, and the (argv, env) of each
-node.
+node, for both kinds of run: ``program`` is the one place where the lab's trainer and a user's
+script differ (``-m training.train`` and its flags, or the script's file or ``-m module`` and its
+own arguments); python or torchrun in front of it, the environment and the other nodes' commands
+are the same.
 
 ``build_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
 read from NVML unless given) -> (argv, env), tested exactly; argv is a list
@@ -7,10 +10,8 @@ read from NVML unless given) -> (argv, env), tested exactly; argv is a list
 ``lab.engine.launch.environment``'s. For a Slurm run (``backend`` slurm) what runs
 here is only the submission of the run's job script (``sbatch --parsable
 RUN/job.sbatch``; the script itself is ``lab.engine.launch.slurm_job``'s) and Slurm
-starts every node, so there are no other nodes' commands. ``torchrun`` is
-shared with a user's script (``lab.engine.launch.script``), ``trainer_args`` with the
-Slurm job script. ``lab.engine.launch.launcher`` re-exports ``build_command``,
-``other_node_commands``, ``trainer_args`` and ``PORT_FLAG``.
+starts every node, so there are no other nodes' commands. ``trainer_args`` and ``program`` are
+shared with the Slurm job scripts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from lab.engine.launch.form import trainer_flags
 from lab.engine.ports import PORT_FLAG
 from lab.engine.slurm.cmd import submit_argv
 from lab.engine.spec.run import SLURM, RunConfig
-from lab.runfolder import JOB_SBATCH, LOGS_DIR
+from lab.runfolder import JOB_SBATCH, LOGS_DIR, SCRIPT
 
 
 def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
@@ -126,7 +127,17 @@ def build_command(
         if config.mode == "ddp"
         else [sys.executable]
     )
-    return argv + trainer_args(config, run_dir), env
+    return argv + program(config, run_dir), env
+
+
+def program(config: RunConfig, run_dir: Path) -> list[str]:
+    """What python (or torchrun) is given to run: the trainer and its options, or a user's script
+    (its file or ``-m module``) and its own arguments."""
+    if config.kind != SCRIPT:
+        return trainer_args(config, run_dir)
+    if config.module is not None:
+        return ["-m", config.module, *config.args]
+    return [config.script, *config.args]
 
 
 def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
@@ -137,7 +148,7 @@ def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
         return []
     env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
     return [
-        env + torchrun(config, run_dir, 0, r) + trainer_args(config, run_dir)
+        env + torchrun(config, run_dir, 0, r) + program(config, run_dir)
         for r in range(config.nnodes)
         if r != config.node_rank
     ]

@@ -4,13 +4,15 @@ sets.
 GPUs are named by UUID in ``CUDA_VISIBLE_DEVICES`` (NVML's index "may not
 correlate with the CUDA device index"), ``OMP_NUM_THREADS`` shares out the
 cores, ``TORCHELASTIC_ERROR_FILE`` catches a failing rank's traceback, and
-``PYTHONPATH`` reaches this repository; an NCCL preset's variables
+``PYTHONPATH`` reaches this repository (a user's script keeps the caller's own instead, and gets
+``LAB_RUN_DIR`` and ``TENSORBOARD_LOGDIR=<run>/tb`` for scripts that read them); an NCCL preset's
+variables
 (``lab.engine.spec.nccl``) come before the user's own, which win. A
 Slurm job's GPUs are Slurm's to set (no ``CUDA_VISIBLE_DEVICES``), its
 threads its CPUs per task shared out.
 Pure but for reading GPU UUIDs from
-``lab.engine.devices.nvml`` when none are given. Used by ``lab.engine.launch.launcher``
-(trainer runs), ``lab.engine.launch.script`` (a user's script) and pre-flight.
+``lab.engine.devices.nvml`` when none are given. Used by ``lab.engine.launch.commands`` (both kinds
+of run), the launcher and pre-flight.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from pathlib import Path
 from lab.engine.devices import nvml as devices
 from lab.engine.spec import nccl
 from lab.engine.spec.run import SLURM, RunConfig, omp_threads
-from lab.runfolder import ERROR_JSON, REPO_ROOT
+from lab.runfolder import ERROR_JSON, REPO_ROOT, SCRIPT, TB_DIR
+
+RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"  # what a user's script may read
 
 
 def visible_devices(gpus: tuple[int, ...], uuids: dict[int, str] | None = None) -> str:
@@ -40,7 +44,8 @@ def run_env(
     uuids: dict[int, str] | None = None,
 ) -> dict[str, str]:
     """Only the variables the launcher sets (what run.json records); GPUs by UUID
-    (``visible_devices``)."""
+    (``visible_devices``). ``base_pythonpath`` is the caller's: the lab's trainer gets this
+    repository before it, a user's script only it (our packages must not shadow their modules)."""
     pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
     env = {  # a Slurm job gets its GPUs (CUDA_VISIBLE_DEVICES) from Slurm
         **(
@@ -54,6 +59,10 @@ def run_env(
         "TORCHELASTIC_ERROR_FILE": str(Path(run_dir) / ERROR_JSON),
         "PYTHONPATH": pp,
     }
+    if config.kind == SCRIPT:
+        env["PYTHONPATH"] = base_pythonpath or ""
+        env[RUN_DIR_ENV] = str(run_dir)
+        env[TB_ENV] = str(Path(run_dir) / TB_DIR)
     # a preset's variables (debug: its log file in the run folder); the user's own win
     env.update(nccl.preset_env(config.nccl_preset, run_dir))
     env.update(config.extra_env or {})

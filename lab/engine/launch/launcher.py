@@ -22,17 +22,17 @@ from typing import Any
 
 from lab.engine import procs, registry, spawn
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import environment, newrun
+from lab.engine.launch import environment, newrun, script
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.commands import build_command, other_node_commands
-from lab.engine.launch.config import normalized, validate
+from lab.engine.launch.config import normalized, problems
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.spec.diagnosis import supervisor_failure
-from lab.engine.spec.run import LOCAL, SLURM, RunConfig
+from lab.engine.spec.run import LOCAL, SLURM, ConfigError, RunConfig, script_stem
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
@@ -41,6 +41,7 @@ from lab.runfolder import (
     REPO_ROOT,
     RUN_JSON,
     RUNNING,
+    SCRIPT,
     STACKS_REQUEST,
     STARTING,
     STATUS_JSON,
@@ -77,8 +78,10 @@ def new_run(
     resumed_from: str | None = None,
     varied: dict[str, Any] | None = None,
 ) -> str:
-    """Create the trainer run's folder and its run.json (``newrun.create``); return its id.
-    ``varied``: the options a knob sweep varies and this run's values (run.json's, only then)."""
+    """Create the run's folder and its run.json (``newrun.create``), of either kind of run; return
+    its id. ``varied``: the options a knob sweep varies and this run's values (run.json's, only
+    then). A script run's run.json has ``kind`` and ``cwd``, and no ``scaling`` or
+    ``resumed_from`` (a script's batch is its own; it is not resumed by the lab)."""
 
     def program(run_dir: Path, port: int) -> newrun.Program:
         uuids = devices.uuids(config.gpus)
@@ -87,17 +90,31 @@ def new_run(
         sbatch = slurm.build_sbatch(config, run_dir) if config.backend == SLURM else ""
         return newrun.Program(argv, env, other_node_commands(config, run_dir), sbatch)
 
+    with_varied = {} if varied is None else {"varied": varied}
+    if config.kind == SCRIPT:
+        stem, own = script_stem(config), {"kind": {"kind": SCRIPT}, "where": {"cwd": config.cwd}}
+        own["after"] = with_varied or None
+    else:
+        stem = config.name or config.model
+        own = {"after": {"scaling": scaling, "resumed_from": resumed_from} | with_varied}
     run_dir = newrun.create(
-        root,
-        config,
-        config.name or config.model,
-        program,
-        recorded_on=recorded_on,
-        sweep_id=sweep_id,
-        after={"scaling": scaling, "resumed_from": resumed_from}
-        | ({} if varied is None else {"varied": varied}),
+        root, config, stem, program, recorded_on=recorded_on, sweep_id=sweep_id, **own
     )
     return run_dir.name
+
+
+def problems_here(config: RunConfig, usable: tuple[int, ...]) -> list[ConfigError]:
+    """Every problem with ``config`` on this machine (its ``usable`` GPUs), for either kind of
+    run: a trainer run's checks with the pre-flight's refusals, or a script run's own
+    (``script.problems``: the script, its folders, and where it runs)."""
+    if config.kind == SCRIPT:
+        return script.problems(config, usable)
+    return problems(config, usable, machine_facts(config))
+
+
+def ready(config: RunConfig) -> RunConfig:
+    """``config`` as its run folder records it: paths made absolute, defaults filled in."""
+    return script.normalized(config) if config.kind == SCRIPT else normalized(config)
 
 
 def _record_without_supervisor(run_dir: Path, status: dict, state: str, **fields) -> None:
@@ -207,12 +224,15 @@ def launch(
     ``resumed_from``: the run whose checkpoint ``config.resume`` names
     (``lab.engine.launch.resume``), kept in run.json. ``exclusive``: the queue starts it only when
     no other lab run runs (``lab.engine.queue``); ``wait_for_idle``: and then only once no foreign
-    work holds its GPUs or the CPU (``lab.engine.queue.idle``)."""
+    work holds its GPUs or the CPU (``lab.engine.queue.idle``). Either kind of run: a user's
+    script too."""
     usable, recorded_on = newrun.machine()
-    validate(config, usable, machine_facts(config))  # the pre-flight's refusals too: nothing starts
+    found = problems_here(config, usable)  # the pre-flight's refusals too: nothing starts
+    if found:
+        raise found[0]
     root = root_or_default(runs_dir)
     where = recorded_on if config.backend == LOCAL else slurm.describe(config)
-    run_id = new_run(normalized(config), root, None, where, resumed_from=resumed_from)
+    run_id = new_run(ready(config), root, None, where, resumed_from=resumed_from)
     if exclusive:
         queue_book.ask_exclusive(root / run_id)
     if wait_for_idle:
@@ -225,8 +245,7 @@ def start_sweep(
     root: Path, sweep_id: str, run_ids: list[str], scaling: str | list[str | None] | None
 ) -> None:
     """Write the sweep's record and start its one supervisor over run folders already made (a
-    trainer's, ``launch_sweep``, or a script's, ``lab.engine.launch.script.launch_sweep``); return
-    once it is up."""
+    trainer's or a script's: ``lab.engine.launch.sweeps.launch_sweep``); return once it is up."""
     sweep_file = sweep_record.write(root, sweep_id, run_ids, scaling)
     log_path = sweep_record.path(root, sweep_id, ".log")
     _wait_up(_spawn_supervisor(["--sweep", str(sweep_file)], log_path), root / run_ids[0], log_path)

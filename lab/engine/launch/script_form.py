@@ -26,15 +26,11 @@ from typing import Any, Mapping
 from lab.engine.devices.nvml import DeviceSnapshot
 from lab.engine.launch import form, request
 from lab.engine.launch import slurm_job as slurm
+from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch.environment import TB_ENV
 from lab.engine.launch.form import FormField
 from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
-from lab.engine.launch.script import (
-    TB_ENV,
-    build_command,
-    job_script,
-    normalized,
-    other_node_commands,
-)
+from lab.engine.launch.script import normalized
 from lab.engine.spec.run import JOB_FIELDS, MODES, PLACEMENT, SLURM, ConfigError, RunConfig
 from lab.engine.supervise.linked import MAX_DEPTH
 from lab.runfolder import SCRIPT, root_or_default
@@ -239,7 +235,7 @@ def preview(
             changed,
             [],
             c.cwd,
-            job_script(c, run_dir),
+            slurm.build_sbatch(c, run_dir),
         )
     return Preview(
         _what_runs(c, snapshot) + _curves(c), argv, changed, other_node_commands(c, run_dir), c.cwd

@@ -22,6 +22,7 @@ Launch page and ``launch --dry-run`` say first. What the job's states mean is
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from lab.engine.launch import commands, environment
 from lab.engine.spec.run import RunConfig
-from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, STDOUT_LOG
+from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, SCRIPT, STDOUT_LOG
 
 # paths a node keeps to itself: other nodes never see them
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm")
@@ -134,13 +135,20 @@ def build_sbatch(
     python: str = sys.executable,
     env: dict[str, str] | None = None,
 ) -> str:
-    """The job script of a run: ``program`` (default: the trainer's ``-m training.train`` and its
-    options) run in ``workdir`` (default: the repository) on every node of the job, with ``env``
-    exported (default: ``environment.run_env``, the trainer's)."""
+    """The job script of a run of either kind: ``program`` (default: ``commands.program``, the
+    trainer's ``-m training.train`` and its options, or a user's script and its arguments) run in
+    ``workdir`` (default: the repository for the trainer, the script's working directory) on every
+    node of the job, with ``env`` exported (default: ``environment.run_env``; a script's with the
+    caller's own ``PYTHONPATH``)."""
     run_dir = Path(run_dir)
     c = config
-    program = commands.trainer_args(c, run_dir) if program is None else list(program)
-    env = environment.run_env(c, run_dir) if env is None else env
+    script = c.kind == SCRIPT
+    program = commands.program(c, run_dir) if program is None else list(program)
+    if env is None:
+        env = environment.run_env(
+            c, run_dir, None, os.environ.get("PYTHONPATH") if script else None
+        )
+    workdir = workdir or (c.work_dir() if script else REPO_ROOT)
     q = shlex.quote
     sampler = shlex.join(
         [
@@ -167,7 +175,7 @@ def build_sbatch(
             f"#   sbatch --parsable {q(str(run_dir / JOB_SBATCH))}",
             *_directives(c, run_dir),
             "set -u",
-            f"cd {q(str(workdir or REPO_ROOT))}",
+            f"cd {q(str(workdir))}",
             *_exports(env),
             "# the rendezvous: the job's first node (where this script runs), on a port free there",
             'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
@@ -199,7 +207,7 @@ def script_sbatch(
     """The job script of a user's own script: ``script_argv`` is the script's path and its arguments
     (``["train.py", "--epochs", "3"]`` or ``["-m", "pkg.train"]``), run under torchrun for DDP, else
     plain Python, in ``workdir`` (default: the run folder, so relative outputs land in the run),
-    with ``env`` exported (``lab.engine.launch.script.script_env`` for a script run; default the
+    with ``env`` exported (``lab.engine.launch.environment.run_env`` for a script run; default the
     trainer's)."""
     return build_sbatch(config, run_dir, list(script_argv), workdir or run_dir, env=env)
 
