@@ -43,17 +43,17 @@ def test_both_commands_use_the_repos_own_isolated_venv():
     test = (REPO_ROOT / "scripts" / "test.sh").read_text()
     venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
-    # with arguments; the whole suite, under coverage, every test once: the tests without
-    # processes on two workers, the process-starting tiers on two workers, then the tests marked
-    # serial alone
+    # with arguments; the whole suite, every test once: the tests without processes on two
+    # workers and the process-starting tiers on two workers, both under coverage, then the tests
+    # marked serial alone
     tiers = "(proc or e2e or slurm or gpu)"
     quick = '-m "not proc and not e2e and not slurm and not gpu"'
-    passes = [line for line in test.splitlines() if line.startswith('"$PY" -m pytest --cov')]
+    passes = [line for line in test.splitlines() if line.startswith('"$PY" -m pytest -')]
     assert 'exec "$PY" -m pytest "$@"' in test and passes == [
         f'"$PY" -m pytest --cov --cov-report= -n 2 {quick}',
         f'"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup -m "{tiers} and '
         'not serial"',
-        f'"$PY" -m pytest --cov --cov-append --cov-report= -m "{tiers} and serial"',
+        f'"$PY" -m pytest -m "{tiers} and serial"',
     ]
     # a failing first pass fails the script before the fake-GPU pass
     assert "set -euo pipefail" in test
