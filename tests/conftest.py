@@ -32,6 +32,9 @@ if not os.environ.get("LAB_EVENTS_CACHE_DIR"):
     atexit.register(shutil.rmtree, os.environ["LAB_EVENTS_CACHE_DIR"], True)
 if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices.nvml is imported anywhere
     os.environ["LAB_NVML_MODULE"] = "tests.fake_nvml"
+# torch's first import runs `/sbin/ldconfig -p` (cuda.pathfinder's find_library): here, before the
+# guard below, so that no test that merely imports torch first is taken to start a process
+import torch  # noqa: E402
 
 
 def _nvml_count() -> int:
@@ -50,7 +53,6 @@ def _nvml_count() -> int:
 def _gpu_skip_reason() -> str | None:
     """Why ``gpu`` tests cannot run here (None: they can). They need torch to use CUDA, not NVML
     alone: a CPU-only torch on a GPU box, or the fake-GPU mode, skips them with the reason."""
-    import torch
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return None

@@ -12,9 +12,6 @@ folder outside the run folder."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,28 +27,18 @@ from lab.views.compare import derived
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.cli import run_lab
 from tests.helpers.compare_runs import load_runs
 from tests.helpers.comparison import notes_shown
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
+ONE_THREAD_CPU = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # every lab command here
 PAGE = str(REPO_ROOT / "pages" / "3_Compare.py")
 STEPS = "8"
 
 
-def lab(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_RUNS_DIR=str(root), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def launch(root: Path, *args: str) -> str:
-    r = lab(root, "launch", "--json", *args)
+    r = run_lab(root, "launch", "--json", *args, **ONE_THREAD_CPU)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["run_id"]
 
@@ -116,7 +103,7 @@ def _rates(folder: str) -> np.ndarray:
 
 def test_lab_compare_json_marks_the_scripts_derived_figures(recorded):
     root, trainer, script = recorded
-    r = lab(root, "compare", trainer, script, "--json")
+    r = run_lab(root, "compare", trainer, script, "--json", **ONE_THREAD_CPU)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     runs = {x["run_id"]: x for x in doc["runs"]}
@@ -154,7 +141,7 @@ def test_lab_compare_json_marks_the_scripts_derived_figures(recorded):
     assert mine["wall_time_s"] > 0 and mine["peak_mem_mib"] == {}
     warnings = " ".join(doc["warnings"])
     assert "figures are derived (a user's script" in warnings and "is of steps/s" in warnings
-    text = lab(root, "compare", trainer, script)
+    text = run_lab(root, "compare", trainer, script, **ONE_THREAD_CPU)
     assert (
         text.returncode == 0 and "derived" in text.stdout and "steps/s of train/loss" in text.stdout
     )

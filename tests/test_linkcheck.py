@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from types import SimpleNamespace
@@ -14,27 +13,27 @@ from types import SimpleNamespace
 import pytest
 
 from lab.engine import linkcheck, procs
-from lab.runfolder import LINKCHECKS_DIR, REPO_ROOT, read_json, write_json_atomic
+from lab.runfolder import LINKCHECKS_DIR, read_json, write_json_atomic
 from lab.views.compare import linkshare
+from tests.helpers.cli import run_lab
 
 CPU_BOX = {"LAB_NVML_MODULE": "tests.fake_nvml", "LAB_TEST_FAKE_GPUS": "none"}
-
-
-def _lab(runs_dir, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", **CPU_BOX)
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+ONE_THREAD_BOX = {"OMP_NUM_THREADS": "1", **CPU_BOX}  # every lab command here
 
 
 @pytest.mark.proc
 def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
-    r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "4", "--json")
+    r = run_lab(
+        runs_dir,
+        "linkcheck",
+        "--nproc",
+        "2",
+        "--max-mib",
+        "4",
+        "--json",
+        OMP_NUM_THREADS="1",
+        **CPU_BOX,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == []
@@ -55,13 +54,18 @@ def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
         and linkcheck.latest(runs_dir, "gloo", 4) is None
     )
     # the link checks' folder is not a run
-    assert _lab(runs_dir, "status", "--json").stdout.strip() in ("[]", "")
+    assert run_lab(runs_dir, "status", "--json", **ONE_THREAD_BOX).stdout.strip() in (
+        "[]",
+        "",
+    )
     assert not list((runs_dir / LINKCHECKS_DIR).glob("*.part"))
 
 
 @pytest.mark.proc
 def test_linkcheck_text_prints_every_size_with_a_nonzero_bandwidth(runs_dir):
-    r = _lab(runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "0.01")  # 1 KiB and 4 KiB
+    r = run_lab(
+        runs_dir, "linkcheck", "--nproc", "2", "--max-mib", "0.01", **ONE_THREAD_BOX
+    )  # 1 KiB and 4 KiB
     assert r.returncode == 0, r.stderr
     head, columns, *rows = r.stdout.splitlines()
     assert head.startswith("All-reduce, gloo, 2 ranks on the CPU (saved as ")
@@ -80,7 +84,7 @@ def test_linkcheck_text_prints_every_size_with_a_nonzero_bandwidth(runs_dir):
     ],
 )
 def test_refused_in_one_line(runs_dir, args, words):
-    r = _lab(runs_dir, "linkcheck", *args, timeout=60)
+    r = run_lab(runs_dir, "linkcheck", *args, timeout=60, **ONE_THREAD_BOX)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and words in r.stderr
     assert not (runs_dir / LINKCHECKS_DIR).exists()  # refused before any file or process

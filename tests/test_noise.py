@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +22,7 @@ from lab.views.compare.comparison import compare
 from lab.views.compare.figures import run_spread
 from lab.views.compare.spread import Spread, ratio
 from lab.views.compare.table import frame
+from tests.helpers.cli import run_lab
 from tests.helpers.compare_runs import BUSY, QUIET, load_runs, make_run, spread_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -243,23 +242,10 @@ def test_comparison_json(four):
     assert "within noise" in lines[1 + len(cards)]
 
 
-def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "LAB_RUNS_DIR": str(root)},
-    )
-
-
 @pytest.mark.proc
 def test_compare_command(four):
     root, _ = four
-    res = _lab("compare", "c-ddp", "b-dp", "--baseline", "a-single", "--json", root=root)
+    res = run_lab(root, "compare", "c-ddp", "b-dp", "--baseline", "a-single", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["baseline"] == "a-single" and [r["run_id"] for r in doc["runs"]] == [
@@ -267,13 +253,13 @@ def test_compare_command(four):
         "b-dp",
         "a-single",
     ]
-    res = _lab("compare", "nope", root=root)
+    res = run_lab(root, "compare", "nope")
     assert (
         res.returncode == 2
         and res.stderr.startswith("error: no run 'nope'")
         and "Traceback" not in res.stderr
     )
-    res = _lab("compare", "sweep-20260101-000000-abcd", root=root)
+    res = run_lab(root, "compare", "sweep-20260101-000000-abcd")
     assert (
         res.returncode == 2
         and "no sweep" in res.stderr
@@ -293,7 +279,7 @@ def test_interleaved_and_bad_repeats(tmp_path):
     assert interleaved([a, b], 1) == [a, b]
     with pytest.raises(ConfigError, match="use 1 to 20"):
         interleaved([a], 0)
-    res = _lab("sweep", "--modes", "single", "--repeats", "0", root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "single", "--repeats", "0")
     assert res.returncode == 2 and res.stderr.startswith(
         "error: repeats: 0 is not a number of repeats"
     )

@@ -21,6 +21,7 @@ import pytest
 from lab.engine import registry
 from lab.engine.launch import launcher
 from lab.engine.spec.run import RunConfig
+from tests.helpers.cli import run_lab
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow, pytest.mark.serial]  # a CPU hog; a quiet machine
 REPO = Path(__file__).resolve().parent.parent
@@ -37,17 +38,6 @@ SMALL = RunConfig(
 HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
 
 
-def _lab(*args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "LAB_RUNS_DIR": str(root)},
-    )
-
-
 def _wait_all(run_ids: list[str], root: Path, timeout_s: float = 300) -> None:
     for rid in run_ids:
         state = launcher.wait(rid, root, timeout_s=timeout_s)
@@ -57,7 +47,7 @@ def _wait_all(run_ids: list[str], root: Path, timeout_s: float = 300) -> None:
 
 
 def _compare(root: Path, *args: str) -> dict:
-    res = _lab("compare", *args, "--json", root=root)
+    res = run_lab(root, "compare", *args, "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -80,7 +70,7 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
     inter = registry.status(runs_dir / hogged)["interference"]
     assert inter["busy"] is True and inter["busy_fraction"] > 0.10 and inter["samples"] >= 2, inter
     assert "cores during" in inter["reasons"][0]
-    status_json = json.loads(_lab("status", hogged, "--json", root=runs_dir).stdout)
+    status_json = json.loads(run_lab(runs_dir, "status", hogged, "--json").stdout)
     assert status_json["interference"] == inter
     doc = _compare(runs_dir, hogged, "--baseline", quiet)
     row = next(r for r in doc["runs"] if r["run_id"] == hogged)
@@ -103,7 +93,7 @@ def test_a_run_beside_a_cpu_hog_is_busy_and_never_faster_beyond_noise(runs_dir):
         f"hog run against the run without it: {seen}; the run without the hog was "
         f"{'busy' if registry.status(runs_dir / quiet)['interference']['busy'] else 'quiet'}"
     )
-    text = _lab("compare", hogged, quiet, "--baseline", quiet, root=runs_dir).stdout
+    text = run_lab(runs_dir, "compare", hogged, quiet, "--baseline", quiet).stdout
     assert "busy" in text and "warning:" in text
 
 
@@ -135,14 +125,15 @@ def test_identical_runs_one_each_are_never_called_faster_or_slower(runs_dir, mon
         card = doc["headline"][0]
         assert card["verdict"] == "within noise", card
         assert "repeat each side at least 3 times" in card["speedup"]["coverage_text"], card
-        text = _lab("compare", b, "--baseline", a, root=runs_dir).stdout
+        text = run_lab(runs_dir, "compare", b, "--baseline", a).stdout
         headline = next(line for line in text.splitlines() if line.startswith("headline:"))
         assert "within noise" in headline and "faster" not in headline, text
     print(f"identical pairs, one run each: {seen}")
 
 
 def test_sweep_with_repeats_interleaves_the_modes_and_compare_gives_medians(runs_dir):
-    res = _lab(
+    res = run_lab(
+        runs_dir,
         "sweep",
         "--modes",
         "single,ddp",
@@ -161,7 +152,6 @@ def test_sweep_with_repeats_interleaves_the_modes_and_compare_gives_medians(runs
         "--checkpoint",
         "none",
         "--json",
-        root=runs_dir,
     )
     assert res.returncode == 0, res.stderr
     sweep = json.loads(res.stdout)
@@ -183,5 +173,5 @@ def test_sweep_with_repeats_interleaves_the_modes_and_compare_gives_medians(runs
         assert g["repeats"] == 2 and g["min"] == medians[0] and g["max"] == medians[1]
         assert g["median"] == pytest.approx(sum(medians) / 2)
     assert groups["single"]["speedup"] == 1.0  # the baseline is a single run
-    text = _lab("compare", sweep["sweep_id"], root=runs_dir).stdout
+    text = run_lab(runs_dir, "compare", sweep["sweep_id"]).stdout
     assert "repeats: " in text and " ddp: median " in text

@@ -8,8 +8,6 @@ a refused script leaves it."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from lab.engine.supervise import linked
 from lab.engine.supervise.diagnose import diagnose
 from lab.events.reader import file_origin
 from lab.runfolder import REPO_ROOT
+from tests.helpers.cli import run_lab
 
 RUN = Path("/runs/r1")
 DDP_EXAMPLE = REPO_ROOT / "examples" / "ddp_digits.py"
@@ -334,21 +333,9 @@ def test_an_argparse_refusal_is_bad_input_with_its_line(tmp_path):
 # ---- the command line ---------------------------------------------------------
 
 
-def lab(runs_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir))
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.proc
 def test_launch_help_documents_the_script_options():
-    out = lab(Path("/nonexistent"), "launch", "--help").stdout
+    out = run_lab(Path("/nonexistent"), "launch", "--help").stdout
     for text in (
         "--script PATH",
         "--module NAME",
@@ -390,14 +377,14 @@ def test_launch_help_documents_the_script_options():
     ],
 )
 def test_refused_before_anything_starts_with_one_line(runs_dir, args, text):
-    r = lab(runs_dir, "launch", *args)
+    r = run_lab(runs_dir, "launch", *args)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(text), r.stderr
     assert list(runs_dir.iterdir()) == []
 
 
 @pytest.mark.proc
 def test_dry_run_shows_the_command_with_the_scripts_own_arguments(runs_dir, tmp_path):
-    r = lab(
+    r = run_lab(
         runs_dir,
         "launch",
         "--script",

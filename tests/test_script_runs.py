@@ -15,19 +15,17 @@ of a running user DDP script must leave no process of it alive (psutil).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from lab.runfolder import REPO_ROOT
+from tests.helpers.cli import run_lab
 from tests.helpers.script_runs import EXAMPLES, SHORT, check_curves
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
+ONE_THREAD_CPU = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # every lab command here
 RAISE_IN_RANK1 = '''"""A torchrun-ready script whose rank 1 fails, written as a user writes one."""
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -47,20 +45,8 @@ if __name__ == "__main__":
 '''
 
 
-def lab(runs_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def launch(runs_dir: Path, *args: str) -> str:
-    r = lab(runs_dir, "launch", "--json", *args)
+    r = run_lab(runs_dir, "launch", "--json", *args, **ONE_THREAD_CPU)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["kind"] == "script"
@@ -68,7 +54,7 @@ def launch(runs_dir: Path, *args: str) -> str:
 
 
 def status(runs_dir: Path, run_id: str) -> dict:
-    r = lab(runs_dir, "status", run_id, "--json")
+    r = run_lab(runs_dir, "status", run_id, "--json", **ONE_THREAD_CPU)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -246,10 +232,10 @@ def test_stop_of_a_running_user_ddp_script_leaves_no_process(tmp_path):
             time.sleep(0.3)
         workers = _alive(run_dir)
         assert len(workers) >= 3  # torchrun and its two ranks
-        r = lab(runs_dir, "stop", rid)
+        r = run_lab(runs_dir, "stop", rid, **ONE_THREAD_CPU)
         assert r.returncode == 0 and r.stdout.strip() == f"{rid} stopped", r.stdout + r.stderr
     finally:  # a failed check must not leave a run of 1000 epochs behind
-        lab(runs_dir, "stop", rid)
+        run_lab(runs_dir, "stop", rid, **ONE_THREAD_CPU)
     gone, left = psutil.wait_procs(workers, timeout=10)
     assert left == [] and _alive(run_dir) == []
     st = status(runs_dir, rid)

@@ -6,9 +6,6 @@ and reads ``--nproc N`` as DDP's processes. Real ``python -m lab`` subprocesses,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,21 +13,11 @@ import pytest
 from lab.engine.launch import launcher
 from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep.plan import device_count_configs, interleaved, slurm_count_configs
+from tests.helpers.cli import run_lab
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--batch-size", "64", "--image-size", "16", "--epochs", "1", "--max-steps", "3"]
 TINY += ["--log-every", "1", "--checkpoint", "none"]
-
-
-def _lab(*args: str, root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "LAB_RUNS_DIR": str(root)},
-    )
 
 
 def _shape(configs: list[RunConfig]) -> list[tuple[str, tuple[int, ...], int]]:
@@ -92,7 +79,7 @@ def test_on_slurm_a_count_is_gpus_per_node_then_whole_nodes():
 
 @pytest.mark.proc
 def test_cli_refuses_a_count_beyond_the_machine_in_one_line(tmp_path):
-    res = _lab("sweep", "--modes", "ddp", "--devices", "1,512", root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "ddp", "--devices", "1,512")
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "512" in res.stderr and "CPU cores" in res.stderr and "Traceback" not in res.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
@@ -106,7 +93,7 @@ def _finished(root: Path, run_ids: list[str]) -> list[dict]:
 
 @pytest.mark.proc
 def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
-    res = _lab("sweep", "--modes", "single,ddp", "--nproc", "2", "--json", *TINY, root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "single,ddp", "--nproc", "2", "--json", *TINY)
     assert res.returncode == 0, res.stderr
     run_ids = json.loads(res.stdout)["run_ids"]
     runs = _finished(tmp_path, run_ids)
@@ -119,16 +106,24 @@ def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
 @pytest.mark.proc
 @pytest.mark.timeout(900)  # six real runs one after another on a shared machine
 def test_a_device_count_sweep_interleaves_and_compare_draws_its_scaling_curve(tmp_path):
-    res = _lab(
-        "sweep", "--modes", "single,ddp", "--devices", "1,2", "--repeats", "2", "--json", *TINY,
-        root=tmp_path,
-    )  # fmt: skip
+    res = run_lab(
+        tmp_path,
+        "sweep",
+        "--modes",
+        "single,ddp",
+        "--devices",
+        "1,2",
+        "--repeats",
+        "2",
+        "--json",
+        *TINY,
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     runs = _finished(tmp_path, doc["run_ids"])
     asked = [(r["config"]["mode"], r["config"]["nproc"]) for r in runs]
     assert asked == [("single", 1), ("ddp", 1), ("ddp", 2)] * 2  # interleaved, single once
-    res = _lab("compare", doc["sweep_id"], "--json", root=tmp_path)
+    res = run_lab(tmp_path, "compare", doc["sweep_id"], "--json")
     assert res.returncode == 0, res.stderr
     curve = json.loads(res.stdout)["scaling_curve"]
     assert [(c["mode"], c["devices"], len(c["runs"])) for c in curve] == [
@@ -152,12 +147,26 @@ def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_pa
     root, work = tmp_path / "runs", tmp_path / "work"
     work.mkdir()
     script = str(REPO / "examples" / "ddp_digits.py")
-    res = _lab(
-        "sweep", "--script", script, "--cwd", str(work), "--modes", "single,ddp",
-        "--devices", "1,2", "--json", "--", "--epochs", "1", "--max-steps", "8",
-        "--log-every", "1",
-        root=root,
-    )  # fmt: skip
+    res = run_lab(
+        root,
+        "sweep",
+        "--script",
+        script,
+        "--cwd",
+        str(work),
+        "--modes",
+        "single,ddp",
+        "--devices",
+        "1,2",
+        "--json",
+        "--",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "8",
+        "--log-every",
+        "1",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     runs = _finished(root, doc["run_ids"])
@@ -169,7 +178,7 @@ def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_pa
     assert {r["sweep_id"] for r in runs} == {doc["sweep_id"]}
     assert runs[0]["argv"][1:] == [script, "--epochs", "1", "--max-steps", "8", "--log-every", "1"]
     assert "torch.distributed.run" in runs[2]["argv"]  # ddp under torchrun, two processes
-    res = _lab("compare", doc["sweep_id"], "--json", root=root)
+    res = run_lab(root, "compare", doc["sweep_id"], "--json")
     assert res.returncode == 0, res.stderr
     curve = json.loads(res.stdout)["scaling_curve"]
     assert [(c["mode"], c["devices"], c["rate"]) for c in curve] == [
@@ -190,7 +199,7 @@ def test_a_script_sweeps_every_mode_and_count_and_compare_draws_its_curve(tmp_pa
     ],
 )
 def test_a_script_sweep_asked_wrongly_is_one_line_and_starts_nothing(tmp_path, args, words):
-    res = _lab("sweep", "--modes", "single,ddp", *args, root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "single,ddp", *args)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert words in res.stderr and "Traceback" not in res.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())

@@ -7,9 +7,6 @@ its interval) and does not warn about what was varied. The end-to-end test runs 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,23 +16,13 @@ from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import interleaved
 from lab.views.compare.comparison import compare
+from tests.helpers.cli import run_lab
 from tests.helpers.compare_runs import load_runs, spread_run
 from tests.helpers.sweep_vary import _varied_run
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--max-steps", "6", "--image-size", "16", "--batch-size", "32", "--log-every", "1"]
 TINY += ["--checkpoint", "none", "--epochs", "1"]
-
-
-def _lab(*args: str, root: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "LAB_RUNS_DIR": str(root)},
-    )
 
 
 def test_values_are_read_as_the_flag_reads_them():
@@ -188,11 +175,28 @@ def test_a_bad_vary_of_a_script_is_one_error_naming_the_fix(texts, words):
 def test_a_script_sweep_varies_its_own_flag_and_compare_reads_it_by_value(tmp_path):
     root = tmp_path / "runs"
     script = str(REPO / "examples" / "ddp_digits.py")
-    res = _lab(
-        "sweep", "--script", script, "--modes", "single", "--vary", "lr=0.2,0.02", "--json",
-        "--env", "OMP_NUM_THREADS=1", "--", "--epochs", "1", "--max-steps", "6", "--log-every",
-        "1", "--lr", "0.5", root=root,
-    )  # fmt: skip
+    res = run_lab(
+        root,
+        "sweep",
+        "--script",
+        script,
+        "--modes",
+        "single",
+        "--vary",
+        "lr=0.2,0.02",
+        "--json",
+        "--env",
+        "OMP_NUM_THREADS=1",
+        "--",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "6",
+        "--log-every",
+        "1",
+        "--lr",
+        "0.5",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     for rid in doc["run_ids"]:
@@ -202,7 +206,7 @@ def test_a_script_sweep_varies_its_own_flag_and_compare_reads_it_by_value(tmp_pa
         ("script", {"lr": "0.2"}, ["--lr", "0.2"]),  # the given --lr 0.5 replaced
         ("script", {"lr": "0.02"}, ["--lr", "0.02"]),
     ]
-    res = _lab("compare", doc["sweep_id"], "--json", root=root)
+    res = run_lab(root, "compare", doc["sweep_id"], "--json")
     assert res.returncode == 0, res.stderr
     by = json.loads(res.stdout)["by_value"]["lr"]
     assert [(g["value"], g["runs"]) for g in by] == [
@@ -215,10 +219,10 @@ def test_a_script_sweep_varies_its_own_flag_and_compare_reads_it_by_value(tmp_pa
 
 @pytest.mark.proc
 def test_a_bad_vary_on_the_command_line_is_one_line_and_starts_nothing(tmp_path):
-    res = _lab("sweep", "--modes", "ddp", "--vary", "bucket-size=1,25", root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "ddp", "--vary", "bucket-size=1,25")
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "bucket-cap-mb" in res.stderr and "Traceback" not in res.stderr
-    res = _lab("sweep", "--modes", "single", "--vary", "bucket-cap-mb=1,25", root=tmp_path)
+    res = run_lab(tmp_path, "sweep", "--modes", "single", "--vary", "bucket-cap-mb=1,25")
     assert res.returncode == 2 and "add ddp to --modes" in res.stderr, res.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
 
@@ -234,11 +238,22 @@ def _allreduce_calls(run_dir: Path) -> float:
 def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_path):
     # tinycnn's gradients are ~24 KB in all: 1 MB buckets would hold them in one bucket, as 25 MB
     # do, so the small end is 0.001 MB (1 KB), which splits them into one bucket per tensor or so
-    res = _lab(
-        "sweep", "--modes", "ddp", "--nproc", "2", "--vary", "bucket-cap-mb=0.001,25",
-        "--repeats", "2", "--profile-steps", "2:4", "--json", *TINY,
-        root=tmp_path,
-    )  # fmt: skip
+    res = run_lab(
+        tmp_path,
+        "sweep",
+        "--modes",
+        "ddp",
+        "--nproc",
+        "2",
+        "--vary",
+        "bucket-cap-mb=0.001,25",
+        "--repeats",
+        "2",
+        "--profile-steps",
+        "2:4",
+        "--json",
+        *TINY,
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     runs = []
@@ -257,7 +272,7 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
     ]
     small, large = (_allreduce_calls(tmp_path / rid) for rid in doc["run_ids"][:2])
     assert small > large, (small, large)  # more buckets, more all-reduce calls per step
-    res = _lab("compare", doc["sweep_id"], "--json", root=tmp_path)
+    res = run_lab(tmp_path, "compare", doc["sweep_id"], "--json")
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     assert [r["varied"] for r in got["runs"]] == [r["varied"] for r in runs]
@@ -274,16 +289,15 @@ def test_a_bucket_size_sweep_runs_interleaved_and_compare_reads_it_by_value(tmp_
     assert by[0]["speedup"]["value"] == pytest.approx(1.0)
     # run names carry "bucket": only a busy machine (a shared one) may be said, no difference
     assert not [w for w in got["warnings"] if "Busy machine" not in w], got["warnings"]
-    text = _lab("compare", doc["sweep_id"], root=tmp_path)
+    text = run_lab(tmp_path, "compare", doc["sweep_id"])
     assert "by value: bucket-cap-mb=25" in text.stdout, text.stdout
 
 
 @pytest.mark.proc
 def test_bf16_against_fp32_on_the_cpu_compares_memory_and_throughput_with_intervals(tmp_path):
-    res = _lab(
-        "sweep", "--modes", "single", "--vary", "precision=fp32,bf16", "--json", *TINY,
-        root=tmp_path,
-    )  # fmt: skip
+    res = run_lab(
+        tmp_path, "sweep", "--modes", "single", "--vary", "precision=fp32,bf16", "--json", *TINY
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     for rid in doc["run_ids"]:
@@ -292,7 +306,7 @@ def test_bf16_against_fp32_on_the_cpu_compares_memory_and_throughput_with_interv
         ).read_text()
     summaries = [json.loads((tmp_path / r / "summary.json").read_text()) for r in doc["run_ids"]]
     assert [s["precision"] for s in summaries] == ["fp32", "bf16"]  # bf16 autocast on the CPU
-    got = json.loads(_lab("compare", doc["sweep_id"], "--json", root=tmp_path).stdout)
+    got = json.loads(run_lab(tmp_path, "compare", doc["sweep_id"], "--json").stdout)
     by = got["by_value"]["precision"]
     assert [g["value"] for g in by] == ["fp32", "bf16"]
     for g in by:
