@@ -359,12 +359,13 @@ def test_a_slurm_sweep_runs_one_job_after_another(runs, cluster):
     assert [read_json(runs / r / RUN_JSON)["config"]["nproc"] for r in (first, second)] == [1, 2]
 
 
-def test_a_script_sweep_varying_its_own_flag_runs_on_slurm(runs, cluster):
+def test_a_script_sweep_varying_its_own_flag_runs_on_slurm(runs, cluster, tmp_path):
     """A user's script swept over one of its own flags (``--vary lr=...``) as Slurm jobs, one after
     another, as the trainer's sweep runs: each job gets its value, each run.json records it."""
-    script = str(REPO_ROOT / "examples" / "ddp_digits.py")
+    script, work = str(REPO_ROOT / "examples" / "ddp_digits.py"), tmp_path / "work"
+    work.mkdir()  # where the job runs the script: its SummaryWriter() writes there
     doc = _lab_sweep(
-        runs, "--script", script, "--modes", "single", "--vary", "lr=0.1,0.02",
+        runs, "--script", script, "--cwd", str(work), "--modes", "single", "--vary", "lr=0.1,0.02",
         "--env", "OMP_NUM_THREADS=1", "--", "--epochs", "1", "--max-steps", "3", "--log-every", "1",
     )  # fmt: skip
     first, second = doc["run_ids"]

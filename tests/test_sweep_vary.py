@@ -173,13 +173,16 @@ def test_a_bad_vary_of_a_script_is_one_error_naming_the_fix(texts, words):
 @pytest.mark.proc
 @pytest.mark.timeout(300)  # two short script runs one after another
 def test_a_script_sweep_varies_its_own_flag_and_compare_reads_it_by_value(tmp_path):
-    root = tmp_path / "runs"
+    root, work = tmp_path / "runs", tmp_path / "work"  # its SummaryWriter() writes in work/
+    work.mkdir()
     script = str(REPO / "examples" / "ddp_digits.py")
     res = run_lab(
         root,
         "sweep",
         "--script",
         script,
+        "--cwd",
+        str(work),
         "--modes",
         "single",
         "--vary",
