@@ -18,6 +18,7 @@ local bind to a non-local address (binding sends nothing) in torchrun's frame.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,8 +78,11 @@ def _rank_process(torchrun: subprocess.Popen, rank: int) -> psutil.Process | Non
 
 
 def _freeze_rank_1_once_training(run_dir: Path, job: subprocess.Popen) -> None:
-    """SIGSTOP rank 1 after the first logged step, and SIGCONT it once rank 0 has timed out (or
-    given up on)."""
+    """SIGSTOP rank 1 after the first logged step, and SIGCONT it once rank 0 has ended of its
+    timeout (or given up on). Thawed as soon as rank 0 printed its timeout, rank 1 timed out too
+    at once (its own wait had run as long) and could write its error file first: torchrun then
+    named rank 1 (a fresh clone's CI, 2026-12-03). Once rank 0 has exited, its error file is
+    written, so rank 0 is the first failure, as in a real hang."""
     deadline = time.monotonic() + 180
     while (
         not (run_dir / "progress.json").exists()
@@ -86,18 +90,20 @@ def _freeze_rank_1_once_training(run_dir: Path, job: subprocess.Popen) -> None:
         and time.monotonic() < deadline
     ):
         time.sleep(0.2)
-    rank1 = _rank_process(job, 1)
-    assert rank1 is not None and job.poll() is None, (run_dir / "stdout.log").read_text()[-2000:]
+    rank0, rank1 = _rank_process(job, 0), _rank_process(job, 1)
+    assert rank0 is not None and rank1 is not None and job.poll() is None, (
+        run_dir / "stdout.log"
+    ).read_text()[-2000:]
     rank1.send_signal(signal.SIGSTOP)
     try:
-        until = time.monotonic() + TIMEOUT_S + 60
-        while (
-            b"Timed out" not in (run_dir / "stdout.log").read_bytes() and time.monotonic() < until
-        ):
-            time.sleep(0.2)
+        # rank 0 times out after TIMEOUT_S and exits; a zombie has exited too
+        rank0.wait(timeout=TIMEOUT_S + 60)
+    except psutil.TimeoutExpired:
+        pass
     finally:
-        # torchrun can then end it at once instead of waiting to SIGKILL
-        rank1.send_signal(signal.SIGCONT)
+        # torchrun can then end rank 1 at once instead of waiting to SIGKILL it (if it has not)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            rank1.send_signal(signal.SIGCONT)
 
 
 @pytest.fixture(scope="module")
