@@ -152,13 +152,15 @@ class SlurmWatch:
             if job is None:
                 time.sleep(self.poll_s)
                 continue
+            # an ended job's state is written once, by _finish, with its diagnosis: a reader never
+            # sees "failed" without why (a test on the cluster read TIMEOUT with no diagnosis)
+            if job.over:
+                return self._finish(job)
             if job != last:
                 self._show(job)
                 last = job
             if self.linker.scan():
                 self.status.update(events_dirs=self.linker.dirs)
-            if job.over:
-                return self._finish(job)
             if job.run_state == RUNNING:
                 self._look(job_id)
             time.sleep(self.poll_s)
@@ -192,8 +194,7 @@ class SlurmWatch:
         rc = self._exit_code(job)
         job = Job(job.job_id, job.state, job.reason, job.nodes, rc)
         # the job's own record of a clean exit wins: Slurm may end a job (time limit, scancel) while
-        # its
-        # script is already writing it, after the work is done
+        # its script is already writing it, after the work is done
         state = (
             SUCCEEDED if rc == 0 and (self.run_dir / JOB_EXIT).exists() else job.run_state or FAILED
         )
