@@ -256,12 +256,7 @@ def live_view(run_id: str, started_active: bool) -> None:
 
 
 if live.is_active(record.state) and root != paths.SAMPLE_RUNS:
-    stop_help = (
-        "scancel of the Slurm job"
-        if record.backend == "slurm"
-        else "SIGTERM to the run's processes, SIGKILL after 5 s"
-    )
-    if st.button("Stop", type="secondary", key="live_stop", help=stop_help):
+    if st.button("Stop", type="secondary", key="live_stop", help=live.stop_help(record)):
         from lab.engine.launch.launcher import stop
 
         try:

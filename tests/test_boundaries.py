@@ -22,6 +22,11 @@
    nothing of the lab. Collapsed to the engine's units (its sub-packages and top-level modules:
    ``launch``, ``slurm``, ``supervise``, ``procs``, ...) the graph has no cycle either, and the
    run's vocabulary, ``lab.engine.spec``, imports no other unit of the engine.
+5. No code branches on where a run goes (``backend == SLURM``, ``record.backend == "slurm"``...)
+   outside the backends (the facts in ``lab/engine/spec/backends.py``, the actions in
+   ``lab/engine/launch/backends.py``) and the Slurm code itself (``lab/engine/slurm/``, its job
+   script and its watcher): the rest asks the backend (``backends.of(config).runs_here``,
+   ``.where``, ``.watcher``...).
 """
 
 from __future__ import annotations
@@ -416,3 +421,73 @@ def test_the_package_check_fails_on_a_cycle_between_packages_but_not_modules(tmp
     ]
     (root / "lab/engine/slurm/job.py").write_text("from lab.engine import procs\n")
     assert unit_cycles(import_graph(root)) == []
+
+
+# where a backend may be named: its two implementations, and the Slurm code they delegate to
+BACKEND_CODE = {
+    "lab/engine/spec/backends.py",
+    "lab/engine/launch/backends.py",
+    "lab/engine/launch/slurm_job.py",
+    "lab/engine/supervise/slurm_watch.py",
+}
+BACKEND_WORDS, BACKEND_NAMES = {"local", "slurm"}, {"LOCAL", "SLURM", "BACKENDS"}
+# whose ``backend`` is torch.distributed's (gloo, nccl), not where a run goes
+COLLECTIVES_BACKEND = {"lab/engine/linkcheck.py"}
+
+
+def _names_backend(node: ast.expr) -> bool:
+    """A backend's name (``SLURM``, ``"local"``) or a run's backend (``c.backend``,
+    ``config.get("backend")``, ``config["backend"]``)."""
+    if isinstance(node, ast.Constant):
+        return node.value in BACKEND_WORDS
+    if isinstance(node, ast.Name):
+        return node.id in BACKEND_NAMES
+    if isinstance(node, ast.Attribute):
+        return node.attr in BACKEND_NAMES or node.attr == "backend"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "backend"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        first = node.args[0] if node.args else None
+        return (
+            node.func.attr == "get" and isinstance(first, ast.Constant) and first.value == "backend"
+        )
+    return False
+
+
+def backend_branches(path: Path) -> list[str]:
+    """Each comparison in ``path`` against a run's backend or a backend's name (line: source).
+    ``training/``'s ``backend`` is torch.distributed's (gloo, nccl), not where a run goes."""
+    text = path.read_text()
+    return [
+        f"{rel(path) if path.is_relative_to(REPO_ROOT) else path.name}:{n.lineno}: "
+        + ast.get_source_segment(text, n)
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.Compare) and any(map(_names_backend, [n.left, *n.comparators]))
+    ]
+
+
+def test_only_the_backends_branch_on_the_backend():
+    files = [
+        f
+        for f in py_files("app.py", "pages", "ui", "lab")
+        if rel(f) not in BACKEND_CODE | COLLECTIVES_BACKEND
+        and not rel(f).startswith("lab/engine/slurm/")
+    ]
+    assert [b for f in files for b in backend_branches(f)] == []
+
+
+def test_the_backend_check_sees_a_branch(tmp_path):
+    """Not vacuous: each way of naming a backend in a comparison is found, a count of backends
+    and torch.distributed's backend are not."""
+    f = tmp_path / "m.py"
+    planted = [
+        "if c.backend == SLURM: pass",
+        'if record.backend == "slurm": pass',
+        'if kw.get("backend", LOCAL) == LOCAL: pass',
+        'x = 1 if cfg["backend"] != run.LOCAL else 2',
+    ]
+    for line in planted:
+        f.write_text(line + "\n")
+        assert len(backend_branches(f)) == 1, line
+    f.write_text('n = len({c.backend for c in cs}) > 1\nif pg.name() == "gloo": pass\n')
+    assert backend_branches(f) == []

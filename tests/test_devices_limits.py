@@ -28,7 +28,7 @@ from lab import cli
 from lab.engine import registry
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
-from lab.engine.launch.commands import build_command
+from lab.engine.launch.backends import build_command
 from lab.engine.preflight.checks import preflight
 from lab.engine.spec.run import RunConfig
 from lab.runfolder import REPO_ROOT, write_json_atomic

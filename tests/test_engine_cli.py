@@ -205,7 +205,7 @@ def test_sweep_json(runs_dir):
 
 def test_launch_dry_run_shows_the_command_of_the_defaults_and_starts_nothing(runs_dir):
     """With no options the command is RunConfig's defaults: the CLI restates none of them."""
-    from lab.engine.launch.commands import build_command
+    from lab.engine.launch.backends import build_command
     from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER
     from lab.engine.spec.run import RunConfig
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch.backends import build_command
+from lab.engine.launch.commands import other_node_commands
 from lab.engine.launch.config import problems, validate
 from lab.engine.preflight.checks import preflight
 from lab.engine.spec.run import ConfigError, RunConfig

@@ -17,7 +17,7 @@ import pytest
 
 from lab import cli
 from lab.engine import registry
-from lab.engine.launch.commands import build_command
+from lab.engine.launch.backends import build_command
 from lab.engine.launch.config import problems
 from lab.engine.launch.resume import ResumeError, resumable, resume, resumed_config
 from lab.engine.spec.run import RunConfig

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.launch import commands, script, script_form
+from lab.engine.launch import backends, commands, script, script_form
 from lab.engine.spec.run import PLACEMENT, SCRIPT_ONLY, ConfigError, script_run
 from lab.engine.supervise import linked
 from lab.engine.supervise.diagnose import diagnose
@@ -29,7 +29,7 @@ DDP_EXAMPLE = REPO_ROOT / "examples" / "ddp_digits.py"
 
 def test_single_and_dp_commands_exactly():
     c = script_run("/w/train.py", args=("--epochs", "3", "a b; rm -rf ~"), cwd="/w")
-    argv, env = commands.build_command(
+    argv, env = backends.build_command(
         c, RUN, 0, base_env={"PATH": "/bin", "PYTHONPATH": "/mine"}, cores=8
     )
     # one item, never a shell
@@ -45,7 +45,7 @@ def test_single_and_dp_commands_exactly():
         "LAB_RUN_DIR": "/runs/r1",
         "TENSORBOARD_LOGDIR": "/runs/r1/tb",
     }
-    argv, env = commands.build_command(
+    argv, env = backends.build_command(
         dataclasses.replace(c, mode="dp", gpus=(1, 3)), RUN, 0, base_env={}
     )
     assert argv[1] == "/w/train.py" and env["CUDA_VISIBLE_DEVICES"] == "1,3"
@@ -61,7 +61,7 @@ def test_ddp_and_module_commands_exactly():
         cwd="/w",
         extra_env={"OMP_NUM_THREADS": "1"},
     )
-    argv, env = commands.build_command(c, RUN, 41234, base_env={})
+    argv, env = backends.build_command(c, RUN, 41234, base_env={})
     assert argv == [
         sys.executable,
         "-m",
@@ -87,7 +87,7 @@ def test_ddp_and_module_commands_exactly():
     two = dataclasses.replace(
         c, script="/w/t.py", nproc=1, nnodes=2, rdzv_endpoint="10.0.0.1:29400"
     )
-    argv, _ = commands.build_command(two, RUN, 0, base_env={})
+    argv, _ = backends.build_command(two, RUN, 0, base_env={})
     assert "--rdzv-endpoint" in argv and argv[-3:] == ["/w/t.py", "--lr", "0.1"]
     other = commands.other_node_commands(two, RUN)
     assert (

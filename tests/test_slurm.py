@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from lab.engine.launch import commands, environment, form, launcher, request, sweeps
+from lab.engine.launch import backends, commands, environment, form, launcher, request, sweeps
 from lab.engine.launch import slurm_job as slurm
 from lab.engine.launch.config import problems
 from lab.engine.slurm import cmd as slurm_cmd
@@ -347,7 +347,7 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
         and shown["node_rank"] is None
         and request.run_config(shown, 8) == (cfg, [])
     )
-    argv, env = commands.build_command(cfg, tmp_path / "r", 0, base_env={"A": "1"})
+    argv, env = backends.build_command(cfg, tmp_path / "r", 0, base_env={"A": "1"})
     assert argv == ["sbatch", "--parsable", str(tmp_path / "r" / "job.sbatch")] and env == {
         "A": "1"
     }
@@ -360,7 +360,7 @@ def test_request_and_launcher_take_the_backend(tmp_path, monkeypatch):
     )
     assert p.preflight[0].startswith("Slurm job: 1 node")
     assert (
-        slurm.describe(dataclasses.replace(cfg, nnodes=2, partition="gpu"))
+        backends.of(cfg).where(dataclasses.replace(cfg, nnodes=2, partition="gpu"), "here")
         == "Slurm: 2 nodes x 4 GPUs, partition gpu"
     )
     with pytest.raises(ConfigError, match="all on this machine or all on Slurm"):
@@ -512,7 +512,7 @@ def test_a_user_script_as_a_slurm_job_from_the_form(runs_dir):
         subprocess.run(["bash", "-n"], input=p.sbatch, text=True, capture_output=True).returncode
         == 0
     )
-    assert commands.build_command(c, run_dir, 0, base_env={"B": "2"}) == (p.argv, {"B": "2"})
+    assert backends.build_command(c, run_dir, 0, base_env={"B": "2"}) == (p.argv, {"B": "2"})
     assert c.world_size == 2 and dataclasses.replace(c, mode="dp").world_size == 2
     single = dataclasses.replace(c, mode="single", nproc=1)
     assert [(e.field, e.message[:40]) for e in script.problems(single, 8)] == [

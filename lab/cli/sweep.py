@@ -12,7 +12,8 @@ import sys
 from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
 from lab.cli.parser import PROG
-from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES, SLURM
+from lab.engine.spec import backends
+from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,
@@ -46,7 +47,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             return _show_plan(runs, varied, a, n)
         sweep_id, run_ids = sweeps.launch_sweep(runs, root(), varied=varied)
     else:
-        if a.backend == SLURM:
+        if not backends.named(a.backend).runs_here:  # a job's GPUs are its nodes'
             configs = _slurm_configs(a, modes, n)
         elif a.devices is not None or a.nproc is not None:
             configs = _count_configs(a, modes, n)
@@ -159,7 +160,8 @@ def _script_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...])
         return cfg
 
     base = config("single")
-    if base.backend == SLURM:  # one job per mode and count, as the trainer's (_slurm_configs)
+    # one job per mode and count, as the trainer's (_slurm_configs)
+    if not backends.of(base).runs_here:
         counts = _counts(a.devices) if a.devices is not None else [a.nproc or CPU_DDP_PROCESSES]
         return slurm_count_configs(base, modes, counts, STRONG)
     if a.devices is not None:

@@ -4,28 +4,24 @@ script differ (``-m training.train`` and its flags, or the script's file or ``-m
 own arguments); python or torchrun in front of it, the environment and the other nodes' commands
 are the same.
 
-``build_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
+``local_command`` is pure: config + run folder + port (+ the GPUs' UUIDs,
 read from NVML unless given) -> (argv, env), tested exactly; argv is a list
 (never a shell string) so user text stays one item. The environment is
-``lab.engine.launch.environment``'s. For a Slurm run (``backend`` slurm) what runs
-here is only the submission of the run's job script (``sbatch --parsable
-RUN/job.sbatch``; the script itself is ``lab.engine.launch.slurm_job``'s) and Slurm
-starts every node, so there are no other nodes' commands. ``trainer_args`` and ``program`` are
-shared with the Slurm job scripts.
+``lab.engine.launch.environment``'s. A Slurm job's nodes are started by Slurm, so it has no
+other nodes' commands; ``trainer_args`` and ``program`` are shared with its job script.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from lab.engine.launch import environment
 from lab.engine.launch.form import trainer_flags
 from lab.engine.ports import PORT_FLAG
-from lab.engine.slurm.cmd import submit_argv
-from lab.engine.spec.run import SLURM, RunConfig
-from lab.runfolder import JOB_SBATCH, LOGS_DIR, SCRIPT
+from lab.engine.spec import backends
+from lab.engine.spec.run import RunConfig
+from lab.runfolder import LOGS_DIR, SCRIPT
 
 
 def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
@@ -101,26 +97,19 @@ def torchrun(c: RunConfig, run_dir: Path, port: int | str, node_rank: int) -> li
     return argv + ["--log-dir", str(Path(run_dir) / LOGS_DIR), "--tee", "3"]
 
 
-def build_command(
+def local_command(
     config: RunConfig,
     run_dir: Path,
     port: int | str,
-    *,
-    base_env: dict[str, str] | None = None,
+    base: dict[str, str],
     cores: int | None = None,
     uuids: dict[int, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for this node. env = ``base_env`` (default: os.environ) plus
-    ``environment.run_env``.
-
-    ``port`` is the single-node DDP master port (a placeholder text where the command is only shown:
-    the real one is chosen free at the start). ``uuids`` (physical index -> UUID) is read from NVML
-    when not given. A Slurm run: the sbatch command and ``base_env`` alone (the job script sets the
-    job's environment)."""
-    run_dir = Path(run_dir)
-    base = dict(os.environ if base_env is None else base_env)
-    if config.backend == SLURM:
-        return submit_argv(run_dir / JOB_SBATCH), base
+    """(argv, env) of a run on this machine: python (torchrun for DDP) and ``program``; env =
+    ``base`` plus ``environment.run_env``. ``port`` is the single-node DDP master port (a
+    placeholder text where the command is only shown: the real one is chosen free at the start).
+    Any run's command is ``lab.engine.launch.backends.build_command``'s (a Slurm run's is the
+    submission of its job script)."""
     env = base | environment.run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
     argv = (
         torchrun(config, run_dir, port, config.node_rank)
@@ -143,8 +132,8 @@ def program(config: RunConfig, run_dir: Path) -> list[str]:
 def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
     """The exact command for each other node, run from the repository, with ``env`` +
     ``other_node_env`` first."""
-    # Slurm starts every node itself
-    if config.mode != "ddp" or config.nnodes <= 1 or config.backend == SLURM:
+    # a run placed from elsewhere (a Slurm job) has its nodes started for it
+    if config.mode != "ddp" or config.nnodes <= 1 or not backends.of(config).runs_here:
         return []
     env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
     return [

@@ -19,9 +19,9 @@ from pathlib import Path
 from lab.engine.launch import form, knobs, models, trainer_options
 from lab.engine.preflight.checks import MachineFacts, refusals
 from lab.engine.slurm import options as slurm
+from lab.engine.spec import backends
 from lab.engine.spec.run import (
     MODES,
-    SLURM,
     ConfigError,
     Gpus,
     RunConfig,
@@ -81,7 +81,8 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
             ConfigError("gpus", f"GPU list {list(c.gpus)} repeats a GPU: name each GPU once")
         )
     # a Slurm job's GPUs are not this machine's (slurm checks)
-    for g in c.gpus if c.backend != SLURM else ():
+    here = backends.of(c).runs_here
+    for g in c.gpus if here else ():
         if not isinstance(g, int) or isinstance(g, bool) or g < 0:
             out.append(
                 ConfigError("gpus", f"{g!r} is not a GPU index: use whole numbers such as 0,1")
@@ -89,7 +90,7 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
         elif g not in have:
             out.append(_no_such_gpu(g, have))
     # a seed's trap: DP quietly runs on the GPUs it sees
-    if c.backend != SLURM and c.mode == "dp" and len(set(c.gpus)) > len(have):
+    if here and c.mode == "dp" and len(set(c.gpus)) > len(have):
         fix = f"pick at most {len(have)}" if have else "leave gpus empty to run on the CPU"
         out.append(
             ConfigError(
@@ -146,11 +147,10 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
                 )
             )
         m = _ENDPOINT.match(c.rdzv_endpoint or "")
-        if c.backend == SLURM:
-            # the job finds its first node itself (lab.engine.launch.slurm_job checks the endpoint
-            # is left empty)
-            pass
-        elif not c.rdzv_endpoint:
+        # a job finds its first node itself (lab.engine.slurm.options checks the endpoint is
+        # left empty)
+        placed_here = backends.of(c).runs_here
+        if placed_here and not c.rdzv_endpoint:
             out.append(
                 ConfigError(
                     "rdzv_endpoint",
@@ -158,7 +158,7 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
                     "e.g. 10.0.0.1:29400",
                 )
             )
-        elif not m or not 0 < int(m.group(2)) < 65536:
+        elif placed_here and (not m or not 0 < int(m.group(2)) < 65536):
             out.append(
                 ConfigError(
                     "rdzv_endpoint",
@@ -248,7 +248,7 @@ def problems(
         elif not isinstance(v, str) or "\0" in v:
             out.append(ConfigError("extra_env", f"the value of {k} must be text"))
     # the facts are this machine's, not a job's
-    if machine is not None and not out and c.backend != SLURM:
+    if machine is not None and not out and backends.of(c).runs_here:
         out += refusals(c, machine)
     return out
 

@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 
 from lab.engine.devices import nvml as devices
-from lab.engine.spec import nccl
-from lab.engine.spec.run import SLURM, RunConfig, omp_threads
+from lab.engine.spec import backends, nccl
+from lab.engine.spec.run import RunConfig, omp_threads
 from lab.runfolder import ERROR_JSON, REPO_ROOT, SCRIPT, TB_DIR
 
 RUN_DIR_ENV, TB_ENV = "LAB_RUN_DIR", "TENSORBOARD_LOGDIR"  # what a user's script may read
@@ -47,11 +47,11 @@ def run_env(
     (``visible_devices``). ``base_pythonpath`` is the caller's: the lab's trainer gets this
     repository before it, a user's script only it (our packages must not shadow their modules)."""
     pp = str(REPO_ROOT) + (os.pathsep + base_pythonpath if base_pythonpath else "")
-    env = {  # a Slurm job gets its GPUs (CUDA_VISIBLE_DEVICES) from Slurm
+    env = {  # a run placed from elsewhere (a Slurm job) gets its GPUs there (Slurm sets them)
         **(
-            {}
-            if config.backend == SLURM
-            else {"CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids)}
+            {"CUDA_VISIBLE_DEVICES": visible_devices(config.gpus, uuids)}
+            if backends.of(config).runs_here
+            else {}
         ),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": str(omp_threads(config, cores)),

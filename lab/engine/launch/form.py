@@ -18,7 +18,8 @@ from typing import Any
 from lab.engine.launch import knobs, models
 from lab.engine.launch.field import FormField
 from lab.engine.launch.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER
-from lab.engine.spec.run import BACKENDS, LOCAL, MODES, SLURM, RunConfig
+from lab.engine.spec.backends import BACKENDS, LOCAL, SLURM
+from lab.engine.spec.run import MODES, RunConfig
 
 # the form's PATH of imagefolder:PATH (not a RunConfig field of its own)
 FOLDER = "dataset_folder"

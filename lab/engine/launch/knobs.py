@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from lab.engine.launch.field import FormField
-from lab.engine.spec import nccl
-from lab.engine.spec.run import DDP, DP, SLURM
+from lab.engine.spec import backends, nccl
+from lab.engine.spec.run import DDP, DP
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 DDP_ONLY = (
@@ -170,7 +170,7 @@ FIELDS: tuple[FormField, ...] = (
 
 
 def _has_gpus(c: Any) -> bool:
-    return bool(c.gpus_per_node if c.backend == SLURM else c.gpus)
+    return backends.of(c).node_gpus(c) > 0
 
 
 def _whole(value: object, lo: float, hi: float) -> bool:

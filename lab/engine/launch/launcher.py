@@ -1,15 +1,14 @@
 """Turning a ``RunConfig`` into a running job, and stopping it.
 
-The commands themselves are ``lab.engine.launch.commands``' (``build_command``,
-``other_node_commands``). ``launch``/``launch_sweep`` validate first (a refused config creates no
-folder), write run.json (and a Slurm run's job.sbatch, ``lab.engine.launch.slurm_job``),
-start the detached supervisor (``python -m lab.engine.supervise.supervisor``; for a
-Slurm run ``lab.engine.supervise.slurm_watch``, which submits the job;
-``start_supervisor``) and return as soon as it is up. ``stop`` asks the
-supervisor to stop (a ``stop.request`` file it polls) and falls back to
-ending the recorded process tree itself when it is gone (and a Slurm run's
-job through ``scancel``). status.json is the supervisor's; the launcher
-writes it only where no supervisor exists to (``_record_without_supervisor``).
+What differs by where a run goes is its backend's (``lab.engine.launch.backends``: its command,
+its job script, its watcher, what its start may have refused, what a stop leaves to end); this
+module names none. ``launch`` validates first (a refused config creates no folder), writes run.json
+(and a Slurm run's job.sbatch), starts the run's detached watcher (``start_supervisor``: the
+backend's ``watcher``, ``python -m lab.engine.supervise.supervisor`` for a local run) and returns
+as soon as it is up. ``stop`` asks the supervisor to stop (a ``stop.request`` file it polls) and
+falls back to ending the recorded process tree itself when it is gone (and what the backend leaves,
+a Slurm job through ``scancel``). status.json is the supervisor's; the launcher writes it only
+where no supervisor exists to (``_record_without_supervisor``).
 """
 
 from __future__ import annotations
@@ -22,17 +21,14 @@ from typing import Any
 
 from lab.engine import procs, registry, spawn
 from lab.engine.devices import nvml as devices
-from lab.engine.launch import environment, newrun, script
-from lab.engine.launch import slurm_job as slurm
-from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch import backends, environment, newrun, script
+from lab.engine.launch.commands import other_node_commands
 from lab.engine.launch.config import normalized, problems
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.queue import book as queue_book
-from lab.engine.slurm import cmd as slurm_cmd
-from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.spec.diagnosis import supervisor_failure
-from lab.engine.spec.run import LOCAL, SLURM, ConfigError, RunConfig, script_stem
+from lab.engine.spec.run import ConfigError, RunConfig, script_stem
 from lab.runfolder import (
     ENDED_STATES,
     FAILED,
@@ -56,8 +52,7 @@ from lab.runfolder import (
 )
 
 _UP_TIMEOUT_S = 30.0
-# a run's supervisor, by backend
-_SUPERVISOR, _SLURM_WATCH = "lab.engine.supervise.supervisor", "lab.engine.supervise.slurm_watch"
+_SUPERVISOR = "lab.engine.supervise.supervisor"  # a local run's, and a sweep's
 # supervisors we started: polled so they never linger as zombies
 _children: list[spawn.Popen] = []
 
@@ -85,9 +80,9 @@ def new_run(
 
     def program(run_dir: Path, port: int) -> newrun.Program:
         uuids = devices.uuids(config.gpus)
-        argv, _ = build_command(config, run_dir, port, base_env={}, uuids=uuids)
+        argv, _ = backends.build_command(config, run_dir, port, base_env={}, uuids=uuids)
         env = environment.run_env(config, run_dir, None, os.environ.get("PYTHONPATH"), uuids)
-        sbatch = slurm.build_sbatch(config, run_dir) if config.backend == SLURM else ""
+        sbatch = backends.of(config).job_script(config, run_dir)
         return newrun.Program(argv, env, other_node_commands(config, run_dir), sbatch)
 
     with_varied = {} if varied is None else {"varied": varied}
@@ -192,23 +187,23 @@ def start_supervisor(run_dir: Path | str) -> None:
     up.
 
     ``launch`` calls it for the folder it made; a folder written by other
-    means (a test's, a script's) runs the same way; a Slurm run's (run.json's
-    config says backend slurm) is watched by ``lab.engine.supervise.slurm_watch``.
-    Raises ``LaunchError`` when the supervisor does not come up, or Slurm did
-    not take the job (the run is then recorded failed, with why).
+    means (a test's, a script's) runs the same way. The watcher is the backend's
+    (run.json's config ``backend``). Raises ``LaunchError`` when it does not come
+    up, or its start was refused (Slurm did not take the job: the run is then
+    recorded failed, with why).
     """
     run_dir = Path(run_dir)
     log_path = run_dir / SUPERVISOR_LOG
-    slurm_run = ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get("backend") == SLURM
-    _wait_up(
-        _spawn_supervisor([str(run_dir)], log_path, _SLURM_WATCH if slurm_run else _SUPERVISOR),
-        run_dir,
-        log_path,
-    )
-    d = (registry.status(run_dir).get("diagnosis") or {}) if slurm_run else {}
-    # sbatch refused the job, or could not be asked
-    if d.get("key") in slurm_diagnoses.NOT_SUBMITTED:
-        raise LaunchError(f"{d['cause']} {d['fix']}")  # the run folder keeps job.sbatch and why
+    backend = backends.of(_config_of(run_dir))
+    _wait_up(_spawn_supervisor([str(run_dir)], log_path, backend.watcher), run_dir, log_path)
+    refused = backend.refusal(run_dir)
+    if refused:
+        raise LaunchError(refused)
+
+
+def _config_of(run_dir: Path) -> dict[str, Any]:
+    """run.json's ``config`` of a run folder (empty when unreadable)."""
+    return (read_json(run_dir / RUN_JSON) or {}).get("config") or {}
 
 
 def launch(
@@ -231,7 +226,7 @@ def launch(
     if found:
         raise found[0]
     root = root_or_default(runs_dir)
-    where = recorded_on if config.backend == LOCAL else slurm.describe(config)
+    where = backends.of(config).where(config, recorded_on)
     run_id = new_run(ready(config), root, None, where, resumed_from=resumed_from)
     if exclusive:
         queue_book.ask_exclusive(root / run_id)
@@ -282,8 +277,7 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
     st = read_json(run_dir / STATUS_JSON) or {}
     procs.end_recorded(st, grace_s)
-    if (st.get("slurm") or {}).get("job_id"):  # the job runs on the cluster: only Slurm can end it
-        slurm_cmd.cancel_quietly(str(st["slurm"]["job_id"]))
+    backends.of(_config_of(run_dir)).end_leftover(st)
     _record_without_supervisor(run_dir, st, STOPPED)
     return STOPPED
 

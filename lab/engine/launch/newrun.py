@@ -25,8 +25,7 @@ from lab.engine.devices import links
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
 from lab.engine.preflight import expectations
-from lab.engine.spec import nccl
-from lab.engine.spec.run import LOCAL, SLURM
+from lab.engine.spec import backends, nccl
 from lab.runfolder import JOB_SBATCH, RUN_JSON, check_run_id, now_iso, stamp, write_json_atomic
 
 
@@ -62,10 +61,11 @@ def _new_dir(root: Path, mode: str, stem: str) -> Path:
 
 def _topology(config: Any) -> dict[str, Any]:
     """run.json's ``topology`` and ``topology_note``: the links between the GPUs the run chose."""
-    if config.backend == SLURM:
+    backend = backends.of(config)
+    if not backend.runs_here:
         return {
             "topology": None,
-            "topology_note": "a Slurm run: its nodes' links are not read here",
+            "topology_note": f"a {backend.label} run: its nodes' links are not read here",
         }
     if not tuple(config.gpus or ()):
         return {"topology": None, "topology_note": "the run uses no GPU"}
@@ -89,7 +89,8 @@ def create(
     ``kind`` (before the name), ``where`` (after the environment) and ``after`` (at the end) are
     the keys only one kind of run has, in the order run.json has always had them."""
     run_dir = _new_dir(root, config.mode, stem)
-    local_ddp = config.mode == "ddp" and config.nnodes == 1 and config.backend == LOCAL
+    # the master port of a one-node DDP run started here (a job finds a port on its node)
+    local_ddp = config.mode == "ddp" and config.nnodes == 1 and backends.of(config).runs_here
     port = ports.free_port() if local_ddp else 0
     p = program(run_dir, port)
     record: dict[str, Any] = {"run_id": run_dir.name, **(kind or {})}
@@ -103,7 +104,7 @@ def create(
     if why_not:
         record.update(not_for_timing=why_not)
     write_json_atomic(run_dir / RUN_JSON, {**record, **(after or {})})
-    if config.backend == SLURM:
+    if p.sbatch:  # a Slurm job's script, which its watcher submits
         (run_dir / JOB_SBATCH).write_text(p.sbatch)
     expectations.write(run_dir, config)  # preflight.json: what the pre-flight led to expect
     return run_dir

@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch import backends
+from lab.engine.launch.commands import other_node_commands
 from lab.engine.launch.form import FOLDER
 from lab.engine.launch.trainer_options import IMAGEFOLDER
 from lab.engine.preflight.checks import preflight
 from lab.engine.spec.run import (
     CPU_DDP_PROCESSES,
-    LOCAL,
-    SLURM,
     ConfigError,
     Gpus,
     RunConfig,
@@ -116,7 +115,7 @@ def run_config(values: Mapping[str, Any], gpus: Gpus) -> tuple[RunConfig, list[C
     kw = {f.name: given[f.name] for f in trainer_fields() if f.name in given}
     mode = kw.get("mode", RunConfig.mode)
     # a Slurm job's GPUs are its nodes'
-    local_gpus = gpus if kw.get("backend", LOCAL) == LOCAL else 0
+    local_gpus = gpus if backends.named(kw.get("backend")).runs_here else 0
     try:
         kw["gpus"] = _gpus(given.get("gpus"), mode, local_gpus)
     except ConfigError as e:
@@ -189,23 +188,14 @@ def preview(
     """The pre-flight lines, the command (port and run id as placeholders), its environment, the
     other nodes'."""
     run_dir = root_or_default(runs_root) / RUN_ID_PLACEHOLDER
-    argv, env = build_command(config, run_dir, PORT_PLACEHOLDER)
+    argv, env = backends.build_command(config, run_dir, PORT_PLACEHOLDER)
     changed = {k: v for k, v in sorted(env.items()) if os.environ.get(k) != v}
-    if config.backend == SLURM:
-        from lab.engine.launch import slurm_job as slurm
-
-        return Preview(
-            slurm.preflight_lines(config, run_dir.parent),
-            argv,
-            changed,
-            [],
-            str(REPO_ROOT),
-            slurm.build_sbatch(config, run_dir),
-        )
+    b = backends.of(config)  # its lines (this machine's devices, or the Slurm job's), its script
     return Preview(
-        preflight(config, snapshot),
+        b.lines(config, run_dir.parent, lambda: preflight(config, snapshot)),
         argv,
         changed,
         other_node_commands(config, run_dir),
         str(REPO_ROOT),
+        b.job_script(config, run_dir),
     )

@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.launch import form, request
-from lab.engine.launch import slurm_job as slurm
-from lab.engine.launch.commands import build_command, other_node_commands
+from lab.engine.launch import backends, form, request
+from lab.engine.launch.commands import other_node_commands
 from lab.engine.launch.environment import TB_ENV
 from lab.engine.launch.form import FormField
 from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
 from lab.engine.launch.script import normalized
-from lab.engine.spec.run import JOB_FIELDS, MODES, PLACEMENT, SLURM, ConfigError, RunConfig
+from lab.engine.spec.run import JOB_FIELDS, MODES, PLACEMENT, ConfigError, RunConfig
 from lab.engine.supervise.linked import MAX_DEPTH
 from lab.runfolder import SCRIPT, root_or_default
 
@@ -218,7 +217,7 @@ def preview(
     other nodes'."""
     c = normalized(config)
     run_dir = root_or_default(runs_root) / RUN_ID_PLACEHOLDER
-    argv, env = build_command(c, run_dir, PORT_PLACEHOLDER)
+    argv, env = backends.build_command(c, run_dir, PORT_PLACEHOLDER)
     changed = {
         k: v
         for k, v in sorted(env.items())
@@ -226,19 +225,16 @@ def preview(
         # "" = none, as before
         and not (k == "PYTHONPATH" and v == "" and k not in os.environ)
     }
-    if c.backend == SLURM:  # Slurm's lines, then the job script that argv submits
-        lines = slurm.preflight_lines(c, run_dir.parent)  # type: ignore[arg-type]
-        warn = slurm.workdir_local(c.cwd)
-        return Preview(
-            lines + _curves(c) + ([f"Warning: {warn}."] if warn else []),
-            argv,
-            changed,
-            [],
-            c.cwd,
-            slurm.build_sbatch(c, run_dir),
-        )
+    b = backends.of(c)  # its lines (this machine's, or the Slurm job's), then its job script
     return Preview(
-        _what_runs(c, snapshot) + _curves(c), argv, changed, other_node_commands(c, run_dir), c.cwd
+        b.lines(c, run_dir.parent, lambda: _what_runs(c, snapshot))
+        + _curves(c)
+        + [f"Warning: {w}." for w in b.warnings(c)],
+        argv,
+        changed,
+        other_node_commands(c, run_dir),
+        c.cwd,
+        b.job_script(c, run_dir),
     )
 
 

@@ -212,19 +212,6 @@ def script_sbatch(
     return build_sbatch(config, run_dir, list(script_argv), workdir or run_dir, env=env)
 
 
-def describe(config: RunConfig) -> str:
-    """run.json's ``recorded_on`` of a Slurm run: where it ran, as Compare shows it beside a local
-    run's machine."""
-    c = config
-    dev = (
-        f"{c.gpus_per_node} GPU{'s' if c.gpus_per_node > 1 else ''}"
-        if c.gpus_per_node
-        else "CPU (gloo)"
-    )
-    part = f", partition {c.partition}" if c.partition else ""
-    return f"Slurm: {c.nnodes} node{'s' if c.nnodes > 1 else ''} x {dev}{part}"
-
-
 def _placement(c: RunConfig) -> str:
     part = f"partition {c.partition}" if c.partition else "the cluster's default partition"
     limit = f"time limit {c.time}" if c.time else "the partition's default time limit"

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine import registry
-from lab.engine.launch import launcher, newrun, script
-from lab.engine.launch import slurm_job as slurm
+from lab.engine.launch import backends, launcher, newrun, script
 from lab.engine.spec import sweep as sweep_record
-from lab.engine.spec.run import SLURM, ConfigError, RunConfig
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.spec.sweep import SCALINGS, STRONG
 from lab.runfolder import QUEUED, SCRIPT, root_or_default
 
@@ -60,8 +59,9 @@ def launch_sweep(
             raise type(found[0])(found[0].field, f"run {i + 1} ({c.mode}): {found[0].message}")
     root = root_or_default(runs_dir)
     sweep_id = sweep_record.new_id()
-    if configs[0].backend == SLURM:
-        return sweep_id, _slurm_sweep(configs, root, sweep_id, scaling, scalings, varied)
+    # runs placed elsewhere (Slurm jobs) each have their own watcher: one job after another
+    if not backends.of(configs[0]).runs_here:
+        return sweep_id, _job_chain(configs, root, sweep_id, scaling, scalings, varied)
     made = zip(configs, scalings, varied)
     run_ids = [
         launcher.new_run(launcher.ready(c), root, sweep_id, recorded_on, sc, varied=v)
@@ -71,7 +71,7 @@ def launch_sweep(
     return sweep_id, run_ids
 
 
-def _slurm_sweep(
+def _job_chain(
     configs: list[RunConfig],
     root: Path,
     sweep_id: str,
@@ -89,7 +89,7 @@ def _slurm_sweep(
             if previous:
                 after = f"--dependency=afterany:{previous}"
                 c = dataclasses.replace(c, sbatch_args=(*c.sbatch_args, after))
-            where = slurm.describe(c)
+            where = backends.of(c).where(c, "")
             run_ids.append(launcher.new_run(launcher.ready(c), root, sweep_id, where, sc, varied=v))
             sweep_record.write(root, sweep_id, run_ids, scaling)  # stop_sweep finds them all
             launcher.start_supervisor(root / run_ids[-1])

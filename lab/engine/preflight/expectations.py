@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.engine.spec.run import LOCAL
+from lab.engine.spec import backends
 from lab.runfolder import PREFLIGHT, SCRIPT, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,11 @@ CORES_SHARED, DP_ONE_DEVICE = "cores_shared", "dp_one_device"
 def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
     """The expectations that bear on a speedup for ``config`` (either kind of run)."""
     cores = cores or os.cpu_count() or 1
-    gpus = tuple(getattr(config, "gpus", ()) or ())
-    slurm_gpus = getattr(config, "gpus_per_node", 0) if config.backend != LOCAL else 0
+    backend = backends.of(config)
+    gpus = backend.node_gpus(config)
     out: list[dict[str, str]] = []
-    if config.mode == "ddp" and not gpus and not slurm_gpus and config.backend == LOCAL:
+    # the cores shared are this machine's (a job's nodes are Slurm's to give)
+    if config.mode == "ddp" and not gpus and backend.runs_here:
         n = config.nproc
         out.append(
             {
@@ -42,7 +43,7 @@ def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
                 "text": f"{n} processes share {cores} cores, expect little or no speedup",
             }
         )
-    if config.mode == "dp" and len(gpus) < 2 and slurm_gpus < 2:
+    if config.mode == "dp" and gpus < 2:
         where = "the CPU" if not gpus else "one GPU"
         out.append(
             {
@@ -55,7 +56,7 @@ def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
 
 def _lines(config: Any) -> list[str]:
     """The pre-flight's lines of a trainer run on this machine (empty for others)."""
-    if config.kind == SCRIPT or config.backend != LOCAL:
+    if config.kind == SCRIPT or not backends.of(config).runs_here:
         return []
     from lab.engine.devices import nvml as devices
     from lab.engine.preflight.checks import preflight

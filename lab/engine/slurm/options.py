@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from lab.engine.spec.run import BACKENDS, JOB_FIELDS, LOCAL, ConfigError, RunConfig
+from lab.engine.spec.backends import BACKENDS, LOCAL
+from lab.engine.spec.run import JOB_FIELDS, ConfigError, RunConfig
 
 _WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}|unlimited|infinite)$", re.I)

@@ -1,4 +1,4 @@
-"""What a run is asked to do: the ``RunConfig`` value, its modes and backends, ``ConfigError``.
+"""What a run is asked to do: the ``RunConfig`` value, its modes, ``ConfigError``.
 
 One value for both kinds of run: ``kind`` "trainer" (the lab's trainer, its options the fields
 after ``seed``) or "script" (a user's own script: ``script``, ``args``, ``cwd``, ``events_dir``,
@@ -9,7 +9,8 @@ run.json's ``config`` keeps the keys each kind has always had (``to_dict``).
 The value only: how many processes, how many ways the batch splits and how many threads each
 process gets follow from it here; every check on it is in ``lab.engine.launch.config``, which
 builds on the Slurm job's options (``lab.engine.slurm.options``) and the pre-flight's checks, all
-of which import this one and none of which it imports.
+of which import this one and none of which it imports. Where it goes (this machine or a Slurm
+job) is its backend's to say: ``lab.engine.spec.backends``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
 
+from lab.engine.spec import backends
+from lab.engine.spec.backends import LOCAL
 from lab.runfolder import SCRIPT, TRAINER
 
 SINGLE, DP, DDP = "single", "dp", "ddp"
 MODES = (SINGLE, DP, DDP)
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
-LOCAL, SLURM = "local", "slurm"
-BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
 # a Slurm job's
 JOB_FIELDS = ("partition", "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args")
 # what a trainer run and a script run share: where and how the run is placed, its name and env
@@ -70,14 +71,14 @@ def world_size(c: Any) -> int:
     """How many ways a run's global batch is split: DP only over 2+ GPUs."""
     if c.mode == "ddp":
         return c.nproc * c.nnodes
-    node_gpus = c.gpus_per_node if c.backend == SLURM else len(c.gpus)
+    node_gpus = backends.of(c).node_gpus(c)
     return node_gpus if c.mode == "dp" and node_gpus >= 2 else 1
 
 
 def omp_threads(config: RunConfig, cores: int | None = None) -> int:
     """OMP_NUM_THREADS for each process: the cores shared out (a Slurm job's CPUs per task), never
     0."""
-    cores = (config.cpus_per_task or config.processes) if config.backend == SLURM else cores
+    cores = backends.of(config).cores(config, cores)
     return max(1, (cores or os.cpu_count() or 1) // config.processes)
 
 

@@ -35,8 +35,8 @@ from lab.engine.health.watch import HealthWatch
 from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm.diagnoses import end_diagnosis, gone, job_failed, refused, unavailable
 from lab.engine.slurm.states import Job
+from lab.engine.spec.backends import SLURM
 from lab.engine.spec.diagnosis import supervisor_failure
-from lab.engine.spec.run import SLURM
 from lab.engine.supervise.diagnose import diagnose, named
 from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status

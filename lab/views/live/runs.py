@@ -4,7 +4,7 @@ charts.
 Owns the order of runs (newest first), the run the Live page opens on (the
 newest running one), the home page's runs at a glance (live ones, then the
 latest finished), the one-line label of a run, the failure box of a failed
-or lost run (cause and fix), the note when a run ran in another mode than
+or lost run (cause and fix), what Stop does to it, the note when a run ran in another mode than
 asked, and the lines of what it was asked to do. A run's progress is
 ``lab.views.live.progress``, its charts ``lab.views.live.run_charts``, the device strip
 ``lab.views.device_strip``. A record is anything with
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lab.engine.spec import backends
 from lab.runfolder import FAILED, LIVE_STATES, LOST, QUEUED, RUNNING, STARTING, parse_time
 
 # What the Live page lists of a run's config, in this order.
@@ -40,6 +41,11 @@ CONFIG_KEYS = (
 def is_active(state: str | None) -> bool:
     """Has (or will have) processes: the Live page refreshes it and offers Stop."""
     return state in LIVE_STATES
+
+
+def stop_help(record: Any) -> str:
+    """What the Stop button does to this run (its backend's way: signals here, scancel there)."""
+    return backends.named(record.backend).stop_help
 
 
 def _created_key(record: Any) -> float:
