@@ -9,6 +9,8 @@ and a refresh after appends reads only the new bytes.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 from tensorboard.compat.proto import event_pb2
 from tensorboard.util import tensor_util
@@ -101,3 +103,43 @@ def test_scan_many_never_reads_past_a_buffer():
     assert ms.bounds.tolist() == [0, 1, 1, 1, 1, 3]
     span = [ms.buf[s:e] for s, e in zip(ms.starts.tolist(), ms.ends.tolist())]
     assert span == [good[12:-4]] * 3
+
+
+def test_many_folders_refreshed_as_one_batch_read_what_each_alone_reads(tmp_path, monkeypatch):
+    """Compare reads a thousand run folders with a reader each: ``refresh_all`` frames all their
+    small files together (one ``scan_many``), and each reader holds what its own refresh gives,
+    the troubled folders' warnings too; a folder deleted since is dropped as alone."""
+    write_folder(tmp_path)
+    folders = sorted(tmp_path.iterdir())
+    batched_files = []
+    real = tfrecord.scan_many
+    monkeypatch.setattr(
+        tfrecord, "scan_many", lambda bufs: batched_files.append(len(bufs)) or real(bufs)
+    )
+    together = [events.LogdirReader(f, cache=False) for f in folders]
+    assert events.refresh_all(together + together[:2]) > 0  # a reader named twice reads once
+    assert batched_files == [18]  # every small file of every folder in one batch
+    for f, r in zip(folders, together):
+        one = events.LogdirReader(f, cache=False)
+        one.refresh()
+        assert snapshot(r) == snapshot(one) and r.warnings == one.warnings, f.name
+    with open(next((tmp_path / "run03").rglob("events.out.tfevents.*")), "ab") as fh:
+        fh.write(rec("late", 999, 9.0))
+    shutil.rmtree(tmp_path / "run07" / "tb")
+    batched_files.clear()
+    # run03's new bytes, and the unfinished record tried again
+    assert events.refresh_all(together) == 1 and batched_files == [2]
+    assert snapshot(together[folders.index(tmp_path / "run03")])["tb"]["late"][0] == [999]
+    gone = together[folders.index(tmp_path / "run07")]
+    assert gone.run_names() == [] and any("deleted" in w for w in gone.warnings)
+
+
+def test_a_batch_that_fails_reads_each_folder_alone(tmp_path, monkeypatch):
+    write_folder(tmp_path)
+    folders = sorted(tmp_path.iterdir())[:3]
+    monkeypatch.setattr(
+        events.reader, "refresh_runs", lambda runs: (_ for _ in ()).throw(RuntimeError("bug"))
+    )
+    readers = [events.LogdirReader(f, cache=False) for f in folders]
+    assert events.refresh_all(readers) == 0  # each alone fails the same way, and says so
+    assert all("unexpected error (bug)" in r.warnings[-1] for r in readers)

@@ -369,8 +369,10 @@ def test_a_foreign_gpu_process_keeps_an_idle_waiting_run_waiting(monkeypatch):
     from tests.fake_nvml import FakeGpu, FakeNvml
 
     # not our child (its parent exits at once): a descendant of ours would count as our own
+    # its output elsewhere: holding our pipes open, it would keep run() waiting its 30 s out
     orphan = "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
-    orphan += "'import time; time.sleep(30)']).pid)"
+    orphan += "'import time; time.sleep(30)'], stdout=subprocess.DEVNULL, "
+    orphan += "stderr=subprocess.DEVNULL).pid)"
     pid = int(subprocess.run([sys.executable, "-c", orphan], capture_output=True, text=True).stdout)
     try:
         gpus = [FakeGpu(uuid="GPU-0"), FakeGpu(uuid="GPU-1", processes=[(pid, 500)])]

@@ -16,6 +16,14 @@ from __future__ import annotations
 
 from lab.events.columns import Series
 from lab.events.frame import to_frame
-from lab.events.reader import LogdirReader, RunReader, discover, refresh_runs
+from lab.events.reader import LogdirReader, RunReader, discover, refresh_all, refresh_runs
 
-__all__ = ["LogdirReader", "RunReader", "Series", "discover", "refresh_runs", "to_frame"]
+__all__ = [
+    "LogdirReader",
+    "RunReader",
+    "Series",
+    "discover",
+    "refresh_all",
+    "refresh_runs",
+    "to_frame",
+]

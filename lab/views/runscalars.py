@@ -9,13 +9,15 @@ folder by the run folder they belong to (``group_parts``). Their tags never clas
 the supervisor's alone), so merging loses nothing; ``split_sys`` takes the device samples back out
 for the charts that draw them apart. A user's script writes its curves wherever it likes:
 ``folder_scalars`` reads the run folder and each linked folder with a reader of its own (one per
-folder, as the pages' cached readers are) and merges them."""
+folder, as the pages' cached readers are) and merges them; ``many_folder_scalars`` does it for
+many runs at once, their small files read as one batch (``lab.events.refresh_all``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from lab.events import refresh_all
 from lab.runfolder import HEALTH_DIR, SYS_DIR, TB_DIR
 
 PARTS = (TB_DIR, SYS_DIR, HEALTH_DIR)  # health/: the supervisor's health/<key> events
@@ -54,6 +56,11 @@ def run_scalars(reader: Any) -> dict[str, Any]:
     like ``tb/``.
     """
     reader.refresh()
+    return _read(reader)
+
+
+def _read(reader: Any) -> dict[str, Any]:
+    """A refreshed reader's scalars as one run."""
     return merge_parts(reader.scalars(n) for n in sorted(reader.run_names()))
 
 
@@ -66,6 +73,18 @@ def folder_scalars(folders: Iterable[str], reader_for: Callable[[str], Any]) -> 
     ``LogdirReader`` itself for a one-off read.
     """
     return merge_parts(run_scalars(reader_for(str(f))) for f in folders)
+
+
+def many_folder_scalars(
+    runs: Mapping[str, Iterable[str]], reader_for: Callable[[str], Any]
+) -> dict[str, dict[str, Any]]:
+    """``folder_scalars`` of many runs (key -> its folders) at once: every folder's reader
+    refreshed in one batch (``lab.events.refresh_all``: a thousand runs' small files framed
+    together, not one run at a time), then each run's folders merged as ``folder_scalars``
+    merges them."""
+    readers = {k: [reader_for(str(f)) for f in folders] for k, folders in runs.items()}
+    refresh_all([r for rs in readers.values() for r in rs])
+    return {k: merge_parts(_read(r) for r in rs) for k, rs in readers.items()}
 
 
 def split_sys(scalars: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -32,7 +32,7 @@ from lab.runfolder import (
     read_json_kept,
 )
 from lab.views.live.script_run import outside_dirs
-from lab.views.runscalars import folder_scalars
+from lab.views.runscalars import many_folder_scalars
 
 SAMPLE_PREFIX = "sample/"
 # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
@@ -279,7 +279,7 @@ def available_runs(
 def read_scalars(runs: Sequence[CompareRun], reader: Callable[[str], Any]) -> dict[str, dict]:
     """Each run's event series by key, read from its folders (a script's linked ones too) with
     ``reader`` (a folder -> ``lab.events`` reader)."""
-    return {r.key: folder_scalars(r.event_folders, reader) for r in runs}
+    return many_folder_scalars({r.key: r.event_folders for r in runs}, reader)
 
 
 DEFAULT_MAX = 10  # the default selection's cap: a sweep of more runs shows its newest
