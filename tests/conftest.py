@@ -255,10 +255,20 @@ def pytest_configure(config):
 def pytest_runtest_protocol(item, nextitem):
     marked = any(item.get_closest_marker(m) for m in PROC_MARKERS)
     _unmarked_item[0] = None if marked else item
+    # an unmarked test reads event files in this process: several cold runs read together would
+    # be read in forked readers (lab.events.apart), or not, as the threads alive say (xdist's
+    # vary); the forked read is tests/test_events_apart.py's own, marked proc
+    apart = os.environ.get("LAB_EVENTS_APART")
+    if not marked:
+        os.environ["LAB_EVENTS_APART"] = "0"
     try:
         yield
     finally:
         _unmarked_item[0] = None
+        if apart is None:
+            os.environ.pop("LAB_EVENTS_APART", None)
+        else:
+            os.environ["LAB_EVENTS_APART"] = apart
 
 
 @pytest.hookimpl(hookwrapper=True)

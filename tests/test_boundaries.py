@@ -113,13 +113,22 @@ def test_training_never_imports_lab():
     assert importers("lab", py_files("training")) == set()
 
 
-# The one allowance: the pre-flight's memory estimate measures the trainer's own
-# model (training.models), imported inside the function that measures it.
+# The two allowances: the pre-flight's memory estimate measures the trainer's own
+# model (training.models), imported inside the function that measures it; and the knobs read
+# the trainer's option words and limits (training.options: plain values, no torch), so the form
+# and the trainer cannot drift apart.
 LAB_IMPORTS_TRAINING = {"lab/engine/preflight/estimate.py"}
+LAB_READS_TRAINER_OPTIONS = {"lab/engine/launch/knobs.py"}
 
 
-def test_lab_imports_training_only_for_the_memory_estimate():
-    assert importers("training", py_files("lab")) == LAB_IMPORTS_TRAINING
+def test_lab_imports_training_only_for_the_memory_estimate_and_the_option_words():
+    files = py_files("lab")
+    assert importers("training", files) == LAB_IMPORTS_TRAINING | LAB_READS_TRAINER_OPTIONS
+    for f in LAB_READS_TRAINER_OPTIONS:  # the option words, nothing else of the trainer
+        read = {m for m in imports(REPO_ROOT / f) if m.split(".")[0] == "training"}
+        assert all(m == "training" or m.startswith("training.options") for m in read), read
+    # plain values: the supervisor imports it (through the knobs) and never imports torch
+    assert imports(REPO_ROOT / "training/options.py") <= {"__future__", "__future__.annotations"}
     tree = ast.parse((REPO_ROOT / "lab/engine/preflight/estimate.py").read_text())
     top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}

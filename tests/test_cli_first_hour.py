@@ -19,11 +19,8 @@ PROC = pytest.mark.proc
 
 
 @pytest.fixture
-def samples(runs_dir: Path, monkeypatch) -> Path:
+def samples(runs_dir: Path) -> Path:
     shutil.copytree(REPO / "sample_data/runs", runs_dir, dirs_exist_ok=True)
-    # compare reads the runs' event files here, not in forked readers (lab.events.apart, whose
-    # own tests fork): what it says is the same, and these tests start no process
-    monkeypatch.setenv("LAB_EVENTS_APART", "0")
     return runs_dir
 
 

@@ -19,16 +19,15 @@ import shlex
 import sys
 from typing import Sequence
 
-MODES = ("single", "dp", "ddp")
-PRECISIONS = ("fp32", "fp16", "bf16")
-# DDP's own constructor options: refused in the other modes
-DDP_ONLY = (
-    "bucket_cap_mb",
-    "grad_as_bucket_view",
-    "static_graph",
-    "find_unused_parameters",
-    "sync_bn",
+from training.options import (
+    DDP_ONLY,
+    MAX_ACCUM,
+    MAX_BUCKET_MB,
+    PRECISIONS,
+    STATIC_GRAPH_WITH_ACCUM,
 )
+
+MODES = ("single", "dp", "ddp")
 
 
 class BadInput(Exception):
@@ -239,18 +238,16 @@ def check_knobs(args: argparse.Namespace) -> None:
                 f"{flag} is an option of DistributedDataParallel and --mode {args.mode} has none: "
                 "use --mode ddp or leave it out"
             )
-    if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= 10_000:
+    if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= MAX_BUCKET_MB:
         raise BadInput(
-            f"--bucket-cap-mb must be above 0 and at most 10000, got {args.bucket_cap_mb}"
+            f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"
         )
-    if not 1 <= args.accum_steps <= 1024:
-        raise BadInput(f"--accum-steps must be 1 (none) to 1024, got {args.accum_steps}")
+    if not 1 <= args.accum_steps <= MAX_ACCUM:
+        raise BadInput(f"--accum-steps must be 1 (none) to {MAX_ACCUM}, got {args.accum_steps}")
     if args.static_graph and args.accum_steps > 1:
-        # DDP(static_graph=True) + no_sync(): expect_autograd_hooks_ INTERNAL ASSERT at the first
-        # backward (pytorch/pytorch#143580)
         raise BadInput(
-            f"--static-graph does not work with --accum-steps {args.accum_steps} (DDP's no_sync() "
-            "fails its first backward): leave out --static-graph or use --accum-steps 1"
+            f"--static-graph does not work with --accum-steps {args.accum_steps} "
+            f"(DDP's {STATIC_GRAPH_WITH_ACCUM}): leave out --static-graph or use --accum-steps 1"
         )
     if args.amp and args.precision is not None:
         raise BadInput(

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Protocol
 
 # for the callers' annotations and ``except`` clauses, so that they need not import subprocess
 Popen = subprocess.Popen
 CompletedProcess = subprocess.CompletedProcess
 TimeoutExpired = subprocess.TimeoutExpired
+
+
+class Process(Protocol):
+    """A process as the supervisor follows it (``RunSupervisor.watch``): a ``Popen`` started
+    here, or the training root of a run found orphaned (``lab.engine.supervise.adopt``)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
 
 
 def start(

@@ -20,22 +20,14 @@ from typing import Any
 from lab.engine.launch.field import FormField
 from lab.engine.spec import backends, nccl
 from lab.engine.spec.run import DDP, DP
+from training import options as trainer
+from training.options import DDP_ONLY, MAX_ACCUM, MAX_BUCKET_MB, PRECISIONS
 
-PRECISIONS = ("fp32", "fp16", "bf16")
-DDP_ONLY = (
-    "bucket_cap_mb",
-    "grad_as_bucket_view",
-    "static_graph",
-    "find_unused_parameters",
-    "sync_bn",
-)
-MAX_ACCUM, MAX_BUCKET_MB, MAX_SNAPSHOT_STEPS = 1024, 10_000, 10_000
+MAX_SNAPSHOT_STEPS = 10_000  # the form's range; the trainer takes any N
 _DDP = ("mode", DDP)
-# DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
-# INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
 STATIC_GRAPH_WITH_ACCUM = (
-    "DDP's static graph does not work with gradient accumulation (no_sync() fails its first "
-    "backward): leave out static graph or set accumulation steps to 1"
+    f"DDP's static graph does not work with gradient accumulation "
+    f"({trainer.STATIC_GRAPH_WITH_ACCUM}): leave out static graph or set accumulation steps to 1"
 )
 
 SYNC_BN_CPU = (

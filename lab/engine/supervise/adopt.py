@@ -135,7 +135,7 @@ def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[st
 
 
 class _Orphan:
-    """The run's training root as ``RunSupervisor._watch``/``_stop`` use a child: not ours, so
+    """The run's training root as ``RunSupervisor.watch`` follows a child: not ours, so
     its exit code is unknown; ``poll`` says 0 once it is gone (the end is read from files)."""
 
     def __init__(self, pid: int, ct: float | None) -> None:
@@ -173,9 +173,9 @@ def watch_adopted(run_dir: Path, interval_s: float) -> str:
     )
     log.info("adopted run %s (pid %s)", run_dir.name, st["pid"])
     child = _Orphan(st["pid"], st.get("pid_ct"))
-    sampler = sup._sampler()
+    sampler = sup.sampler()
     try:
-        _rc, req = sup._watch(child, sampler)
+        _rc, req = sup.watch(child, sampler)
     finally:
         if sampler is not None:
             sampler.close()
@@ -185,7 +185,7 @@ def watch_adopted(run_dir: Path, interval_s: float) -> str:
         rc = 0 if done else 1
     else:
         rc = -15
-    state = sup._finish(rc, req)
+    state = sup.finish(rc, req)
     sup.status.update(exit_code=None, signal=None)
     return state
 

@@ -1,17 +1,15 @@
 """The background supervisor of one run (or of a sweep of runs, one after another).
 
-``python -m lab.engine.supervise.supervisor RUN_DIR`` or ``python -m lab.engine.supervise.supervisor
---sweep FILE``, started detached by the launcher so a run outlives the dashboard. It starts the
-training command from run.json as its child in a new session (stdout and stderr to
-RUN_DIR/stdout.log; in run.json's ``cwd`` when it has one: a user's script), keeps status.json up
-to date (atomically, at every change, and on a full disk in place or later, never crashing;
-``kind``, ``events_dirs`` through ``lab.engine.supervise.linked``, ``resumed_from``), samples
-devices into RUN_DIR/sys every interval, records what else used the machine (``interference``),
-watches its health (``lab.engine.health.watch``: ``health``, ``restarts``, stacks), stops the run
-on a ``stop.request`` file or on SIGTERM (SIGTERM to the groups, SIGKILL after the grace period,
-stragglers found through the recorded process tree), and on a non-zero exit stores a diagnosis. It
-is status.json's writer (the launcher writes it only where no supervisor exists, see
-docs/contracts.md). It never imports torch."""
+``python -m lab.engine.supervise.supervisor RUN_DIR`` (or ``--sweep FILE``), started detached by
+the launcher so a run outlives the dashboard, starts run.json's command as its child in a new
+session (output to RUN_DIR/stdout.log, in run.json's ``cwd`` if any) and follows it, or an adopted
+orphan (``lab.engine.supervise.adopt``), in one loop (``RunSupervisor.watch``): status.json kept
+up to date (atomically; a full disk never crashes it; ``kind``, ``events_dirs``, ``resumed_from``),
+devices sampled into RUN_DIR/sys, what else used the machine (``interference``), the health watch
+(``lab.engine.health.watch``: ``health``, ``restarts``, stacks), a stop on ``stop.request`` or
+SIGTERM (SIGTERM to the groups, SIGKILL after the grace, stragglers by the recorded tree), and a
+diagnosis of a non-zero exit. It is status.json's writer (docs/contracts.md). It never imports
+torch."""
 
 from __future__ import annotations
 
@@ -103,9 +101,10 @@ class RunSupervisor:
         log.info("started pid %s: %s", child.pid, argv)
         return child
 
-    def _watch(self, child: spawn.Popen, sampler) -> tuple[int, dict | None]:
-        """Poll the child, sample every interval, record the tree; return (exit code, stop
-        request)."""
+    def watch(self, child: spawn.Process, sampler) -> tuple[int, dict | None]:
+        """The one loop of a run on this machine, started here or adopted: poll ``child``, sample
+        every interval, record the tree, tick the health watch, stop it on a request; return
+        (exit code, stop request)."""
         next_sample = 0.0
         known: list[list[float]] = []
         while True:
@@ -141,7 +140,7 @@ class RunSupervisor:
             self.on_tick()
             time.sleep(_TICK_S)
 
-    def _stop(self, child: spawn.Popen, known: list[list[float]], grace_s: float) -> int:
+    def _stop(self, child: spawn.Process, known: list[list[float]], grace_s: float) -> int:
         log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
         by_pid = {int(p): ct for p, ct in known + procs.identities(procs.tree(child.pid))}
         by_pid.setdefault(child.pid, self.status.data.get("pid_ct"))
@@ -154,7 +153,8 @@ class RunSupervisor:
             child.kill()
             return child.wait()
 
-    def _sampler(self):
+    def sampler(self):
+        """The device sampler of the run's GPUs (None when it cannot start: the run goes on)."""
         gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
         try:
             from lab.engine.supervise.sampler import SysSampler
@@ -192,8 +192,8 @@ class RunSupervisor:
                 started = time.monotonic()
                 child = self._start(argv)
                 if sampler is None:
-                    sampler = self._sampler()  # after the start: tensorboard takes ~0.5 s to import
-                rc, req = self._watch(child, sampler)
+                    sampler = self.sampler()  # after the start: tensorboard takes ~0.5 s to import
+                rc, req = self.watch(child, sampler)
                 if (
                     req is None
                     and rc != 0
@@ -211,12 +211,14 @@ class RunSupervisor:
                 # written with the final state
                 self.status.data["interference"] = sampler.interference()
                 self.status.data["train_processes"] = sampler.train_processes()
-            return self._finish(rc, req)
+            return self.finish(rc, req)
         finally:
             if sampler is not None:
                 sampler.close()
 
-    def _finish(self, rc: int, req: dict | None) -> str:
+    def finish(self, rc: int, req: dict | None) -> str:
+        """Record the run's end: its state from ``rc`` and the stop request ``req``, with the
+        diagnosis of a failure and what the health watch found."""
         self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
         self.health.finish(self.linker.dirs)  # what the ended run left: a NaN loss, its restarts
         fields = dict(

@@ -1,0 +1,24 @@
+"""The trainer's performance options as words and limits, declared once for the trainer and the lab.
+
+``python -m training.train`` builds its flags and refusals from these (``training.cli``), and the
+lab's Launch form, flags and checks read the same ones (``lab.engine.launch.knobs``), so a limit
+cannot drift between the form and the trainer that runs it. Plain values only, no torch: the lab's
+supervisor imports nothing heavy through it.
+"""
+
+from __future__ import annotations
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+# DistributedDataParallel's own constructor options: refused in the other modes
+DDP_ONLY = (
+    "bucket_cap_mb",
+    "grad_as_bucket_view",
+    "static_graph",
+    "find_unused_parameters",
+    "sync_bn",
+)
+MAX_ACCUM = 1024  # --accum-steps: 1 (none) to this many micro-batches per optimizer step
+MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's default 25) up to this
+# DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
+# INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
+STATIC_GRAPH_WITH_ACCUM = "no_sync() fails its first backward"  # why both refuse the pair
