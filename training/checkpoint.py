@@ -1,7 +1,9 @@
 """Checkpoints: finding, reading and atomically writing ``checkpoints/last.pt``.
 
 Owns the checkpoint file format: a dict with ``model`` (the unwrapped model's
-state dict, so DP/DDP/single checkpoints are interchangeable), ``optimizer``,
+state dict, so DP/DDP/single checkpoints are interchangeable; FSDP's shards gathered whole into
+the same keys), ``optimizer`` (keyed by parameter name, ``optimizer_keys`` "names", when FSDP
+wrote it: ``weights``/``restore`` move it between the modes),
 ``scaler``, ``step``, ``epoch``, ``batch_in_epoch`` (optimizer steps already
 taken inside ``epoch``) and ``config``. Files are written to a temp name and renamed so a crash or
 a full disk never leaves half a checkpoint (tests/test_disk_full.py). Reading happens before the
@@ -20,7 +22,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 import torch
+from torch import nn
 
+from training import sharding
 from training.cli import BadInput
 from training.diskfull import writing
 
@@ -104,6 +108,33 @@ def save(path: Path, state: dict[str, Any]) -> None:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+
+def weights(model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: bool) -> dict[str, Any]:
+    """A checkpoint's ``model`` and ``optimizer`` (every rank calls it: under FSDP the shards are
+    gathered, a collective). FSDP's optimizer state is keyed by parameter name
+    (``optimizer_keys`` "names", ``training.sharding.full_state``); the others' by position."""
+    if fsdp:
+        model_state, optim_state = sharding.full_state(model, optimizer)
+        return {"model": model_state, "optimizer": optim_state, "optimizer_keys": "names"}
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+
+
+def restore(
+    model: nn.Module, optimizer: torch.optim.Optimizer, state: dict, name: str, fsdp: bool
+) -> None:
+    """Put a checkpoint's ``model`` and ``optimizer`` back (``BadInput`` naming the misfit). A
+    state keyed by name, or any state into FSDP's shards, goes through the same helpers
+    (``training.sharding.load_full_state``), so a checkpoint moves between the modes."""
+    try:
+        if fsdp or state.get("optimizer_keys") == "names":
+            sharding.load_full_state(model, optimizer, state["model"], state["optimizer"])
+        else:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as e:
+        saved = state["model"] if isinstance(state.get("model"), dict) else {}
+        raise BadInput(misfit(e, model.state_dict(), saved, name)) from None
 
 
 def _unprefixed(keys: Iterable[str]) -> set[str]:

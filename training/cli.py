@@ -21,13 +21,16 @@ from typing import Sequence
 
 from training.options import (
     DDP_ONLY,
+    FSDP_ONLY,
     MAX_ACCUM,
     MAX_BUCKET_MB,
+    ON_OFF,
     PRECISIONS,
     STATIC_GRAPH_WITH_ACCUM,
 )
 
-MODES = ("single", "dp", "ddp")
+MODES = ("single", "dp", "ddp", "fsdp")
+DISTRIBUTED = ("ddp", "fsdp")  # a process per device under torchrun, one process group
 
 
 class BadInput(Exception):
@@ -151,6 +154,19 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
     )
     p.add_argument(
+        "--reshard-after-forward",
+        choices=ON_OFF,
+        default=None,
+        help="fsdp: free each block's gathered parameters after its forward (on, the default: "
+        "ZeRO-3) or keep them until its backward (off: ZeRO-2-like, more memory, one all-gather "
+        "less)",
+    )
+    p.add_argument(
+        "--fsdp-cpu-offload",
+        action="store_true",
+        help="fsdp: keep the sharded parameters, gradients and optimizer step on the CPU",
+    )
+    p.add_argument(
         "--sync-bn",
         action="store_true",
         help="ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap (BatchNorm "
@@ -224,20 +240,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}"
         )
     check_knobs(args)
-    if args.mode == "ddp" and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
-        raise BadInput(f"--mode ddp must be started by torchrun: {torchrun_hint(argv)}")
+    if args.mode in DISTRIBUTED and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
+        hint = torchrun_hint(argv).replace("--mode ddp", f"--mode {args.mode}")
+        raise BadInput(f"--mode {args.mode} must be started by torchrun: {hint}")
     return args
 
 
 def check_knobs(args: argparse.Namespace) -> None:
-    """The performance options that need no device: DDP's own, accumulation, precision."""
-    for name in DDP_ONLY:
-        if getattr(args, name) not in (None, False) and args.mode != "ddp":
-            flag = "--" + name.replace("_", "-")
-            raise BadInput(
-                f"{flag} is an option of DistributedDataParallel and --mode {args.mode} has none: "
-                "use --mode ddp or leave it out"
-            )
+    """The performance options that need no device: DDP's and FSDP's own, accumulation,
+    precision."""
+    for names, mode, what in (
+        (DDP_ONLY, "ddp", "DistributedDataParallel"),
+        (FSDP_ONLY, "fsdp", "FSDP (fully_shard)"),
+    ):
+        for name in names:
+            if getattr(args, name) not in (None, False) and args.mode != mode:
+                flag = "--" + name.replace("_", "-")
+                raise BadInput(
+                    f"{flag} is an option of {what} and --mode {args.mode} has none: "
+                    f"use --mode {mode} or leave it out"
+                )
+    if args.mode == "fsdp" and args.amp:
+        raise BadInput(
+            "--amp is autocast; --mode fsdp casts through its own policy: use --precision bf16"
+        )
+    if args.mode == "fsdp" and args.precision == "fp16":
+        raise BadInput(
+            "--mode fsdp runs fp16 only with a sharded gradient scaler, which this trainer does "
+            "not have yet: use --precision bf16 (FSDP's mixed precision) or fp32"
+        )
     if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= MAX_BUCKET_MB:
         raise BadInput(
             f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"

@@ -1,6 +1,6 @@
 """Where the run executes: devices, the process group, and small collective helpers.
 
-Owns choosing the devices for ``single``, ``dp`` and ``ddp`` (and refusing
+Owns choosing the devices for ``single``, ``dp``, ``ddp`` and ``fsdp`` (and refusing
 devices that are not visible or lack free memory), wrapping the model for the
 mode, starting and ending the process group, and the torchvision-references-style helpers
 (``init_distributed_mode``, ``reduce_across_processes``, ``any_across_processes``,
@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from training.cli import BadInput, split_batch
+from training import sharding
+from training.cli import DISTRIBUTED, BadInput, split_batch
 from training.knobs import AutocastForward
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
     Does not start the process group (see ``init_distributed_mode``).
     """
     cuda = _want_cuda(device_pref)
-    if mode == "ddp":
+    if mode in DISTRIBUTED:  # a process per device under torchrun: DDP, or FSDP's shards
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         node_rank, nnodes = _node(rank, world)
@@ -103,7 +104,7 @@ def place(mode: str, device_pref: str, global_batch: int) -> Placement:
             device, backend = torch.device("cpu"), "gloo"
         return Placement(
             mode,
-            "ddp",
+            mode,
             device,
             rank=rank,
             local_rank=local_rank,
@@ -146,12 +147,23 @@ def wrap(
     placement: Placement,
     ddp_options: dict[str, Any] | None = None,
     amp_dtype: torch.dtype | None = None,
+    fsdp_options: dict[str, Any] | None = None,
 ) -> nn.Module:
-    """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, or not at all);
-    ``ddp_options`` are DistributedDataParallel's keyword arguments (``training.knobs``). Under DP
-    with ``amp_dtype`` the module DP replicates enters autocast itself
-    (``training.knobs.AutocastForward``): DP's replica threads would not inherit its dtype."""
+    """Move ``model`` to the run's device, then wrap it for the mode (DP, DDP, FSDP's shards, or
+    not at all); ``ddp_options`` are DistributedDataParallel's keyword arguments and
+    ``fsdp_options`` ``training.sharding.shard``'s (``training.knobs``). Under DP with
+    ``amp_dtype`` the module DP replicates enters autocast itself
+    (``training.knobs.AutocastForward``): DP's replica threads would not inherit its dtype; under
+    FSDP it is the parameters' dtype in FSDP's own mixed precision."""
     model.to(placement.device)  # before any wrap: DP and DDP expect the module on its device
+    if placement.effective_mode == "fsdp":
+        return sharding.shard(
+            model,
+            placement.device,
+            placement.world_size,
+            param_dtype=amp_dtype,
+            **(fsdp_options or {}),
+        )
     if placement.effective_mode == "dp":
         kind = placement.device.type
         inner = model if amp_dtype is None else AutocastForward(model, kind, amp_dtype)
@@ -179,12 +191,12 @@ def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> N
 
 
 def init_distributed_mode(placement: Placement, timeout_s: float | None = None) -> None:
-    """Bind the rank's GPU, then join the process group (DDP only).
+    """Bind the rank's GPU, then join the process group (DDP and FSDP only).
 
     ``timeout_s`` (``--dist-timeout``) is how long a collective may wait for
     the other ranks before it fails; None keeps PyTorch's default.
     """
-    if placement.effective_mode != "ddp":
+    if placement.effective_mode not in DISTRIBUTED:
         return
     global _ran_distributed
     if placement.device.type == "cuda":

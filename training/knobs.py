@@ -35,9 +35,12 @@ def precision(args: Any, device: torch.device) -> str:
     return "fp32"
 
 
-def autocast(name: str, device: torch.device) -> ContextManager:
-    """The forward pass's autocast for precision ``name`` (none for fp32)."""
-    return torch.autocast(device.type, dtype=DTYPES[name]) if name in DTYPES else nullcontext()
+def autocast(name: str, device: torch.device, mode: str = "single") -> ContextManager:
+    """The forward pass's autocast for precision ``name`` (none for fp32, and none under FSDP,
+    whose own policy casts: ``training.sharding``)."""
+    if name not in DTYPES or mode == "fsdp":
+        return nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[name])
 
 
 class AutocastForward(nn.Module):
@@ -83,6 +86,11 @@ def check(args: Any, placement: Any) -> None:
             "--precision fp16 needs CUDA (autocast with a GradScaler); this run is on the CPU: "
             "use --precision bf16 there"
         )
+    if getattr(args, "fsdp_cpu_offload", False) and device.type != "cuda":
+        raise BadInput(
+            "--fsdp-cpu-offload moves GPU memory to the CPU; this run is on the CPU already: "
+            "leave out --fsdp-cpu-offload"
+        )
     if getattr(args, "sync_bn", False) and device.type != "cuda":
         raise BadInput(
             "--sync-bn runs on GPUs only (nn.SyncBatchNorm wants CUDA inputs); this run is on the "
@@ -123,6 +131,15 @@ def ddp_options(args: Any) -> dict[str, Any]:
     return out
 
 
+def fsdp_options(args: Any) -> dict[str, Any]:
+    """``training.sharding.shard``'s options from the flags: resharding after the forward unless
+    ``--reshard-after-forward off``, ``--fsdp-cpu-offload``."""
+    return {
+        "reshard_after_forward": getattr(args, "reshard_after_forward", None) != "off",
+        "cpu_offload": bool(getattr(args, "fsdp_cpu_offload", False)),
+    }
+
+
 def sync_bn(model: nn.Module, args: Any, mode: str) -> nn.Module:
     """``model`` with its BatchNorm layers as ``nn.SyncBatchNorm`` under ``--sync-bn`` in DDP (the
     same parameters: the optimizer's stay valid), else ``model``."""
@@ -149,13 +166,17 @@ def forward_backward(
     """A ``training.loop.Loop``'s forward and backward over ``--accum-steps`` micro-batches of this
     process's batch; the batch's mean loss and all its logits. Under DDP the gradients are
     all-reduced once, after the last micro-batch: the others run, forward included, inside
-    ``no_sync()``."""
+    ``no_sync()``; under FSDP they are reduce-scattered once, the others' skipped
+    (``set_requires_gradient_sync(False)``, FSDP's own way)."""
     n, phase = loop.args.accum_steps, loop.prof.phase
     with phase("optimizer"):
         loop.optimizer.zero_grad(set_to_none=True)
     losses, outputs = [], []
+    mode = loop.p.effective_mode
     for i, (xm, ym) in enumerate(micro_batches(x, y, n)):
-        local = i < n - 1 and loop.p.effective_mode == "ddp"
+        local = i < n - 1 and mode == "ddp"
+        if mode == "fsdp" and n > 1:
+            loop.model.set_requires_gradient_sync(i == n - 1)
         with loop.model.no_sync() if local else nullcontext():
             with phase("forward"), loop.autocast:
                 logits = loop.model(xm)

@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from training import checkpoint, knobs
-from training.cli import BadInput
+from training.cli import DISTRIBUTED
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
 from training.debug import check_loss, hang_if_asked
 from training.distributed import Placement, StopVote, reduce_across_processes, wrap
@@ -80,14 +80,16 @@ class Loop:
             model.to(memory_format=torch.channels_last)
         self.precision = knobs.precision(args, self.device)
         amp_dtype = knobs.DTYPES.get(self.precision)
-        self.model = wrap(model, placement, knobs.ddp_options(args), amp_dtype)
+        self.model = wrap(
+            model, placement, knobs.ddp_options(args), amp_dtype, knobs.fsdp_options(args)
+        )
         self.vote = StopVote()  # DDP's stop vote: asynchronous, no .item() on the device
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
         cuda = self.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16" and cuda)
         self.grads = GradWatch(self.device, self.scaler.is_enabled(), args.grad_norm_warn)
-        self.autocast = knobs.autocast(self.precision, self.device)
+        self.autocast = knobs.autocast(self.precision, self.device, placement.effective_mode)
         self.criterion = nn.CrossEntropyLoss().to(self.device)
         # DP splits the global batch itself
         self.loader_batch = args.batch_size // placement.world_size
@@ -131,14 +133,8 @@ class Loop:
         )
 
     def _restore(self, state: dict[str, Any]) -> None:
-        try:
-            self.model_without_ddp.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as e:
-            saved = state["model"] if isinstance(state.get("model"), dict) else {}
-            raise BadInput(
-                checkpoint.misfit(e, self.model_without_ddp.state_dict(), saved, self.args.model)
-            ) from None
+        fsdp = self.p.effective_mode == "fsdp"
+        checkpoint.restore(self.model_without_ddp, self.optimizer, state, self.args.model, fsdp)
         if state.get("scaler") and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.start_epoch = int(state["step"]), int(state["epoch"])
@@ -192,7 +188,7 @@ class Loop:
         """Stop after this step? In DDP all ranks must answer alike, or one waits forever in a
         collective (under NCCL it ignores SIGTERM until the watchdog fires, and rank 0 would die
         before its summary)."""
-        if self.p.effective_mode != "ddp":
+        if self.p.effective_mode not in DISTRIBUTED:
             return self.stop()
         return self.step % STOP_SYNC_EVERY == 0 and self.vote(self.stop())
 
@@ -217,6 +213,8 @@ class Loop:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in self.params if p.grad is not None]
                 )
+                if hasattr(grad_norm, "full_tensor"):  # FSDP: each rank's shards' norm, combined
+                    grad_norm = grad_norm.full_tensor()
                 self.grads.step(grad_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -375,13 +373,17 @@ class Loop:
             )
 
     def _save(self, epoch: int, batch_in_epoch: int) -> None:
-        if self.args.checkpoint == "none" or not self.p.is_main:
+        if self.args.checkpoint == "none":
+            return
+        fsdp = self.p.effective_mode == "fsdp"
+        # every rank gathers FSDP's shards (a collective); rank 0 writes what it gathered
+        weights = checkpoint.weights(self.model_without_ddp, self.optimizer, fsdp)
+        if not self.p.is_main:
             return
         checkpoint.save(
             self.rec.log_dir / "checkpoints" / checkpoint.LAST,
             {
-                "model": self.model_without_ddp.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                **weights,
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
                 "step": self.step,
                 "epoch": epoch,

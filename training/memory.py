@@ -88,6 +88,7 @@ def estimate_bytes(
     precision: str = "fp32",
     accum_steps: int = 1,
     grad_as_bucket_view: bool = False,
+    shards: int = 1,
 ) -> list[dict[str, int]]:
     """Bytes by part on each of a run's ``devices`` (device 0 first): the one estimate of the
     trainer's summary.json and the lab's pre-flight (``lab.engine.preflight.estimate.per_gpu``).
@@ -99,13 +100,20 @@ def estimate_bytes(
     views into the buckets). DP: every device a replica's parameters and gradients and its share;
     device 0 the optimizer's state, one more gradient-sized buffer (the sum NCCL's reduce-add
     writes there; the replicas' own gradients stay on their GPUs), the whole micro-batch it
-    scatters, the outputs gathered back to it and the loss.
+    scatters, the outputs gathered back to it and the loss. FSDP: every rank a ``shards``-th of
+    the parameters, gradients and optimizer state (the block all-gathered in flight is not
+    counted).
     """
     half = precision in ("fp16", "bf16")
     micro = max(1, per_device_batch // max(1, accum_steps))
     b = forward_bytes(model, channels, classes, micro, image_size, half)
     if mode == "ddp":
         return [{**b, "buckets": 0 if grad_as_bucket_view else b["gradients"]}] * devices
+    if mode == "fsdp":  # parameters, gradients and optimizer state each split over the ranks
+        n = max(1, shards)
+        return [{**b, **{k: -(-b[k] // n) for k in ("parameters", "gradients", "optimizer")}}] * (
+            devices
+        )
     if mode == "dp" and devices > 1:
         batch = micro * devices
         first = {
@@ -149,6 +157,7 @@ def device_estimates(
         precision,
         accum_steps,
         grad_as_bucket_view,
+        getattr(placement, "world_size", 1),  # what FSDP shards over
     )
     return {n: _mib(p) for n, p in zip(names, parts)}
 

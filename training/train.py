@@ -36,7 +36,7 @@ enable_stack_dumps()
 
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
-from training.cli import BadInput, parse_args  # noqa: E402
+from training.cli import DISTRIBUTED, BadInput, parse_args  # noqa: E402
 
 log = logging.getLogger("training")
 SIGTERM_EXIT = 143
@@ -275,7 +275,7 @@ def _main(argv: Sequence[str] | None) -> int:
     from training.memory import reserved_record
     from training.metrics import gathered_memory_mib, local_memory_mib, merge_memory
 
-    _setup_logging(placement.rank, placement.effective_mode == "ddp")
+    _setup_logging(placement.rank, placement.effective_mode in DISTRIBUTED)
     _announce(args, log_dir, placement, bundle, ckpt_path, loop)
     recorder.open()
     started_at, t0 = _now(), time.perf_counter()
