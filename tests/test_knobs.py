@@ -25,7 +25,7 @@ from lab.engine.launch import form, launcher
 from lab.engine.launch.config import problems
 from lab.engine.spec import nccl
 from lab.engine.spec.run import RunConfig
-from tests.helpers.train_ddp import SAME, free_port, losses
+from tests.helpers.train_ddp import SAME, losses, torchrun
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
@@ -58,28 +58,7 @@ def accum_runs(tmp_path_factory) -> dict[str, Path]:
         [sys.executable, "-m", "training.train", "--log-dir", str(root / "single"), *SAME]
     )
     assert single.returncode == 0, single.stderr
-    ddp = _run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "training.train",
-            "--mode",
-            "ddp",
-            "--accum-steps",
-            "2",
-            "--profile-steps",
-            "3:6",
-            "--log-dir",
-            str(root / "ddp"),
-            *SAME,
-        ]
-    )
+    ddp = _run(torchrun("ddp", root / "ddp", "--accum-steps", "2", "--profile-steps", "3:6", *SAME))
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     return {"single": root / "single", "ddp": root / "ddp"}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers.train_ddp import SAME, free_port, losses
+from tests.helpers.train_ddp import SAME, free_port, losses, torchrun
 
 pytestmark = pytest.mark.proc
 
@@ -35,22 +35,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     run = tmp_path_factory.mktemp("ddp") / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "training.train",
-        "--mode",
-        "ddp",
-        "--log-dir",
-        str(run),
-        *SAME,
-    ]
+    cmd = torchrun("ddp", run, *SAME)
     # Own session, so a hung run can be ended with its workers (killing torchrun alone orphans
     # them).
     proc = subprocess.Popen(

@@ -5,7 +5,10 @@ With the same seed and global batch (the strided sampler, as for DDP) the sharde
 losses match the single run's to 1e-4 relative over 10 steps, with parameters resharded after the
 forward (ZeRO-3, the default) and kept (``--reshard-after-forward off``), and with accumulation
 (``--accum-steps 2``: FSDP skips the first micro-batch's reduce-scatter); a run stopped at step 5
-and resumed from its gathered checkpoint, as fsdp or as a single run, continues the same losses;
+writes its sharded checkpoint (``last.dcp``: both ranks' DCP files and the index) beside the
+gathered ``last.pt``, and resumed from it on 2 ranks or resharded onto 1 (``--resume auto``), or
+from ``last.pt`` as a single run, continues the same losses (1e-4 relative); the shards read whole
+into a plain model give what ``last.pt`` holds; a sharded save cut short is never picked;
 summary.json shows each rank's estimate with parameters, gradients and optimizer state halved.
 Refusals are one line before anything starts (one process test; the parser's and the device
 check's refusals in this process, as the quick tier runs them). Every run is pinned to the CPU
@@ -26,7 +29,7 @@ import pytest
 import torch
 
 from tests.helpers.train_ddp import SAME, free_port, losses
-from training import knobs, sharding
+from training import checkpoint, knobs, sharded_checkpoint, sharding
 from training.cli import BadInput, parse_args
 from training.models import build
 
@@ -34,10 +37,13 @@ REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
-def trainer(run: Path, *opts: str, ranks: int = 2) -> subprocess.CompletedProcess:
-    """The trainer on ``run``: ``ranks`` gloo ranks under torchrun in mode fsdp (1: single)."""
+def trainer(
+    run: Path, *opts: str, ranks: int = 2, torchrun: bool | None = None
+) -> subprocess.CompletedProcess:
+    """The trainer on ``run``: ``ranks`` gloo ranks under torchrun in mode fsdp (1: a single run,
+    unless ``torchrun``: fsdp on one rank)."""
     common = ["-m", "training.train", "--log-dir", str(run), *SAME, *opts]
-    if ranks == 1:
+    if not (ranks > 1 if torchrun is None else torchrun):
         cmd = [sys.executable, *common]
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks)]
@@ -87,7 +93,7 @@ def test_fsdp_keeping_parameters_and_accumulating_reproduces_the_same_losses(tmp
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory) -> Path:
-    """An fsdp run of the same config stopped after step 5, its checkpoint written."""
+    """An fsdp run of the same config stopped after step 5, its checkpoints written."""
     run = tmp_path_factory.mktemp("stopped") / "run"
     first = trainer(run, "--max-steps", "5")
     assert first.returncode == 0, first.stderr[-3000:]
@@ -96,19 +102,85 @@ def stopped(tmp_path_factory) -> Path:
 
 
 @pytest.mark.proc
-@pytest.mark.parametrize("ranks", [2, 1], ids=["fsdp", "single"])
+def test_an_fsdp_checkpoint_is_sharded_by_each_rank_and_reads_whole_into_a_plain_model(stopped):
+    """Both ranks wrote their DCP shards, rank 0 the index and trainer.json; nothing of the save
+    is left beside it. Read into a single run's model and optimizer (no process group: the
+    trainer's own ``restore``), the shards give exactly what the gathered last.pt holds."""
+    folder = stopped / "checkpoints"
+    dcp = folder / sharded_checkpoint.DIR
+    names = {p.name for p in dcp.iterdir()}
+    assert names == {".metadata", "__0_0.distcp", "__1_0.distcp", "trainer.json"}, names
+    assert {p.name for p in folder.iterdir()} == {"last.pt", "last.dcp"}
+    meta = json.loads((dcp / "trainer.json").read_text())
+    assert (meta["step"], meta["epoch"], meta["batch_in_epoch"]) == (5, 0, 5)
+    assert meta["world_size"] == 2 and meta["scaler"] is None and meta["config"]["mode"] == "fsdp"
+    assert checkpoint.resolve("auto", stopped) == dcp  # written after last.pt: the newer
+    gathered = checkpoint.load(folder / "last.pt")
+    model = build("tinycnn", 1, 10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    checkpoint.restore(model, optimizer, checkpoint.load(dcp), "tinycnn", fsdp=False)
+    assert model.state_dict().keys() == gathered["model"].keys()
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, gathered["model"][k]), k
+    momentum = {n: optimizer.state[p]["momentum_buffer"] for n, p in model.named_parameters()}
+    assert momentum.keys() == gathered["optimizer"]["state"].keys()
+    for n, buf in momentum.items():
+        assert torch.equal(buf, gathered["optimizer"]["state"][n]["momentum_buffer"]), n
+
+
+@pytest.mark.proc
+@pytest.mark.parametrize(
+    "resume, ranks, torchrun, says",
+    [
+        ("auto", 2, True, "each of the 2 ranks read its own shards"),
+        ("auto", 1, True, "the shards of 2 ranks resharded onto 1"),
+        ("last.pt", 1, False, "resumed from"),
+    ],
+    ids=["sharded-2-ranks", "sharded-onto-1-rank", "gathered-single"],
+)
 def test_a_stopped_fsdp_run_resumes_from_its_checkpoint_with_the_same_losses(
-    tmp_path, single, stopped, ranks
+    tmp_path, single, stopped, resume, ranks, torchrun, says
 ):
-    """Resumed as fsdp on 2 ranks, or as a single run: the gathered checkpoint holds the whole
-    model and its optimizer state by name, whatever the rank count that reads it."""
+    """``--resume auto`` picks the sharded checkpoint: DCP reads each rank's shards on 2 ranks,
+    or reshards them onto 1 (and the strided sampler's position is the global batch's, whatever
+    the rank count); the gathered last.pt holds the whole model and its optimizer state by name,
+    so it resumes as a single run as well."""
     run = tmp_path / "run"
     shutil.copytree(stopped, run)
-    again = trainer(run, "--resume", str(run / "checkpoints" / "last.pt"), ranks=ranks)
+    given = resume if resume == "auto" else str(run / "checkpoints" / resume)
+    again = trainer(run, "--resume", given, ranks=ranks, torchrun=torchrun)
     assert again.returncode == 0, again.stderr[-3000:]
     # it went on from step 5, not from scratch (which would reproduce the losses as well)
     assert "step 6/10" in again.stderr and "step 1/10" not in again.stderr, again.stderr[-2000:]
+    assert says in again.stderr, again.stderr[-2000:]
     agree(losses(single), losses(run))  # steps 1-5 from the first part, 6-10 resumed
+
+
+def test_a_sharded_save_cut_short_is_never_picked(tmp_path):
+    """``--resume auto`` takes the newest complete checkpoint: a folder without DCP's index or
+    the trainer.json rank 0 writes last is skipped, the save in progress is never read, and the
+    previous one moved aside for the rename is found when the run died between the two."""
+    folder = tmp_path / "checkpoints"
+
+    def sharded(name: str, *files: str) -> Path:
+        (folder / name).mkdir(parents=True)
+        for f in files:
+            (folder / name / f).write_text("{}")
+        return folder / name
+
+    sharded(".last.dcp.tmp", ".metadata", "__0_0.distcp", "trainer.json")  # not renamed yet
+    cut = sharded("last.dcp", "__0_0.distcp", "__1_0.distcp", ".metadata")  # no trainer.json
+    assert checkpoint.resolve("auto", tmp_path) is None
+    (folder / "last.pt").write_bytes(b"x")
+    assert checkpoint.resolve("auto", tmp_path) == folder / "last.pt"
+    with pytest.raises(BadInput, match="not a complete sharded checkpoint"):
+        checkpoint.load(checkpoint.resolve(str(cut), tmp_path))
+    shutil.rmtree(cut)
+    old = sharded(".last.dcp.old", ".metadata", "__0_0.distcp", "trainer.json")
+    os.utime(folder / "last.pt", (1, 1))  # the older of the two
+    assert checkpoint.resolve("auto", tmp_path) == old
+    with pytest.raises(BadInput, match="a sharded one is beside it"):
+        checkpoint.resolve(str(folder / "missing.pt"), tmp_path)
 
 
 @pytest.mark.proc

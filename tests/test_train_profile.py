@@ -1,5 +1,5 @@
-"""``--profile-steps`` for real: single, DataParallel (falling back here) and 2-rank gloo DDP runs
-on the CPU.
+"""``--profile-steps`` for real: single, DataParallel (falling back here), 2-rank gloo DDP and
+FSDP runs on the CPU.
 
 Each run is a real ``python -m training.train`` process (DDP under
 ``python -m torch.distributed.run``) profiling steps 3 to 5 of 8, with no
@@ -8,7 +8,8 @@ training steps. Traces are read back from their gzip files as JSON, the way
 Perfetto would; breakdown.json is checked for its contract keys and for the
 claims it makes: the loop's four phases cover the step (``other`` is at most
 15% of it), single-device runs communicate nothing, DDP's all-reduce shows
-in ``comm_total`` and partly in ``comm_exposed``, and a DataParallel run that
+in ``comm_total`` and partly in ``comm_exposed``, FSDP's all-gathers (forward,
+backward) and reduce-scatters split all of its communication, and a DataParallel run that
 fell back to one device says so. A run stopped inside its window stops
 as promptly as any and writes no profile.
 """
@@ -19,7 +20,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.train_ddp import torchrun
+from training import comm_split
 from training.breakdown import KEYS, PHASES
 
 # serial: the profiled runs time their phases (the four ranges must cover the step, a stop inside
@@ -47,12 +49,6 @@ ARGS = [
     "3:6",
 ]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(cmd: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
@@ -77,7 +73,7 @@ def start(cmd: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """The three runs, one after the other (two cores here), each checked to have finished."""
+    """The four runs, one after the other (two cores here), each checked to have finished."""
     root = tmp_path_factory.mktemp("profiled")
     cmds = {
         "single": [
@@ -98,22 +94,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             str(root / "dp"),
             *ARGS,
         ],
-        "ddp": [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "training.train",
-            "--mode",
-            "ddp",
-            "--log-dir",
-            str(root / "ddp"),
-            *ARGS,
-        ],
+        "ddp": torchrun("ddp", root / "ddp", *ARGS),
+        "fsdp": torchrun("fsdp", root / "fsdp", *ARGS),
     }
     for name, cmd in cmds.items():
         res = start(cmd)
@@ -137,7 +119,7 @@ def check_adds_up(step_ms: float, phases: dict[str, float]) -> None:
     assert phases["other"] <= 0.15 * step_ms, (step_ms, phases)  # the four ranges cover the step
 
 
-@pytest.mark.parametrize("mode,ranks", [("single", 1), ("dp", 1), ("ddp", 2)])
+@pytest.mark.parametrize("mode,ranks", [("single", 1), ("dp", 1), ("ddp", 2), ("fsdp", 2)])
 def test_every_rank_writes_a_trace_of_the_window_only(runs, mode, ranks):
     run = runs[mode]
     assert sorted(p.name for p in (run / "profile").iterdir()) == [
@@ -157,7 +139,7 @@ def test_every_rank_writes_a_trace_of_the_window_only(runs, mode, ranks):
     assert summary["config"]["profile_steps"] == "3:6" and summary["steps"] == 8
 
 
-@pytest.mark.parametrize("mode", ["single", "dp", "ddp"])
+@pytest.mark.parametrize("mode", ["single", "dp", "ddp", "fsdp"])
 def test_breakdown_keys_and_the_phases_add_up(runs, mode):
     b = breakdown(runs[mode])
     assert b["steps"] == [3, 6] and set(b["phases_ms"]) == set(KEYS)
@@ -185,6 +167,25 @@ def test_ddp_all_reduce_shows_as_communication(runs):
         assert ph["comm_exposed"] <= ph["backward"] + 1e-6, ph  # the wait is inside backward
         assert ph["dp_scatter"] == ph["dp_replicate"] == ph["dp_gather"] == 0.0
     assert {e.get("name") for e in trace(runs["ddp"], 1)["traceEvents"]} >= {"gloo:all_reduce"}
+
+
+def test_fsdp_splits_its_communication_into_all_gathers_and_reduce_scatters(runs):
+    """tinycnn's two units are all-gathered in forward and again in backward (resharded after
+    forward) and reduce-scattered once a step; on gloo FSDP2 waits for each, and nothing else
+    communicates in these steps, so the split's exposed parts are all of comm_total."""
+    b = breakdown(runs["fsdp"])
+    assert b["effective_mode"] == "fsdp" and b["world_size"] == 2
+    for r in [b, *b["per_rank"]]:
+        ph = r["phases_ms"]
+        split = {k: ph[k] for k in comm_split.KEYS}
+        assert all(ph[f"{k}_exposed"] > 0 for k in comm_split.SPLIT), ph
+        assert sum(split.values()) == pytest.approx(ph["comm_total"], abs=2e-3), ph
+        assert ph["comm_all_gather_fwd_exposed"] <= ph["forward"] + 1e-3, ph
+    ops = {(c["op"], c["calls"], c["bytes"]) for c in b["collectives"]}
+    assert ops == {("all_gather", 4.0, 48_720), ("reduce_scatter", 2.0, 24_360)}, b
+    names = {e.get("name") for e in trace(runs["fsdp"], 0)["traceEvents"]}
+    # gloo has no reduce-scatter of its own here: the c10d op runs as an all-reduce
+    assert {"c10d::_reduce_scatter_base_", "gloo:all_reduce", "gloo:all_gather"} <= names
 
 
 def test_dp_fallback_has_no_dp_phases_and_says_why(runs):

@@ -2,7 +2,8 @@
 ``profile/breakdown.json``.
 
 Owns the method (docs/contracts.md section 2, "profile/"), on plain lists of
-``(start, end)`` intervals in microseconds, so that overlaps are counted once.
+``(start, end)`` intervals in microseconds, so that overlaps are counted once
+(``training.intervals``).
 The step is the ``ProfilerStep#k`` range on the loop's thread (its thread is
 the main thread); ``data``, ``forward``, ``backward`` and ``optimizer`` are the
 loop's ranges of those names on it; ``other`` is what of the step they leave
@@ -12,7 +13,11 @@ runs on the same device, computed per device (DataParallel's process drives seve
 averaged over them (``comm_by_device_ms`` keeps each); on the CPU the ``gloo:*``/``nccl:*``
 ranges of the backend's threads and the ``c10d::*`` ops on the main thread, and
 ``comm_exposed`` is their time when the main thread runs no op of its own (it waits, e.g.
-for DDP's all-reduce at the end of backward). DataParallel's phases are its ``Scatter``,
+for DDP's all-reduce at the end of backward; a ``c10d::*`` op and FSDP2's range around its
+collective, ``FSDP::all_gather (…)``/``FSDP::post_backward_reduce (…)``, are waiting even inside
+a busy parent). An fsdp run's communication is also split into its all-gathers in forward and
+in backward and its reduce-scatters, exposed and hidden (``training.comm_split``, which states
+that method). DataParallel's phases are its ``Scatter``,
 ``Broadcast`` (replicate) and ``Gather`` ops on the main thread. Everything is
 clipped to the steps and divided by their number: milliseconds per step.
 """
@@ -21,67 +26,34 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from training import collectives
+from training import collectives, comm_split
+from training.intervals import Intervals, intersect, length, subtract, union
 
 STEP_PREFIX = "ProfilerStep#"
 PHASES = ("data", "forward", "backward", "optimizer")
-KEYS = (*PHASES, "comm_total", "comm_exposed", "dp_scatter", "dp_replicate", "dp_gather", "other")
+KEYS = (
+    *PHASES,
+    "comm_total",
+    "comm_exposed",
+    "dp_scatter",
+    "dp_replicate",
+    "dp_gather",
+    "other",
+    *comm_split.KEYS,  # FSDP's all-gathers (forward, backward) and reduce-scatters
+)
 DP_OPS = {"dp_scatter": "Scatter", "dp_replicate": "Broadcast", "dp_gather": "Gather"}
 COMM_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
-
-Intervals = list[tuple[float, float]]
-
-
-def union(spans: Iterable[tuple[float, float]]) -> Intervals:
-    """Sorted, non-overlapping intervals covering the same time as ``spans``."""
-    out: Intervals = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
-def length(spans: Intervals) -> float:
-    return sum(end - start for start, end in spans)
-
-
-def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """The time in both (each argument already a ``union``)."""
-    out: Intervals = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if start < end:
-            out.append((start, end))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def subtract(a: Intervals, b: Intervals) -> Intervals:
-    """The time in ``a`` and not in ``b`` (each already a ``union``)."""
-    out: Intervals = []
-    j = 0
-    for start, end in a:
-        while j < len(b) and b[j][1] <= start:
-            j += 1
-        k, cur = j, start
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < end:
-            out.append((cur, end))
-    return out
+FSDP_WAITS = ("FSDP::all_gather", "FSDP::post_backward_reduce")
 
 
 def is_comm(name: str) -> bool:
     return name.startswith(COMM_PREFIXES)
+
+
+def is_wait(name: str) -> bool:
+    """FSDP2's range around one of its collectives (``FSDP::all_gather (head)``), which on the CPU
+    lasts until the collective is done."""
+    return name in FSDP_WAITS or name.startswith(tuple(f"{w} (" for w in FSDP_WAITS))
 
 
 def _span(e: dict[str, Any]) -> tuple[float, float]:
@@ -97,10 +69,10 @@ def _device(e: dict[str, Any]) -> Any:
 def _comm(
     events: list[dict[str, Any]], main_ops: list[dict[str, Any]]
 ) -> dict[Any, tuple[Intervals, Intervals]]:
-    """Per device: (all communication, the part of it the step waited for), before clipping to
-    the steps. On CUDA each device's NCCL kernels are exposed where that device runs no other
-    kernel (another GPU's compute does not hide them: DataParallel's one process drives
-    several); on the CPU one entry, ``None``."""
+    """Per device: (all communication, the work that hides it), before clipping to the steps;
+    what of the first the second leaves is what the step waited for. On CUDA each device's NCCL
+    kernels against that device's other kernels (another GPU's compute does not hide them:
+    DataParallel's one process drives several); on the CPU one entry, ``None``."""
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if kernels:  # CUDA: each device's timeline says what overlapped
         out = {}
@@ -108,7 +80,7 @@ def _comm(
             mine = [e for e in kernels if _device(e) == dev]
             comm = union(_span(e) for e in mine if "nccl" in e["name"].lower())
             compute = union(_span(e) for e in mine if "nccl" not in e["name"].lower())
-            out[dev] = (comm, subtract(comm, compute))
+            out[dev] = (comm, compute)
         return out
     comm = union(
         _span(e)
@@ -116,10 +88,36 @@ def _comm(
         if e.get("cat") in ("cpu_op", "user_annotation") and is_comm(e["name"])
     )
     # A comm op nested in a busy parent (DDP launches its all-reduce inside AccumulateGrad) is
-    # waiting, not work.
-    waiting = union(_span(e) for e in main_ops if is_comm(e["name"]))
+    # waiting, not work; so is FSDP's range around its collective, which it waits for inside
+    # (its backward all-gather runs in a hook inside an autograd op)
+    waiting = union(_span(e) for e in main_ops if is_comm(e["name"]) or is_wait(e["name"]))
     working = subtract(union(_span(e) for e in main_ops if not is_comm(e["name"])), waiting)
-    return {None: (comm, subtract(comm, working))}
+    return {None: (comm, working)}
+
+
+def _split(
+    events: list[dict[str, Any]],
+    on_main: list[dict[str, Any]],
+    working: dict[Any, Intervals],
+    window: Intervals,
+    n_steps: int,
+    world_size: int,
+) -> dict[str, float]:
+    """FSDP's all-gathers (forward, backward) and reduce-scatters, exposed and hidden
+    (``training.comm_split``)."""
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    calls = (
+        comm_split.kernel_calls(kernels)
+        if kernels
+        else collectives.backend_calls(events, world_size)
+    )
+    phases = {
+        name: union(
+            _span(e) for e in on_main if e.get("cat") == "user_annotation" and e["name"] == name
+        )
+        for name in ("forward", "backward")
+    }
+    return comm_split.split(calls, phases, working, window, n_steps)
 
 
 def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[str, Any] | None:
@@ -149,12 +147,15 @@ def rank_figures(trace: dict[str, Any], rank: int, world_size: int = 1) -> dict[
         for name in PHASES
     }
     main_ops = [e for e in on_main if e.get("cat") == "cpu_op"]
-    by_device = {d: (per_step(c), per_step(x)) for d, (c, x) in _comm(events, main_ops).items()}
+    comm = _comm(events, main_ops + [e for e in on_main if is_wait(str(e["name"]))])
+    by_device = {d: (per_step(c), per_step(subtract(c, w))) for d, (c, w) in comm.items()}
     # combined: the mean over the process's devices of each device's own figures
     phases["comm_total"] = sum(c for c, _ in by_device.values()) / len(by_device)
     phases["comm_exposed"] = sum(x for _, x in by_device.values()) / len(by_device)
     for key, op in DP_OPS.items():
         phases[key] = per_step(_span(e) for e in main_ops if e["name"] == op)
+    working = {d: w for d, (_, w) in comm.items()}
+    phases.update(_split(events, on_main, working, window, n, world_size))
     step_ms = length(window) / n / 1000.0
     phases["other"] = max(0.0, step_ms - sum(phases[p] for p in PHASES))
     return {

@@ -9,10 +9,12 @@ taken inside ``epoch``) and ``config``. Files are written to a temp name and ren
 a full disk never leaves half a checkpoint (tests/test_disk_full.py). Reading happens before the
 first step, and any problem is a ``BadInput``; ``misfit`` words a state dict
 that does not fit the model, naming the ``module.`` prefix of a model saved
-inside its DataParallel/DDP wrapper when that is the only difference. Tested
-by tests/test_train_run.py (resume, a file that is not a checkpoint),
-tests/test_train_cli.py (a missing file) and tests/test_diagnose_seeds.py
-(a wrapped model's checkpoint).
+inside its DataParallel/DDP wrapper when that is the only difference. An fsdp run also writes
+its sharded checkpoint, ``checkpoints/last.dcp/`` (``training.sharded_checkpoint``), after
+``last.pt``; ``resolve`` picks the newer of the two for ``--resume auto``, ``load`` and
+``restore`` read either in any mode. Tested by tests/test_train_run.py (resume, a file that is not
+a checkpoint), tests/test_train_cli.py (a missing file), tests/test_diagnose_seeds.py (a wrapped
+model's checkpoint) and tests/test_train_fsdp.py (the sharded one, a save cut short).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, BinaryIO, Iterable
 import torch
 from torch import nn
 
-from training import sharding
+from training import sharded_checkpoint, sharding
 from training.cli import BadInput
 from training.diskfull import writing
 
@@ -33,27 +35,48 @@ WRAPPER_PREFIX = "module."  # what DataParallel and DDP put before every key of 
 
 
 def resolve(resume: str | None, log_dir: Path, restarted: bool = False) -> Path | None:
-    """The checkpoint file ``--resume`` names; ``None`` for a fresh start.
+    """The checkpoint ``--resume`` names: a file, a sharded folder or ``None`` for a fresh start.
 
-    ``auto`` means ``LOG_DIR/checkpoints/last.pt`` when it exists (a fresh
-    start otherwise); any other value must be an existing file. A
-    ``restarted`` attempt (torchrun's ``--max-restarts``) continues from its
-    own ``last.pt`` when it wrote one, whatever ``--resume`` names: the file
-    it was started from is older.
+    ``auto`` means the newest complete checkpoint in ``LOG_DIR/checkpoints/`` (``newest``: an
+    fsdp run's ``last.dcp`` or ``last.pt``; a fresh start when there is none); any other value
+    must be an existing file or a complete sharded folder. A ``restarted`` attempt (torchrun's
+    ``--max-restarts``) continues from its own newest when it wrote one, whatever ``--resume``
+    names: the one it was started from is older.
     """
-    own = log_dir / "checkpoints" / LAST
+    own = newest(log_dir / "checkpoints")
     if not resume:
         return None
-    if resume == "auto" or (restarted and own.is_file()):
-        return own if own.is_file() else None
+    if resume == "auto" or (restarted and own is not None):
+        return own
     path = Path(resume).expanduser()
-    if not path.is_file():
-        raise BadInput(f"--resume {resume}: no such checkpoint file; give a .pt file or 'auto'")
-    return path
+    if path.is_file() or path.is_dir():  # a folder is checked whole by ``load``
+        return path
+    beside = sharded_checkpoint.latest(path.parent)
+    hint = f" (a sharded one is beside it: --resume {beside})" if beside else ""
+    raise BadInput(
+        f"--resume {resume}: no such checkpoint file; give a .pt file, a .dcp folder or "
+        f"'auto'{hint}"
+    )
+
+
+def newest(checkpoints: Path) -> Path | None:
+    """The checkpoint ``--resume auto`` picks in ``checkpoints/``: of ``last.pt`` and the whole
+    sharded one (``sharded_checkpoint.latest``: never a save cut short), the one written last.
+    An fsdp run writes ``last.pt`` first, so its ``last.dcp`` of the same step is the newer."""
+    found = [checkpoints / LAST] if (checkpoints / LAST).is_file() else []
+    sharded = sharded_checkpoint.latest(checkpoints)
+    return max(found + ([sharded] if sharded else []), key=_written_at, default=None)
+
+
+def _written_at(path: Path) -> float:
+    return sharded_checkpoint.written_at(path) if path.is_dir() else path.stat().st_mtime
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Read a checkpoint onto the CPU; ``BadInput`` when it is not one of ours."""
+    """Read a checkpoint onto the CPU; ``BadInput`` when it is not one of ours. A sharded folder
+    gives only its trainer.json (``sharded`` names it): ``restore`` reads the shards."""
+    if path.is_dir():
+        return sharded_checkpoint.read_meta(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # pickle, zip and torch errors all mean "not a usable checkpoint"
@@ -69,6 +92,21 @@ def load(path: Path) -> dict[str, Any]:
             f"--resume {path}: not a trainer checkpoint (missing {', '.join(sorted(missing))})"
         )
     return state
+
+
+def origin(state: dict[str, Any] | None, mode: str, world_size: int) -> str:
+    """How a sharded checkpoint met this run's ranks, for the resume line ('' for a file)."""
+    if not state or "sharded" not in state:
+        return ""
+    saved = int(state.get("world_size") or 0)
+    if mode != "fsdp":
+        return f"; the shards of {saved} fsdp ranks read whole into this {mode} run"
+    if saved != world_size:
+        return (
+            f"; the shards of {saved} ranks resharded onto {world_size} by "
+            "torch.distributed.checkpoint (a rank count change is supported)"
+        )
+    return f"; each of the {saved} ranks read its own shards"
 
 
 class _Sink:
@@ -110,6 +148,29 @@ def save(path: Path, state: dict[str, Any]) -> None:
             raise
 
 
+def write(
+    checkpoints: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    meta: dict[str, Any],
+    fsdp: bool,
+    is_main: bool,
+) -> None:
+    """The trainer's checkpoint of this step (every rank calls it): rank 0 writes ``last.pt``,
+    the model and optimizer (``weights``) with ``meta`` (scaler, step, epoch, batch_in_epoch,
+    config); under fsdp every rank then writes its shards into ``last.dcp``.
+
+    fsdp keeps writing the gathered ``last.pt`` too, at the cost of a gather: it is the file the
+    lab's Resume and the other modes' runs read (``lab.runfolder.LAST_CHECKPOINT``); ``last.dcp``,
+    written after it and so the newer, is what ``--resume auto`` and a restart pick."""
+    state = weights(model, optimizer, fsdp)
+    if is_main:
+        save(checkpoints / LAST, {**state, **meta})
+    del state  # rank 0's gathered copy goes before the shards are staged
+    if fsdp:
+        sharded_checkpoint.save(checkpoints, model, optimizer, meta, is_main)
+
+
 def weights(model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: bool) -> dict[str, Any]:
     """A checkpoint's ``model`` and ``optimizer`` (every rank calls it: under FSDP the shards are
     gathered, a collective). FSDP's optimizer state is keyed by parameter name
@@ -125,9 +186,12 @@ def restore(
 ) -> None:
     """Put a checkpoint's ``model`` and ``optimizer`` back (``BadInput`` naming the misfit). A
     state keyed by name, or any state into FSDP's shards, goes through the same helpers
-    (``training.sharding.load_full_state``), so a checkpoint moves between the modes."""
+    (``training.sharding.load_full_state``), so a checkpoint moves between the modes; a sharded
+    one (``sharded``: its folder) is read shard by shard (``sharded_checkpoint.load_weights``)."""
     try:
-        if fsdp or state.get("optimizer_keys") == "names":
+        if "sharded" in state:
+            sharded_checkpoint.load_weights(Path(state["sharded"]), model, optimizer)
+        elif fsdp or state.get("optimizer_keys") == "names":
             sharding.load_full_state(model, optimizer, state["model"], state["optimizer"])
         else:
             model.load_state_dict(state["model"])

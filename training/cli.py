@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
-    """The performance options: precision, accumulation, memory format, DDP's own."""
+    """The performance options: precision, accumulation, memory format, compiling, DDP's and
+    FSDP's own."""
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -136,6 +137,13 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--channels-last", action="store_true", help="the model and its inputs in channels_last"
+    )
+    p.add_argument(
+        "--compile",
+        choices=ON_OFF,
+        default="off",
+        help="torch.compile the model (every mode; dp on 2+ GPUs refused); the first step(s), "
+        "which compile, are timed apart (perf/compile_s) and left out of the steady throughput",
     )
     p.add_argument(
         "--bucket-cap-mb",

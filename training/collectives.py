@@ -5,7 +5,9 @@ calls, bytes and total time per profiled step, and the bandwidths of nccl-tests
 (``algbw = bytes / time``; ``busbw = algbw × factor``, the factor being ``2(n−1)/n`` for
 all_reduce, ``(n−1)/n`` for all_gather, reduce_scatter and all_to_all, 1 otherwise), in GB/s
 (1e9 bytes a second). On the CPU every call is a ``gloo:<op>`` range of the backend's thread,
-whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes; on CUDA the
+whose recorded input shapes (the profiler runs with ``record_shapes``) give the bytes and whose
+issuing ``c10d::*`` op its kind (``backend_calls``: gloo runs FSDP2's reduce-scatter as an
+all-reduce of the whole input, which counts as ``reduce_scatter``); on CUDA the
 bytes come from ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``;
 all_gather counts its gathered output, ``Out msg nelems``, as nccl-tests do) and the time from
 the NCCL kernels of that kind; DataParallel's own collectives, which have no ``record_param_comms``,
@@ -23,6 +25,7 @@ shortest is the closest to the transfer itself (breakdown.json's ``collectives_m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 DTYPE_BYTES = {
@@ -125,7 +128,9 @@ def _comms_kind(name: str) -> str:
     return next((kind for key, kind in KERNEL_KINDS.items() if key in low), name)
 
 
-def _kernel_kind(name: str) -> str | None:
+def kernel_kind(name: str) -> str | None:
+    """An NCCL kernel's kind (``ncclDevKernel_ReduceScatter_Sum_f32_RING_LL``: ``reduce_scatter``);
+    None for any other kernel."""
     low = name.lower().replace("_", "")
     if "nccl" not in low:
         return None
@@ -134,7 +139,7 @@ def _kernel_kind(name: str) -> str | None:
 
 def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int, float]]:
     """``(op, bytes, dur_us)`` of every collective call in ``events``."""
-    kernels = [e for e in events if e.get("cat") == "kernel" and _kernel_kind(str(e["name"]))]
+    kernels = [e for e in events if e.get("cat") == "kernel" and kernel_kind(str(e["name"]))]
     if kernels:  # CUDA: time from the kernels, bytes from record_param_comms in the same order
         params = [e for e in events if e["name"] == "record_param_comms"]
         sizes: dict[str, list[int]] = {}
@@ -149,23 +154,75 @@ def _calls(events: list[dict[str, Any]], world_size: int) -> list[tuple[str, int
         dp = _dp_sizes(events, world_size)
         out = []
         for e in sorted(kernels, key=lambda e: float(e["ts"])):
-            kind = _kernel_kind(str(e["name"])) or "other"
+            kind = kernel_kind(str(e["name"])) or "other"
             nbytes = sizes[kind].pop(0) if sizes.get(kind) else 0
             pending = dp.get(kind) or []
             if not nbytes and pending and pending[0][0] <= float(e["ts"]):
                 nbytes = pending.pop(0)[1]  # the op's bytes on its first kernel
             out.append((kind, nbytes, float(e["dur"])))
         return out
+    return [(c.kind, c.nbytes, c.dur) for c in backend_calls(events, world_size) if c.ranged]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective call: its kind, when it was issued (µs), the spans it covers (on the CPU its
+    ``c10d::*`` op and its backend's range; on CUDA its kernel), the bytes nccl-tests would count,
+    the backend range's duration (µs), whether that range is in the trace (``ranged``) and its
+    device (a kernel's; None on the CPU)."""
+
+    kind: str
+    ts: float
+    spans: tuple[tuple[float, float], ...]
+    nbytes: int = 0
+    dur: float = 0.0
+    ranged: bool = False
+    device: Any = None
+
+
+def _span(e: dict[str, Any]) -> tuple[float, float]:
+    return float(e["ts"]), float(e["ts"]) + float(e["dur"])
+
+
+def _op_kind(e: dict[str, Any]) -> str:
+    """A ``c10d::*`` op's kind: ``c10d::_reduce_scatter_base_`` is ``reduce_scatter``."""
+    return _comms_kind(str(e["name"]).split("::", 1)[1])
+
+
+def backend_calls(events: list[dict[str, Any]], world_size: int) -> list[Call]:
+    """Every collective of a CPU trace, in issue order: each ``gloo:<op>``/``nccl:<op>`` range of
+    the backend's threads paired with the ``c10d::*`` op that issued it (the oldest unpaired one
+    that may have, started before it: a process group runs its work first in, first out), and the
+    ops left without a range. The op names the kind: gloo runs ``_reduce_scatter_base`` as an
+    all-reduce of the whole input, so its range reads ``gloo:all_reduce`` (torch 2.14)."""
+    by_ts = sorted(events, key=lambda e: float(e["ts"]))
+    ranges = [
+        e
+        for e in by_ts
+        if e.get("cat") == "user_annotation" and str(e["name"]).startswith(("gloo:", "nccl:"))
+    ]
+    native = {str(e["name"]).split(":", 1)[1] for e in ranges}
+    queues: dict[str, list[dict[str, Any]]] = {}
+    for e in by_ts:
+        if e.get("cat") == "cpu_op" and str(e["name"]).startswith("c10d::"):
+            kind = _op_kind(e)
+            runs_as = "all_reduce" if kind == "reduce_scatter" and kind not in native else kind
+            queues.setdefault(runs_as, []).append(e)
     out = []
-    for e in events:
-        name = str(e["name"])
-        if e.get("cat") == "user_annotation" and name.startswith(("gloo:", "nccl:")):
-            op = name.split(":", 1)[1]
-            nbytes = _first_tensor_bytes(e.get("args") or {})
-            if op == "all_gather":
-                nbytes *= world_size  # nccl-tests count the gathered output
-            out.append((op, nbytes, float(e["dur"])))
-    return out
+    for r in ranges:
+        op = str(r["name"]).split(":", 1)[1]
+        queue = queues.get(op) or []
+        issuer = queue.pop(0) if queue and float(queue[0]["ts"]) <= float(r["ts"]) else None
+        kind = _op_kind(issuer) if issuer else op
+        nbytes = _first_tensor_bytes(r.get("args") or {})
+        if kind == "all_gather":
+            nbytes *= world_size  # nccl-tests count the gathered output
+        spans = (_span(r), _span(issuer)) if issuer else (_span(r),)
+        ts = float((issuer or r)["ts"])
+        out.append(Call(kind, ts, spans, nbytes, float(r["dur"]), ranged=True))
+    for left in (e for queue in queues.values() for e in queue):
+        out.append(Call(_op_kind(left), float(left["ts"]), (_span(left),)))
+    return sorted(out, key=lambda c: c.ts)
 
 
 def rank_calls(

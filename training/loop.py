@@ -15,6 +15,7 @@ every step's gradient norm is taken to count skipped steps (``metrics.GradWatch`
 A non-finite window loss ends the run under ``--stop-on-nan`` (``training.debug``).
 ``run`` is the epoch loop around ``train_one_epoch`` (torchvision's shape). A step's forward and
 backward are ``training.knobs.forward_backward`` (``--accum-steps`` micro-batches, ``no_sync``).
+``--compile on`` compiles the wrapped model; the steps that compile stay out of the steady span.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-from training import checkpoint, knobs
+from training import checkpoint, compiling, knobs
 from training.cli import DISTRIBUTED
 from training.data import DataBundle, ResumableSampler, TensorImages, collate
 from training.debug import check_loss, hang_if_asked
@@ -83,6 +84,7 @@ class Loop:
         self.model = wrap(
             model, placement, knobs.ddp_options(args), amp_dtype, knobs.fsdp_options(args)
         )
+        self.model = compiling.compile_model(self.model, args, placement.effective_mode)
         self.vote = StopVote()  # DDP's stop vote: asynchronous, no .item() on the device
         # The optimizer comes after the wrap so it holds the parameters the wrapper trains.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=0.9)
@@ -149,6 +151,7 @@ class Loop:
         self.first_step, self.t_start = self.step, time.perf_counter()
         # steady restarts after the excluded first steps
         self.total = self.steady = Span(self.paused_s)
+        self.watch = compiling.Watch(self.args, self.rec, self.p.is_main, self.paused_s, self.step)
         self.window = Window(self.device, self.paused_s)
         self.prof.begin()
         hang_if_asked(self.p.rank)  # a test seam only: LAB_TEST_HANG_RANK
@@ -222,6 +225,9 @@ class Loop:
         self.window.update(loss, logits, y)
         if a.grad_norm_warn > 0:
             self.grads.check(float(grad_norm), self.step, self.p.is_main, self.rec)
+        if self.watch.active:  # --compile on: the steps that compile stay out of the steady span
+            self._sync()
+            self.watch.step_done(self.paused_s, out)
         if self.step - self.first_step == out.steady_excluded_steps and out.steady_excluded_steps:
             self._sync()
             self.steady = Span(self.paused_s)
@@ -245,6 +251,7 @@ class Loop:
     def _finish(self, out: Outcome) -> Outcome:
         self.prof.close()
         self.vote.close()
+        self.watch.finish()
         self._sync()
         out.steps = self.step
         out.amp_skipped_steps = self.grads.skipped_steps()
@@ -352,7 +359,7 @@ class Loop:
         totals = torch.zeros(3, device=self.device)
         for x, y in loader:
             x, y = x.to(self.device), y.to(self.device)
-            with self.autocast:
+            with self.autocast, compiling.eager(self.args):
                 logits = model(x)
             totals[0] += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
             totals[1] += (logits.argmax(1) == y).sum()
@@ -375,19 +382,18 @@ class Loop:
     def _save(self, epoch: int, batch_in_epoch: int) -> None:
         if self.args.checkpoint == "none":
             return
-        fsdp = self.p.effective_mode == "fsdp"
-        # every rank gathers FSDP's shards (a collective); rank 0 writes what it gathered
-        weights = checkpoint.weights(self.model_without_ddp, self.optimizer, fsdp)
-        if not self.p.is_main:
-            return
-        checkpoint.save(
-            self.rec.log_dir / "checkpoints" / checkpoint.LAST,
+        # every rank: FSDP's shards are gathered for last.pt and each rank writes its own to DCP
+        checkpoint.write(
+            self.rec.log_dir / "checkpoints",
+            self.model_without_ddp,
+            self.optimizer,
             {
-                **weights,
                 "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
                 "step": self.step,
                 "epoch": epoch,
                 "batch_in_epoch": batch_in_epoch,
                 "config": vars(self.args),
             },
+            fsdp=self.p.effective_mode == "fsdp",
+            is_main=self.p.is_main,
         )

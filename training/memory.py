@@ -16,7 +16,10 @@ buckets; DP, every device a replica's parameters and gradients and its share of 
 and device 0 the extra the seeds name: the optimizer's state (only the module on device 0 is
 stepped), one more gradient-sized buffer (NCCL's reduce-add sums the replicas' gradients into one
 buffer there), the whole input micro-batch it scatters, the outputs gathered back to it and the
-loss.
+loss. FSDP: every rank a ``shards``-th of the parameters, gradients and optimizer state, plus the
+parameters all-gathered in flight (``gathered_bytes``: the root's, which FSDP2 keeps gathered from
+its forward to its backward, and the largest block's, in the compute precision; with
+``--reshard-after-forward off`` every block's, since none is freed until its backward).
 
 What is measured (``Measure``): on CUDA the caching allocator's peak
 (``torch.cuda.max_memory_allocated``), from a baseline of what was allocated before the model was
@@ -36,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from training import models
+from training import models, sharding
 from training.metrics import local_memory_mib
 
 MIB = 2**20
@@ -77,6 +80,21 @@ def forward_bytes(
     }
 
 
+def gathered_bytes(
+    model: str, channels: int, classes: int, half: bool, reshard_after_forward: bool = True
+) -> int:
+    """Bytes of FSDP's all-gathered parameters in flight on each rank at the peak: the root's own
+    parameters (FSDP2 does not reshard the root after its forward: its backward comes next) and the
+    largest block's (every block's when ``reshard_after_forward`` is False), at 2 bytes a
+    parameter under bf16's policy, else 4. Prefetching can hold one more block; not counted."""
+    with torch.device("meta"):
+        net = models.build(model, channels, classes)
+    blocks = [sum(p.numel() for p in u.parameters()) for u in sharding.units(net)]
+    root = sum(p.numel() for p in net.parameters()) - sum(blocks)
+    held = sum(blocks) if not reshard_after_forward else max(blocks, default=0)
+    return (root + held) * (2 if half else 4)
+
+
 def estimate_bytes(
     mode: str,
     devices: int,
@@ -89,6 +107,7 @@ def estimate_bytes(
     accum_steps: int = 1,
     grad_as_bucket_view: bool = False,
     shards: int = 1,
+    reshard_after_forward: bool = True,
 ) -> list[dict[str, int]]:
     """Bytes by part on each of a run's ``devices`` (device 0 first): the one estimate of the
     trainer's summary.json and the lab's pre-flight (``lab.engine.preflight.estimate.per_gpu``).
@@ -101,8 +120,8 @@ def estimate_bytes(
     device 0 the optimizer's state, one more gradient-sized buffer (the sum NCCL's reduce-add
     writes there; the replicas' own gradients stay on their GPUs), the whole micro-batch it
     scatters, the outputs gathered back to it and the loss. FSDP: every rank a ``shards``-th of
-    the parameters, gradients and optimizer state (the block all-gathered in flight is not
-    counted).
+    the parameters, gradients and optimizer state, plus the parameters all-gathered in flight
+    (``gathered_bytes``).
     """
     half = precision in ("fp16", "bf16")
     micro = max(1, per_device_batch // max(1, accum_steps))
@@ -111,9 +130,9 @@ def estimate_bytes(
         return [{**b, "buckets": 0 if grad_as_bucket_view else b["gradients"]}] * devices
     if mode == "fsdp":  # parameters, gradients and optimizer state each split over the ranks
         n = max(1, shards)
-        return [{**b, **{k: -(-b[k] // n) for k in ("parameters", "gradients", "optimizer")}}] * (
-            devices
-        )
+        split = {k: -(-b[k] // n) for k in ("parameters", "gradients", "optimizer")}
+        gathered = gathered_bytes(model, channels, classes, half, reshard_after_forward)
+        return [{**b, **split, "gathered": gathered if n > 1 else 0}] * devices
     if mode == "dp" and devices > 1:
         batch = micro * devices
         first = {
@@ -142,6 +161,7 @@ def device_estimates(
     precision: str = "fp32",
     accum_steps: int = 1,
     grad_as_bucket_view: bool = False,
+    reshard_after_forward: bool = True,
 ) -> dict[str, dict[str, float]]:
     """This process's devices: ``{name: {part: MiB, ..., "total": MiB}}`` (``placement`` is a
     ``training.distributed.Placement``; ``precision`` as it runs, fp32, fp16 or bf16)."""
@@ -158,6 +178,7 @@ def device_estimates(
         accum_steps,
         grad_as_bucket_view,
         getattr(placement, "world_size", 1),  # what FSDP shards over
+        reshard_after_forward,
     )
     return {n: _mib(p) for n, p in zip(names, parts)}
 

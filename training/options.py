@@ -20,6 +20,8 @@ DDP_ONLY = (
 # FSDP's own options (``--mode fsdp``): refused in the other modes
 FSDP_ONLY = ("reshard_after_forward", "fsdp_cpu_offload")
 ON_OFF = ("on", "off")  # --reshard-after-forward: on = ZeRO-3 (the default), off = ZeRO-2-like
+# --compile on|off (torch.compile, every mode): why DataParallel on two GPUs or more refuses it
+COMPILE_WITH_DP = "its replicas of a compiled module do not run their own parameters"
 MAX_ACCUM = 1024  # --accum-steps: 1 (none) to this many micro-batches per optimizer step
 MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's default 25) up to this
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_

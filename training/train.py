@@ -96,7 +96,7 @@ def _now() -> str:
 
 def _prepare(argv: Sequence[str] | None):
     """All checks that may refuse the run; nothing is written here."""
-    from training import checkpoint, data, knobs, models
+    from training import checkpoint, compiling, data, knobs, models
     from training.cli import split_batch
     from training.distributed import check_free_memory, place
     from training.profiling import check_memory_snapshot
@@ -107,6 +107,7 @@ def _prepare(argv: Sequence[str] | None):
     _check_log_dir(log_dir)
     placement = place(args.mode, args.device, args.batch_size)
     knobs.check(args, placement)
+    compiling.check(args, placement)
     check_memory_snapshot(args.memory_snapshot, placement)
     bundle = data.load(args.dataset, args.image_size, args.data_delay_ms)
     per_rank_images = len(bundle.train) // placement.world_size
@@ -156,6 +157,8 @@ def _summary(
         if out.steady_time_s > 0 and steady_steps > 0
         else None,
         "steady_excluded_steps": out.steady_excluded_steps,
+        "compile_s": loop.watch.seconds,  # --compile on: the steps that compiled, kept apart
+        "compile_steps": loop.watch.steps if args.compile == "on" else None,
         "throughput": window_spread(loop.rec.rate_windows),
         "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
         "final": out.final,
@@ -186,7 +189,7 @@ def _set_up(argv: Sequence[str] | None):
     args, log_dir, placement, bundle, state, ckpt_path = _prepare(argv)
     import torch
 
-    from training import knobs, memory, models
+    from training import checkpoint, knobs, memory, models
     from training.distributed import init_distributed_mode
     from training.loop import Loop
     from training.metrics import Recorder
@@ -202,6 +205,7 @@ def _set_up(argv: Sequence[str] | None):
         knobs.precision(args, placement.device),
         args.accum_steps,
         args.grad_as_bucket_view,
+        args.reshard_after_forward != "off",
     )
     if placement.is_main:  # rank 0's event writer loads tensorboard: a library, not training
         import torch.utils.tensorboard  # noqa: F401
@@ -211,10 +215,12 @@ def _set_up(argv: Sequence[str] | None):
     recorder = Recorder(log_dir, enabled=placement.is_main)
     loop = Loop(args, placement, bundle, model, recorder, state, stop=lambda: _Stop.requested)
     loop.memory = (est, measure)
-    return args, log_dir, placement, bundle, ckpt_path, recorder, loop
+    note = checkpoint.origin(state, placement.effective_mode, placement.world_size)
+    return args, log_dir, placement, bundle, (ckpt_path, note), recorder, loop
 
 
-def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, loop) -> None:
+def _announce(args, log_dir: Path, placement, bundle, resumed: tuple, loop) -> None:
+    ckpt_path, note = resumed  # note: how a sharded checkpoint met this run's ranks
     if placement.effective_mode_reason:
         log.warning(
             "--mode dp has nothing to split: %s; training on %s",
@@ -225,11 +231,12 @@ def _announce(args, log_dir: Path, placement, bundle, ckpt_path: Path | None, lo
         log.info("--resume auto: no checkpoint in %s, starting fresh", log_dir / "checkpoints")
     if ckpt_path is not None:
         log.info(
-            "resumed from %s at step %d (epoch %d, %d steps into it)",
+            "resumed from %s at step %d (epoch %d, %d steps into it)%s",
             ckpt_path,
             loop.step,
             loop.start_epoch,
             loop.skip_batches,
+            note,
         )
     log.info(
         "%s on %s (world size %d, batch %d global / %d per device), %d steps, data %s",
@@ -265,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        args, log_dir, placement, bundle, ckpt_path, recorder, loop = _set_up(argv)
+        args, log_dir, placement, bundle, resumed, recorder, loop = _set_up(argv)
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -276,7 +283,7 @@ def _main(argv: Sequence[str] | None) -> int:
     from training.metrics import gathered_memory_mib, local_memory_mib, merge_memory
 
     _setup_logging(placement.rank, placement.effective_mode in DISTRIBUTED)
-    _announce(args, log_dir, placement, bundle, ckpt_path, loop)
+    _announce(args, log_dir, placement, bundle, resumed, loop)
     recorder.open()
     started_at, t0 = _now(), time.perf_counter()
     _Stop.in_loop = True
