@@ -189,8 +189,9 @@ if sweep:
 st.subheader("Link check")
 st.markdown(
     "How fast this machine's devices all-reduce, size by size (`lab linkcheck`): NCCL over the "
-    "usable GPUs, else 2 gloo processes on the CPU. Saved under the runs folder; the Compare "
-    "page measures runs' all-reduces against the latest check."
+    "usable GPUs, else 2 gloo processes on the CPU; with a model, also the all-gathers and "
+    "reduce-scatters of its fsdp units. Saved under the runs folder; the Compare page measures "
+    "runs' collectives against the latest check."
 )
 max_mib = st.number_input(
     "Largest message (MiB, 0: the default)",
@@ -200,6 +201,9 @@ max_mib = st.number_input(
     step=1.0,
     key="home_link_max_mib",
     help=linkcheck_view.MAX_MIB_HELP,
+)
+link_model = st.text_input(
+    "Model for fsdp's sizes (optional)", key="home_link_model", help=linkcheck_view.MODEL_HELP
 )
 link_clicked = st.button("Check the link", key="home_linkcheck")
 if link_clicked and not access.allowed:
@@ -211,9 +215,17 @@ elif link_clicked:
     try:
         with st.spinner("All-reducing, size by size…"):
             check = linkcheck.plan(None, None, usable_indices())
-            rec = linkcheck.run(root, check, max_bytes=linkcheck_view.max_bytes(max_mib))
+            rec = linkcheck.run(
+                root,
+                check,
+                max_bytes=linkcheck_view.max_bytes(max_mib),
+                model=link_model.strip() or None,
+            )
         st.caption(linkcheck_view.heading(rec))
         st.dataframe(linkcheck_view.rows(rec), hide_index=True, key="home_linkcheck_table")
+        for i, (heading, rows) in enumerate(linkcheck_view.tables(rec)):
+            st.caption(heading)
+            st.dataframe(rows, hide_index=True, key=f"home_linkcheck_sharded_{i}")
     except linkcheck.LinkCheckError as e:
         st.error(str(e))
 

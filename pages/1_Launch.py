@@ -28,7 +28,9 @@ from lab.engine.launch import form, request, script, script_form
 from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import problems
 from lab.engine.preflight.checks import machine_facts
-from lab.engine.spec.run import MODES, ConfigError
+from lab.engine.spec import modes
+from lab.engine.spec.modes import MODES
+from lab.engine.spec.run import ConfigError
 from lab.engine.sweep import plan, vary
 from lab.views import text as ui_text
 from lab.views.compare import scaling as scaling_view
@@ -101,8 +103,8 @@ def widget(f: form.FormField) -> Any:
             return None
         return gpu_boxes(f)
     per_node = values.get("gpus") or range(values.get("gpus_per_node") or 0)
-    if f.name == "nproc" and values["mode"] == "ddp" and per_node:
-        st.caption(f"DDP: {len(per_node)} process(es) per node, one per GPU.")
+    if f.name == "nproc" and modes.torchrun(values["mode"]) and per_node:
+        st.caption(f"{values['mode'].upper()}: {len(per_node)} process(es) per node, one per GPU.")
         return None  # one process per GPU: nothing to choose
     if f.kind in ("radio", "select"):
         draw = st.radio if f.kind == "radio" else st.selectbox

@@ -272,12 +272,19 @@ def _scaling(c: Comparison) -> list:
     return [(caption, fig, None) for caption, fig in shown]
 
 
-def _memory(chosen, names: dict[str, str]) -> None:
+def _memory(chosen, names: dict[str, str]) -> list:
     table = compare_memory.frame(chosen, names)
     if table is not None:
         st.subheader(compare_memory.CAPTION)
         st.dataframe(table, hide_index=True, key="cmp_memory")
         st.caption(compare_memory.INTRO)
+    trade = compare_memory.frontier_view(chosen)
+    if trade is None:
+        return []
+    st.subheader(compare_memory.FRONTIER_CAPTION)
+    st.plotly_chart(trade[0], key="cmp_frontier")
+    st.caption(trade[1])
+    return [(compare_memory.FRONTIER_CAPTION, trade[0], trade[1])]
 
 
 def _joined(chosen, runs, scalars) -> dict:
@@ -353,16 +360,11 @@ def main() -> None:
     st.title("Compare runs")
     runs = _runs(str(runs_dir()), str(SAMPLE_RUNS))
     if not runs:
-        st.info(
-            "No runs to compare yet: launch a sweep on the Launch page (or restore "
-            "sample_data/runs)."
-        )
+        st.info(compare_runs.NO_RUNS)
         return
     names = compare_runs.labels(runs)
     if not any(not r.sample for r in runs):
-        st.caption(
-            "You have no runs of your own yet: showing the sample runs shipped in sample_data/runs."
-        )
+        st.caption(compare_runs.SAMPLES_ONLY)
     picked = _choose(runs, names)
     if picked is None:
         return
@@ -387,7 +389,7 @@ def main() -> None:
     figures = _scaling(c)
     _reading(c)
     figures += _anatomy(c, names)
-    _memory(chosen, names)
+    figures += _memory(chosen, names)
     figures += _figures(c, _joined(chosen, runs, scalars))
     _downloads(downloads, c, table, figures)
 

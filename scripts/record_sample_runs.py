@@ -20,11 +20,14 @@ sweep (runs named ``scaling-*``): single, and DDP as 1 and 2 gloo processes on
 the CPU, at the same global batch, ``--repeats`` times interleaved
 (``lab.engine.sweep.plan.device_count_configs``: the plan of ``python -m lab sweep
 --modes single,ddp --devices 1,2``), which the Compare page draws as its scaling
-chart. Each sweep has its own section in the README (``scripts/sample_readme.py``);
-recording one keeps the other sweep's runs and section.
+chart. With ``--fsdp`` it records the third, the memory-trade sweep (runs ``fsdp-*``): resnet18
+at 32 px, single, and DDP and FSDP at 1 and 2 gloo processes, the resident set measured as the
+live set (``MALLOC_MMAP_THRESHOLD_``), which Compare draws as memory per device against
+throughput. Each sweep has its own section in the README (``scripts/sample_readme.py``);
+recording one keeps the other sweeps' runs and sections.
 
     python scripts/record_sample_runs.py [--epochs 3] [--batch-size 64] [--repeats 3]
-      [--profile-steps 20:25] [--no-weak] [--devices 1,2] [--out sample_data/runs]
+      [--profile-steps 20:25] [--no-weak] [--devices 1,2] [--fsdp] [--out sample_data/runs]
 
 Record on a quiet machine: the throughput figures are only as steady as the
 CPU was.
@@ -223,6 +226,12 @@ def _parser() -> argparse.ArgumentParser:
         help="record the device-count sweep instead (runs scaling-*): single, and DDP as N, M, ... "
         "gloo processes on the CPU, e.g. 1,2; the Compare-modes sweep (runs sample-*) is kept",
     )
+    ap.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="record the memory-trade sweep instead (runs fsdp-*): resnet18 at 32 px, single, and "
+        "DDP and FSDP at the --devices counts (default 1,2); the other sweeps are kept",
+    )
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
     ap.add_argument(
         "--max-load",
@@ -260,10 +269,22 @@ def _plan(args: argparse.Namespace) -> tuple[RunConfig, list[RunConfig], list[st
         name=sample_readme.SCALING_STEM if counts else sample_readme.MODES_STEM,
         profile_steps=args.profile_steps,
     )
+    modes = ["single", "ddp"]
+    if args.fsdp:  # the memory-trade sweep (sample_readme.fsdp_section says why the environment)
+        counts = counts or [1, 2]
+        modes.append("fsdp")
+        base = dataclasses.replace(
+            base,
+            model="resnet18",
+            image_size=32,
+            name=sample_readme.FSDP_STEM,
+            profile_steps="",  # resnet18's traces would triple the folder
+            extra_env={"MALLOC_MMAP_THRESHOLD_": "65536"},
+        )
     if not counts:
         return (base, *_configs(base, args.weak, args.repeats), [])
     # CPU/gloo on purpose (no GPUs: 0), even where GPUs exist, at most one process per core
-    plan = device_count_configs(base, 0, ["single", "ddp"], counts, STRONG, os.cpu_count() or 1)
+    plan = device_count_configs(base, 0, modes, counts, STRONG, os.cpu_count() or 1)
     configs = interleaved(plan, args.repeats)
     return base, configs, [STRONG] * len(configs), counts
 
@@ -295,7 +316,9 @@ def _finish(out: Path, old: Path, best: dict, base: RunConfig, counts: list[int]
     rec = dataclasses.replace(best["rec"], argv=["scripts/record_sample_runs.py", *argv])
     runs = _runs(out, best["run_ids"], sample=True)
     c = compare(runs, scalars=compare_runs.read_scalars(runs, LogdirReader))
-    if counts:
+    if base.name == sample_readme.FSDP_STEM:
+        section = sample_readme.fsdp_section(runs, c, rec, base, counts)
+    elif counts:
         section = sample_readme.scaling_section(runs, c, rec, base, counts)
     else:
         section = sample_readme.modes_section(runs, c, rec, base)

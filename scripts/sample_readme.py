@@ -1,8 +1,9 @@
 """sample_data/runs/README.md for ``scripts/record_sample_runs.py``: one section per sample sweep.
 
-The folder ships two sweeps side by side, each recorded by its own mode of the record script: the
-Compare-modes sweep (runs named ``sample-*``: single, DataParallel and DDP at one device count) and
-the device-count sweep (``scaling-*``: single and DDP at 1 and 2 gloo processes). Each recording
+The folder ships three sweeps side by side, each recorded by its own mode of the record script:
+the Compare-modes sweep (runs named ``sample-*``: single, DataParallel and DDP at one device
+count), the device-count sweep (``scaling-*``: single and DDP at 1 and 2 gloo processes) and the
+memory-trade sweep (``fsdp-*``: resnet18, single, DDP and FSDP at 1 and 2). Each recording
 rewrites its own section (between ``<!-- sweep: STEM -->`` and ``<!-- end sweep: STEM -->``) and
 keeps the other's, so recording one never loses the other's description. Every figure is what the
 Compare page computes from the recorded runs.
@@ -14,12 +15,13 @@ import math
 import re
 from dataclasses import dataclass
 
+from lab.views.compare import memory as compare_memory
 from lab.views.compare import table as compare_table
 from lab.views.compare.comparison import Comparison
 from lab.views.compare.spread import over_repeats
 
-MODES_STEM, SCALING_STEM = "sample", "scaling"
-ORDER = (MODES_STEM, SCALING_STEM)
+MODES_STEM, SCALING_STEM, FSDP_STEM = "sample", "scaling", "fsdp"
+ORDER = (MODES_STEM, SCALING_STEM, FSDP_STEM)
 STEADY = math.log(1.15)  # two runs of the same work within 15% of each other: a steady machine
 HEADER = """# Sample runs
 
@@ -27,17 +29,19 @@ Real runs recorded by `scripts/record_sample_runs.py` with this project's own
 launcher (`lab.engine.launch.sweeps.launch_sweep`), so that the Compare page
 has something to show on a fresh clone. Nothing here was written by hand: every
 figure below is what the trainer and supervisor recorded and what the Compare
-page computes from them. Two sweeps, each in its own section:
+page computes from them. Three sweeps, each in its own section:
 
 - **Compare modes** (runs `sample-*`): single, DataParallel and DDP at the same
   global batch, three times each, and one weak-scaling DDP run.
 - **Device counts** (runs `scaling-*`): single, and DDP with 1 and 2 gloo
-  processes, three times each: the Compare page's scaling chart. It is the
-  newest sweep, so the Compare page opens on it.
+  processes, three times each: the Compare page's scaling chart.
+- **Memory against speed** (runs `fsdp-*`): resnet18, single, and DDP and FSDP
+  with 1 and 2 gloo processes: the scaling chart with an fsdp curve and the
+  memory-per-device chart. It is the newest sweep, so the Compare page opens on it.
 
 Each is re-recorded on its own (`python scripts/record_sample_runs.py` for the
-first, `... --devices 1,2` for the second); the other sweep's runs and section
-are kept.
+first, `... --devices 1,2` for the second, `... --fsdp` for the third); the
+other sweeps' runs and sections are kept.
 """
 
 
@@ -309,4 +313,73 @@ Warnings:
 Re-record with `python scripts/record_sample_runs.py --devices {",".join(map(str, counts))}
 --repeats {repeats_n}` (the Compare-modes sweep above is kept); the previous
 device-count runs are replaced only when all new runs succeed.
+"""
+
+
+def memory_trade(runs: list) -> str:
+    """The memory-per-device chart's points as a table, and its sentence."""
+    points = compare_memory.frontier(runs)
+    rows = "\n".join(
+        f"| {p.mode} | {p.devices} | {p.throughput:.0f} | {p.memory_mib:.0f} "
+        f"| {'measured' if p.measured else 'estimate'} | {p.runs} |"
+        for p in points
+    )
+    said = " ".join(compare_memory.trade(points)) or "No fsdp point has a ddp point beside it."
+    return (
+        "| mode | devices | throughput (samples/s) | peak per device (MiB) | peak is | runs |\n"
+        f"| --- | --- | --- | --- | --- | --- |\n{rows}\n\n{said}"
+    )
+
+
+def fsdp_section(runs: list, c: Comparison, rec: Recording, cfg, counts: list[int]) -> str:
+    """The memory-trade sweep's section: the memory points, the scaling table, the runs."""
+    table = compare_table.frame(c)
+    cols = ["run", "mode", "devices", "throughput (samples/s)", compare_table.SPEEDUP_CI,
+            compare_table.MACHINE, "final val acc"]  # fmt: skip
+    warns, repeats = _notes(c)
+    recorded_on = runs[0].recorded_on if runs else "unknown"
+    repeats_n = max(1, sum(1 for r in runs if r.option("mode") == "single"))
+    n = ",".join(map(str, counts))
+    head = f"Memory against speed: {cfg.model}, single, DDP and FSDP at {n}"
+    return f"""## {head} (sweep `{rec.sweep_id}`)
+
+{len(runs)} real runs of sweep `{rec.sweep_id}` on the **CPU with gloo**: the Compare page draws
+the scaling view with an fsdp curve and the chart of peak memory per device against throughput.
+
+- **Where:** {recorded_on} (CPU only: a "device" here is a process with the gloo backend)
+- **When:** {_when(rec)}
+- **Command:** `python {" ".join(rec.argv)}`
+- **What:** {cfg.model} at {cfg.image_size} px on the digits set, {cfg.epochs} epoch(s), seed
+  {cfg.seed}, `--checkpoint none`, global batch {cfg.batch_size} in every run (strong scaling),
+  {repeats_n} time(s) each, taking turns: the plan of `python -m lab sweep --modes
+  single,ddp,fsdp --devices {n} --model {cfg.model} --image-size {cfg.image_size}`.
+- **Memory measured:** the rise of each process's resident set, with
+  `MALLOC_MMAP_THRESHOLD_=65536` in the runs' environment so that large freed buffers go back
+  to the system and the peak follows what was live (glibc keeps freed heap otherwise, and
+  FSDP's per-block buffers fragment it: the saving then hides in the kept heap).
+
+The machine has few cores and was shared: these figures illustrate the page, they are not a
+benchmark of FSDP. Under gloo FSDP waits for every all-gather and reduce-scatter, so it is slower
+than DDP here; on GPUs with NCCL it overlaps them with compute.
+
+### Memory per device against throughput
+
+{memory_trade(runs)}
+
+### The scaling the Compare page computes from them
+
+{scaling_table(c.scaling_curve)}
+
+### The runs
+
+{markdown_table(table, cols)}
+
+Repeats (each mode's median over its runs):
+{repeats or "- one run per mode"}
+
+Warnings:
+{warns}
+
+Re-record with `python scripts/record_sample_runs.py --fsdp --devices {n} --repeats {repeats_n}`
+(the other sweeps are kept).
 """

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS
-from lab.views.compare import anatomy, modes, scaling_chart
+from lab.views.compare import anatomy, memory, modes, scaling_chart
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import choose_baseline, compare
 from lab.views.compare.figures import run_figures
@@ -46,7 +46,7 @@ def _expected(user_root) -> pd.DataFrame:
 def test_the_sample_runs_are_shipped():
     # A deleted sample run is a defect of the project: the fresh-clone pages rest on them.
     modes = sorted(run_figures(r).mode for r in load_runs(SAMPLE_RUNS, sample=True))
-    assert set(modes) == {"ddp", "dp", "single"}, (
+    assert set(modes) == {"ddp", "dp", "single", "fsdp"}, (
         f"{SAMPLE_RUNS}: re-record with scripts/record_sample_runs.py"
     )
 
@@ -58,9 +58,10 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     shown = at.dataframe[0].value
     expected = _expected(runs_dir)
     samples = load_runs(SAMPLE_RUNS, sample=True)
-    # the newest sample sweep, whole: the device-count one (single, DDP x 1, DDP x 2, 3 each)
-    scaling = sample_sweep(samples, "scaling")
-    assert len(shown) == len(scaling) == 9 and len(samples) == 19
+    # the newest sample sweep, whole: the memory-trade one (single, DDP and FSDP x 1 and x 2,
+    # 2 each)
+    scaling = sample_sweep(samples, "fsdp")
+    assert len(shown) == len(scaling) == 10 and len(samples) == 29
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_dtype=False)
     # CPU sample runs: the utilisation timeline says it shows the CPU instead.
     assert any("sys/cpu_pct" in i.value for i in at.info)
@@ -71,11 +72,17 @@ def test_fresh_clone_shows_the_sample_runs_exactly(runs_dir):
     seeds = scaling_chart.table(c.scaling_curve)
     assert list(seeds["devices"]) == [1, 2]
     assert any(d.value.equals(seeds) for d in at.dataframe)
-    # loss, throughput, speedup, memory, system, the two scaling charts; and first the anatomy bars
-    # once the samples are recorded profiled
+    # with an fsdp curve beside ddp's: a column per mode, a cell at each count
+    fsdp = next(col for col in seeds.columns if col.startswith("fsdp"))
+    assert all(seeds[fsdp]) and any(col.startswith("ddp") for col in seeds.columns)
+    # loss, throughput, speedup, memory, system, the two scaling charts, memory per device
+    # against throughput (five points); and first the anatomy bars once profiled (not these)
     profiled = [r for r in scaling if anatomy.breakdown(r.run_dir, r.summary)]
-    assert len(at.get("plotly_chart")) == 5 + 2 + bool(profiled)
+    assert len(at.get("plotly_chart")) == 5 + 2 + 1 + bool(profiled)
     assert ("Anatomy of a step" in heads) == bool(profiled)
+    assert memory.FRONTIER_CAPTION in heads
+    trade = memory.trade(memory.frontier(scaling))
+    assert trade and any(trade[-1] in c.value for c in at.caption)  # "fsdp on 2 uses 72% ..."
 
 
 def test_the_modes_sample_sweep_shows_dp_falling_back(runs_dir):
@@ -168,9 +175,9 @@ def test_the_cards_come_first_with_their_intervals_and_colours(runs_dir):
 def test_the_picker_filters_by_regex_and_sweep(runs_dir):
     at = _page()
     picked = at.multiselect(key="cmp_runs")
-    assert len(picked.value) == 9  # the newest sample sweep (the device-count one), whole
+    assert len(picked.value) == 10  # the newest sample sweep (the memory-trade one), whole
     at.text_input(key="cmp_run_re").set_value(r"ddp-r[12]$").run()
-    assert any(c.value == "2 of 19 runs match · 9 chosen" for c in at.caption)
+    assert any(c.value == "2 of 29 runs match · 10 chosen" for c in at.caption)
     at.button(key="cmp_select_matching").click().run()
     assert not at.exception
     chosen = at.multiselect(key="cmp_runs").value
@@ -179,8 +186,10 @@ def test_the_picker_filters_by_regex_and_sweep(runs_dir):
     # a bad regex is one line, not a traceback; the sweep filter narrows to its runs
     at.text_input(key="cmp_run_re").set_value("ddp(").run()
     assert not at.exception and any("not a valid regular expression" in e.value for e in at.error)
-    sweep = next(o for o in at.selectbox(key="cmp_sweep").options if o.endswith(" · 10 runs"))
+    modes_sweep = sample_sweep(load_runs(SAMPLE_RUNS, sample=True), "sample")[0].sweep_id
+    sweep = next(o for o in at.selectbox(key="cmp_sweep").options if o.startswith(modes_sweep))
+    assert sweep.endswith(" · 10 runs")
     at.text_input(key="cmp_run_re").set_value("")
     at.selectbox(key="cmp_sweep").set_value(sweep.split(" · ")[0]).run()
-    # the Compare-modes sweep's 10 of the 19 sample runs
-    assert not at.exception and any(c.value == "10 of 19 runs match · 2 chosen" for c in at.caption)
+    # the Compare-modes sweep's 10 of the 29 sample runs
+    assert not at.exception and any(c.value == "10 of 29 runs match · 2 chosen" for c in at.caption)

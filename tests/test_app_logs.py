@@ -185,7 +185,7 @@ def test_hparams_table_shows_written_values_and_drives_the_charts(runs_dir, hp_f
     lab = [r for r in df.index if r.startswith("lab/")]
     n_samples = sum(1 for p in SAMPLE_RUNS.iterdir() if (p / "run.json").is_file())
     # the runs' run.json configs
-    assert len(lab) == n_samples and set(df.loc[lab, "mode"]) == {"single", "dp", "ddp"}
+    assert len(lab) == n_samples and set(df.loc[lab, "mode"]) == {"single", "dp", "ddp", "fsdp"}
     assert df.loc[lab[0], "lr"] == pytest.approx(0.05)
     row = list(table.value["run"]).index("torch/a")
     at.session_state["logs_hp_table"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
@@ -222,7 +222,7 @@ def test_sample_runs_show_their_config(runs_dir):
     assert not at.exception and not at.error
     df = at.dataframe[0].value
     n_samples = sum(1 for p in SAMPLE_RUNS.iterdir() if (p / "run.json").is_file())
-    assert len(df) == n_samples and set(df["mode"]) == {"single", "dp", "ddp"}
+    assert len(df) == n_samples and set(df["mode"]) == {"single", "dp", "ddp", "fsdp"}
 
 
 def test_sections_past_the_first_screen_start_closed_and_draw_when_opened(runs_dir):

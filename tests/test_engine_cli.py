@@ -108,7 +108,7 @@ def test_launch_status_logs_stop_rm(runs_dir):
         (["status", "no-such-run"], "no run 'no-such-run'"),
         (["stop", "../../etc"], "is not a valid run id"),
         (["logs", "no-such-run"], "no run"),
-        (["sweep", "--modes", "single,fsdp"], "use a comma list of single, dp, ddp"),
+        (["sweep", "--modes", "single,zero3"], "use a comma list of single, dp, ddp, fsdp"),
         (
             ["sweep", "--modes", "single,ddp", "--batch-size", "33"],
             "run 2 (ddp): batch 33 does not split",

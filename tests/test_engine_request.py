@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.engine.launch import form, models, request
+from lab.engine.launch import form, knobs, models, request
 from lab.engine.launch.config import problems
 from lab.engine.launch.trainer_options import CHECKPOINTS
-from lab.engine.spec.run import MODES, RunConfig, trainer_fields
+from lab.engine.spec.modes import MODES
+from lab.engine.spec.run import RunConfig, trainer_fields
 from lab.runfolder import REPO_ROOT
 
 
@@ -35,7 +36,8 @@ def test_the_form_has_one_widget_per_config_field():
     for f in form.FIELDS:  # every select's options are values the config accepts
         for option in f.choices():
             if f.name != "dataset":  # fp16 needs a GPU: every option is tried with one
-                c = RunConfig(**{f.name: option}, gpus=(0,))
+                mode = knobs.ONLY_IN.get(f.name, "single")  # a mode's own option: in that mode
+                c = RunConfig(**{"mode": mode, f.name: option, "gpus": (0,), "nproc": 1})
                 assert not [e for e in problems(c, 1) if e.field == f.name], option
 
 
@@ -45,6 +47,7 @@ def test_defaults_follow_the_mode_and_the_machine():
     assert [(c.gpus, c.nproc) for c in gpus.values()] == [
         ((0,), 1),
         ((0, 1, 2, 3), 1),
+        ((0, 1, 2, 3), 4),
         ((0, 1, 2, 3), 4),
     ]
     cpu_ddp = request.run_config({"mode": "ddp", "gpus": None, "nproc": None}, 0)[0]

@@ -55,6 +55,18 @@ def test_stalled_counts_from_the_last_step_or_from_the_launch():
     assert keys(obs(now=1004.0, stall_after=3.0, last_activity=1000.0)) == ["stalled"]
 
 
+def test_a_compiling_run_gets_its_first_step_long_but_not_the_steps_after():
+    first = dict(now=1500.0, started=900.0, last_activity=None, step=0)  # 600 s, no step yet
+    assert keys(obs(**first)) == ["stalled"]
+    assert keys(obs(**first, compiling=True)) == []  # inductor compiles inside step 1
+    assert keys(obs(**(first | {"now": 900.0 + health.COMPILE_STALL_S + 1}), compiling=True)) == [
+        "stalled"
+    ]
+    # once a step came, a compiling run is held to the usual limit, and an asked limit stands
+    assert keys(obs(now=1051.0, last_activity=990.0, compiling=True)) == ["stalled"]
+    assert keys(obs(**first, compiling=True, stall_after=30.0)) == ["stalled"]
+
+
 def test_nan_loss_names_the_first_non_finite_point():
     f = health.findings(obs(loss=[(10, 2.3), (20, math.inf), (30, math.nan)]))
     assert [x.key for x in f] == ["nan_loss"] and f[0].evidence["first_step"] == 20

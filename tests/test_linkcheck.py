@@ -30,6 +30,8 @@ def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
         "2",
         "--max-mib",
         "4",
+        "--model",
+        "tinycnn",
         "--json",
         OMP_NUM_THREADS="1",
         **CPU_BOX,
@@ -47,6 +49,15 @@ def test_linkcheck_nproc_2_json_from_real_gloo_all_reduces(runs_dir):
             row["bytes"] / row["time_ms"] / 1e6, rel=0.01, abs=1e-5
         )
         assert row["busbw_gbps"] == row["algbw_gbps"]
+    # fsdp's sizes of tinycnn (built for 3 channels, 10 classes): each unit's float32 parameters
+    assert out["model"] == "tinycnn" and [u["name"] for u in out["units"]] == ["features", "head"]
+    unit_bytes = sorted(u["bytes"] for u in out["units"])
+    for op in ("all_gather", "reduce_scatter"):
+        assert [row["bytes"] for row in out[op]] == unit_bytes
+        for row in out[op]:  # busbw = algbw x (n-1)/n
+            assert row["time_ms"] > 0 and row["busbw_gbps"] == pytest.approx(
+                row["algbw_gbps"] / 2, abs=1e-5
+            )
     saved = runs_dir / LINKCHECKS_DIR / f"{out['id']}.json"
     assert read_json(saved) == out
     assert (

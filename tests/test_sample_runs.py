@@ -1,11 +1,13 @@
 """The shipped sample runs (sample_data/runs) and how they are recorded
 (scripts/record_sample_runs.py with scripts/sample_readme.py).
 
-The folder holds two real sweeps: the Compare-modes sweep (runs ``sample-*``) and the device-count
-sweep (``scaling-*``: single, DDP at 1 and 2 gloo processes, 3 repeats each). The scaling sweep
+The folder holds three real sweeps: the Compare-modes sweep (runs ``sample-*``), the device-count
+sweep (``scaling-*``: single, DDP at 1 and 2 gloo processes, 3 repeats each) and the memory-trade
+sweep (``fsdp-*``: resnet18, single, DDP and FSDP at 1 and 2, 2 repeats each). The scaling sweep
 gives Compare its scaling curve, read here from the shipped files, in-process and through
-``python -m lab compare --json``; its README section states the same figures. Recording one sweep
-keeps the other's runs, sweep record and README section.
+``python -m lab compare --json``; its README section states the same figures; the memory-trade
+sweep, the newest, is what a fresh clone's Compare opens on. Recording one sweep keeps the others'
+runs, sweep records and README sections.
 """
 
 from __future__ import annotations
@@ -20,12 +22,17 @@ import pytest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS, SWEEPS_DIR, read_json
+from lab.views.compare import memory
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from scripts import record_sample_runs, sample_readme
 from tests.helpers.compare_runs import available_runs, make_run, sample_sweep
 
-MODES, SCALING = sample_readme.MODES_STEM, sample_readme.SCALING_STEM
+MODES, SCALING, FSDP = (
+    sample_readme.MODES_STEM,
+    sample_readme.SCALING_STEM,
+    sample_readme.FSDP_STEM,
+)
 
 
 def _scaling_sweep_id() -> str:
@@ -58,8 +65,6 @@ def test_the_shipped_scaling_sweep_gives_a_scaling_curve(tmp_path):
     assert len(chosen) == 9, f"{SAMPLE_RUNS}: re-record with record_sample_runs.py --devices 1,2"
     c = compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
     _check_curve(c.scaling_curve)
-    # a fresh clone's Compare opens on it: the newest sample sweep, whole
-    assert sorted(compare_runs.default_selection(runs)) == sorted(r.key for r in chosen)
     # the Compare-modes sweep is still there, whole, and has no curve (one device count per mode)
     modes = sample_sweep(runs, MODES)
     assert len(modes) == 10 and {r.option("mode") for r in modes} == {"single", "dp", "ddp"}
@@ -88,7 +93,7 @@ def test_lab_compare_json_of_the_shipped_sweep(tmp_path):
 def test_the_readme_labels_both_sweeps_with_the_figures_compare_computes(tmp_path):
     text = (SAMPLE_RUNS / "README.md").read_text()
     found = sample_readme.sections(text)
-    assert set(found) == {MODES, SCALING}
+    assert set(found) == {MODES, SCALING, FSDP}
     scaling = found[SCALING]
     assert _scaling_sweep_id() in scaling and "record_sample_runs.py --devices 1,2" in scaling
     for label in ("CPU (gloo)", "cores", "torch ", "started ", "load", "**CPU with gloo**"):
@@ -97,6 +102,41 @@ def test_the_readme_labels_both_sweeps_with_the_figures_compare_computes(tmp_pat
     c = compare(runs, scalars=compare_runs.read_scalars(runs, LogdirReader))
     assert sample_readme.scaling_table(c.scaling_curve) in scaling
     assert "sweep-20261129-151558-b9c9" in found[MODES]  # the first sweep's section kept
+
+
+def test_the_shipped_fsdp_sweep_has_an_fsdp_curve_and_the_memory_trade_its_readme_states(tmp_path):
+    runs = available_runs(tmp_path, SAMPLE_RUNS)
+    chosen = sample_sweep(runs, FSDP)
+    assert len(chosen) == 10, f"{SAMPLE_RUNS}: re-record with record_sample_runs.py --fsdp"
+    # a fresh clone's Compare opens on it: the newest sample sweep, whole
+    assert sorted(compare_runs.default_selection(runs)) == sorted(r.key for r in chosen)
+    c = compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
+    groups = {(p["mode"], p["devices"]): p for p in c.scaling_curve}
+    assert set(groups) == {("single", 1), ("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)}
+    assert all(len(p["runs"]) == 2 for p in c.scaling_curve)
+    points = {(p.mode, p.devices): p for p in memory.frontier(chosen)}
+    assert all(p.measured for p in points.values())
+    # resnet18 on 2 ranks: fsdp holds less per rank than ddp, and the estimate says why
+    assert points["fsdp", 2].memory_mib < points["ddp", 2].memory_mib
+    for r in chosen:
+        est = r.summary["memory"]["estimate_mib"]["cpu0"]
+        if r.option("mode") == "fsdp" and r.option("nproc") == 2:
+            assert est["gathered"] > 0 and "buckets" not in est
+    text = sample_readme.sections((SAMPLE_RUNS / "README.md").read_text())[FSDP]
+    assert sample_readme.memory_trade(chosen) in text
+    for label in ("CPU (gloo)", "cores", "torch ", "MALLOC_MMAP_THRESHOLD_=65536", "--fsdp"):
+        assert label in text, label
+
+
+def test_the_fsdp_recording_plans_resnet18_in_three_modes_with_the_live_set_measured():
+    args = record_sample_runs._parser().parse_args(["--fsdp", "--repeats", "2"])
+    base, configs, scalings, counts = record_sample_runs._plan(args)
+    assert (base.model, base.image_size, base.name, counts) == ("resnet18", 32, FSDP, [1, 2])
+    assert [c.name for c in configs[:5]] == [
+        "fsdp-singlex1-r1", "fsdp-ddpx1-r1", "fsdp-ddpx2-r1", "fsdp-fsdpx1-r1", "fsdp-fsdpx2-r1",
+    ]  # fmt: skip
+    assert len(configs) == len(scalings) == 10
+    assert all(c.extra_env == {"MALLOC_MMAP_THRESHOLD_": "65536"} for c in configs)
 
 
 def test_a_section_is_replaced_and_the_other_kept():

@@ -163,7 +163,7 @@ def test_paths_are_made_absolute_and_the_folder_defaults_to_the_scripts(tmp_path
         (
             script_run(str(DDP_EXAMPLE), mode="fsdp"),
             "mode",
-            "use single, dp or ddp",
+            "run it in mode ddp",
         ),
         (
             script_run(str(DDP_EXAMPLE), name="a/b"),

@@ -110,8 +110,9 @@ def test_compare_draws_the_anatomy_and_reads_it(sweep, monkeypatch):
     at = AppTest.from_file(str(REPO_ROOT / "pages" / "3_Compare.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert "Anatomy of a step" in [s.value for s in at.subheader]
-    # the anatomy bars, then loss, throughput, speedup, memory, system
-    assert len(at.get("plotly_chart")) == 6
+    # the anatomy bars, memory per device against throughput, then loss, throughput, speedup,
+    # memory, system
+    assert len(at.get("plotly_chart")) == 7
     runs = load_runs(sweep["root"])
     names = compare_runs.labels(runs)
     ddp = next(r for r in runs if r.run_dir == sweep["ddp"])

@@ -1,6 +1,8 @@
-"""``python -m lab linkcheck [--gpus LIST | --nproc N] [--max-mib M] [--json]``: an all-reduce
-sweep over message sizes (NCCL on GPUs, gloo on the CPU), time, algbw and busbw per size, saved
-as ``<runs>/linkchecks/<id>.json`` with the topology (``lab.engine.linkcheck``)."""
+"""``python -m lab linkcheck [--gpus LIST | --nproc N] [--max-mib M] [--model NAME] [--json]``:
+an all-reduce sweep over message sizes (NCCL on GPUs, gloo on the CPU), time, algbw and busbw per
+size, saved as ``<runs>/linkchecks/<id>.json`` with the topology (``lab.engine.linkcheck``); with
+``--model``, also the all-gathers and reduce-scatters an fsdp run of that model makes, at each of
+its units' sizes, printed as a table each."""
 
 from __future__ import annotations
 
@@ -28,20 +30,28 @@ def cmd_linkcheck(a: argparse.Namespace) -> int:
     try:
         p = linkcheck.plan(a.gpus, a.nproc, usable_indices())
         max_bytes = linkcheck.max_bytes_of(a.max_mib)
-        rec = linkcheck.run(root(), p, max_bytes=max_bytes, iters=a.iters)
+        model = linkcheck.model_of(a.model)
+        rec = linkcheck.run(root(), p, max_bytes=max_bytes, iters=a.iters, model=model)
     except linkcheck.LinkCheckError as e:
         raise UserError(str(e)) from None
     if a.json:
         print_json(rec)
         return 0
     print(shown.heading(rec))
+    _table(shown.rows(rec))
+    for heading, rows in shown.tables(rec):
+        print(heading)
+        _table(rows)
+    return 0
+
+
+def _table(rows: list[dict]) -> None:
     print(f"{'size':>10} {'time ms':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
-    for r in shown.rows(rec):  # Home's rows: bandwidths to 4 figures, never a bare 0.000
+    for r in rows:  # Home's rows: bandwidths to 4 figures, never a bare 0.000
         print(
             f"{_size(r['bytes']):>10} {r['time_ms']:>10.3f} {r['algbw (GB/s)']:>11g} "
             f"{r['busbw (GB/s)']:>11g}"
         )
-    return 0
 
 
 def add_parser(sub) -> None:
@@ -59,5 +69,10 @@ def add_parser(sub) -> None:
         help="the largest message in MiB, up to 1024 (1 GiB) (default 256 on GPUs, 16 on the CPU)",
     )
     p.add_argument("--iters", type=int, help="timed all-reduces per size (default 20 GPU, 10 CPU)")
+    p.add_argument(
+        "--model",
+        help="also time the all-gathers and reduce-scatters of this model's fsdp units, at each "
+        "unit's parameter bytes (tinycnn or a torchvision name)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_linkcheck)

@@ -16,7 +16,8 @@ from lab.cli.parser import lower
 from lab.engine.launch.form import BY_NAME, LAYOUT
 from lab.engine.launch.trainer_options import CHECKPOINTS
 from lab.engine.spec.backends import BACKENDS
-from lab.engine.spec.run import MODES, RunConfig, trainer_fields
+from lab.engine.spec.modes import MODES
+from lab.engine.spec.run import RunConfig, trainer_fields
 
 # the options the command line restricts to a list (the form's dataset options are kinds, not
 # values: imagefolder:PATH)

@@ -13,7 +13,8 @@ from lab.cli import run_options, script_options
 from lab.cli.common import UserError, print_json, root
 from lab.cli.parser import PROG
 from lab.engine.spec import backends
-from lab.engine.spec.run import CPU_DDP_PROCESSES, MODES
+from lab.engine.spec.modes import MODES, SWEEP_DEFAULT
+from lab.engine.spec.run import CPU_DDP_PROCESSES
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import (
     STRONG,
@@ -107,10 +108,8 @@ def _show_plan(runs: list, varied: list | None, a: argparse.Namespace, n: tuple[
 
 
 def _mode_configs(a: argparse.Namespace, modes: list[str], n: tuple[int, ...]) -> list:
-    by_mode = {
-        c.mode: c
-        for c in compare_modes_configs(run_options.run_config(a, "single", n), n, a.scaling)
-    }
+    base = run_options.run_config(a, "single", n)
+    by_mode = {c.mode: c for c in compare_modes_configs(base, n, a.scaling, modes)}
     configs = []
     for m in modes:
         c = by_mode[m]
@@ -185,8 +184,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run several modes one after another")
     p.add_argument(
         "--modes",
-        default=",".join(MODES),
-        help=f"the modes to run, a comma list (case does not matter; default: {','.join(MODES)})",
+        default=",".join(SWEEP_DEFAULT),
+        help=f"the modes to run, a comma list of {','.join(MODES)} (case does not matter; "
+        f"default: {','.join(SWEEP_DEFAULT)}: fsdp when asked, it answers a memory question)",
     )
     p.add_argument(
         "--scaling",

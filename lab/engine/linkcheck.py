@@ -10,7 +10,11 @@ wrote and saves ``<runs>/linkchecks/<id>.json``: ``{"id", "created_at", "backend
 lines in the check's log, ``lab.engine.nccl_transports``; empty under gloo)
 (nccl-tests' algbw and busbw, GB/s), its output beside it as ``<id>.log``. ``latest`` is the
 newest check of a backend and world size (Compare's yardstick). Message sizes: 1 KiB to 256 MiB
-doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes).
+doubling on GPUs, 1 KiB to 16 MiB quadrupling on the CPU (seconds, not minutes). With a
+``model``, the record also holds what an fsdp run of it moves: ``"model"``, ``"units": [{"name",
+"bytes"}]`` (each unit's float32 parameters as FSDP2 shards them), and ``"all_gather"`` and
+``"reduce_scatter"``, rows as ``results``' at each distinct unit size (busbw = algbw × (n−1)/n);
+``None`` and ``[]`` without one. ``rows_of(record, op)`` reads any of the three kinds.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ GPU_MAX_BYTES, CPU_MAX_BYTES = 256 << 20, 16 << 20
 LIMIT_BYTES = 1 << 30  # the largest message on request (--max-mib 1024), as nccl-tests' -e 1G
 TIMEOUT_S = 600.0
 MAX_CPU_PROCS = 64
+OPS = ("all_reduce", "all_gather", "reduce_scatter")  # the kinds a record times
 
 
 class LinkCheckError(ValueError):
@@ -95,7 +100,29 @@ def plan(gpus: tuple[int, ...] | None, nproc: int | None, usable: tuple[int, ...
     return Plan("gloo", n, ())
 
 
-def _command(p: Plan, part: Path, max_bytes: int, iters: int | None) -> list[str]:
+def rows_of(rec: dict | None, op: str) -> list[dict]:
+    """A record's rows of ``op`` (``OPS``): ``results`` for all_reduce, else the model's sizes
+    (``[]`` for a check without a model, or saved before they were)."""
+    got = (rec or {}).get("results" if op == "all_reduce" else op)
+    return [r for r in got or [] if isinstance(r, dict)]
+
+
+def model_of(name: str | None) -> str | None:
+    """``--model`` checked as the launcher checks a run's (None: no model); refused in one
+    line."""
+    if not name:
+        return None
+    from lab.engine.launch.models import model_problem
+
+    problem = model_problem(name)
+    if problem:
+        raise LinkCheckError(f"--model: {problem}")
+    return name
+
+
+def _command(
+    p: Plan, part: Path, max_bytes: int, iters: int | None, model: str | None = None
+) -> list[str]:
     from lab.engine import ports
 
     factor, warmup, default_iters = (2, 5, 20) if p.gpus else (4, 3, 10)
@@ -123,6 +150,7 @@ def _command(p: Plan, part: Path, max_bytes: int, iters: int | None) -> list[str
         str(warmup),
         "--iters",
         str(iters or default_iters),
+        *(["--model", model] if model else []),
     ]
 
 
@@ -148,15 +176,18 @@ def run(
     max_bytes: int | None = None,
     iters: int | None = None,
     timeout_s: float = TIMEOUT_S,
+    model: str | None = None,
 ) -> dict:
-    """Run the check ``p`` and save it under ``root``/linkchecks; the saved record."""
+    """Run the check ``p`` and save it under ``root``/linkchecks; the saved record. With
+    ``model``, also the all-gathers and reduce-scatters of its fsdp units."""
+    model = model_of(model)
     folder = Path(root) / LINKCHECKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     check_id = f"{stamp()}-{p.backend}-{p.world_size}-{secrets.token_hex(2)}"
     part, log = folder / f"{check_id}.part", folder / f"{check_id}.log"
     if max_bytes is not None and not 0 < max_bytes <= LIMIT_BYTES:
         raise LinkCheckError(f"the largest message must be 1 byte to 1 GiB, not {max_bytes}")
-    argv = _command(p, part, int(max_bytes or p.max_bytes), iters)
+    argv = _command(p, part, int(max_bytes or p.max_bytes), iters, model)
     env = _env(p)
     rc = run_and_wait(argv, env, log, timeout_s)
     got = read_json(part)
@@ -182,6 +213,10 @@ def run(
         **topo,
         "timing": got.get("timing"),
         "results": got["results"],
+        "model": got.get("model"),
+        "units": got.get("units") or [],
+        "all_gather": got.get("all_gather") or [],
+        "reduce_scatter": got.get("reduce_scatter") or [],
         "nccl": nccl_transports.parse(log.read_text(errors="replace")),
         "nccl_env": {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")},
     }

@@ -1,9 +1,12 @@
 """Home's link check, shown: a saved ``lab.engine.linkcheck`` record as a heading and one table row
-per message size (bytes, time, nccl-tests' algbw and busbw)."""
+per message size (bytes, time, nccl-tests' algbw and busbw); a check with a model adds a table
+each for its fsdp units' all-gathers and reduce-scatters (``tables``)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from lab.engine import linkcheck
 
 # the form's "largest message" box: 0 keeps the engine's default
 MAX_MIB_HELP = (
@@ -33,9 +36,17 @@ def _gbps(value: Any) -> float:
     return float(f"{float(value):.4g}")
 
 
-def rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per message size, smallest first: bytes, time_ms (the mean over ranks), the
-    slowest rank's where the check has it, algbw and busbw (GB/s)."""
+MODEL_HELP = (
+    "Optional: a model (tinycnn or a torchvision name) whose fsdp units' all-gathers and "
+    "reduce-scatters are timed too, at each unit's parameter bytes"
+)
+TITLES = {"all_gather": "All-gather", "reduce_scatter": "Reduce-scatter"}
+
+
+def rows(rec: Mapping[str, Any], op: str = "all_reduce") -> list[dict[str, Any]]:
+    """One row per message size of ``op`` (``lab.engine.linkcheck.OPS``), smallest first: bytes,
+    time_ms (the mean over ranks), the slowest rank's where the check has it, algbw and busbw
+    (GB/s)."""
     out = [
         {
             "bytes": int(r["bytes"]),
@@ -48,7 +59,24 @@ def rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
             "algbw (GB/s)": _gbps(r["algbw_gbps"]),
             "busbw (GB/s)": _gbps(r["busbw_gbps"]),
         }
-        for r in rec.get("results") or []
-        if isinstance(r, Mapping)
+        for r in linkcheck.rows_of(dict(rec), op)
     ]
     return sorted(out, key=lambda row: row["bytes"])
+
+
+def tables(rec: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(heading, rows)`` per kind the model's sizes were timed for (``[]`` without a model):
+    the sizes an fsdp run of it moves, one per distinct unit size."""
+    units = rec.get("units") or []
+    out = []
+    for op, title in TITLES.items():
+        got = rows(rec, op)
+        if got:
+            out.append(
+                (
+                    f"{title}, the fsdp units of {rec.get('model')} "
+                    f"({len(units)} units, {len(got)} sizes)",
+                    got,
+                )
+            )
+    return out

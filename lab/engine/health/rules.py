@@ -39,6 +39,9 @@ from lab.engine.health.creep import creep
 from lab.runfolder import now_iso
 
 MIN_STALL_S = 60.0
+# before the first step of a run with --compile on: inductor compiles inside step 1 (resnet18 took
+# 84 s on 2 cores here, larger models take minutes), which is no stall
+COMPILE_STALL_S = 900.0
 STALL_STEPS = 20  # median steps of silence before "stalled"
 STALL_GAPS = 3  # ... or median gaps between progress updates (a long logging window)
 CHANCE_AFTER_EPOCHS = 2
@@ -95,6 +98,7 @@ class Observation:
     memory: dict[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
     # a script's event files written by several processes (watch.writers): folders and tags
     writers: dict[str, Any] = field(default_factory=dict)
+    compiling: bool = False  # --compile on: the first step also compiles the model
 
 
 def stall_threshold(
@@ -116,6 +120,8 @@ def stalled(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
     if not obs.alive:
         return None
     threshold = stall_threshold(obs.stall_after, obs.step_times_s, obs.update_gaps_s)
+    if obs.compiling and obs.last_activity is None and not obs.stall_after:
+        threshold = max(threshold, COMPILE_STALL_S)
     idle = obs.now - (obs.last_activity if obs.last_activity is not None else obs.started)
     if idle <= threshold:
         return None

@@ -32,6 +32,7 @@ from lab import tags
 from lab.engine.health import creep, restarts, stacks
 from lab.engine.health import rules as health
 from lab.engine.health.rules import Finding, Observation
+from lab.engine.spec import modes
 from lab.events.reader import file_origin
 from lab.runfolder import (
     HEALTH_DIR,
@@ -109,7 +110,7 @@ class HealthWatch:
         self.run_dir, self.run, self.update = Path(run_dir), run, update
         self.config = run.get("config") or {}
         self.kind = str(run.get("kind") or TRAINER)
-        self.torchrun = self.config.get("mode") == "ddp"
+        self.torchrun = modes.torchrun(self.config.get("mode"))
         self.found: list[Finding] = health.from_dicts(before)
         self.started = time.time()
         self._readers: dict[str, Any] = {}
@@ -201,6 +202,7 @@ class HealthWatch:
             pin_memory=bool(self.config.get("gpus")) if trainer else None,
             stall_after=float(self.config.get("stall_after") or 0.0),
             memory=self._memory_series(),
+            compiling=trainer and self.config.get("compile") == "on",
         )
 
     def _note_memory(self, values: dict[str, float]) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from lab.engine.launch import environment
 from lab.engine.launch.form import trainer_flags
 from lab.engine.ports import PORT_FLAG
-from lab.engine.spec import backends
+from lab.engine.spec import backends, modes
 from lab.engine.spec.run import RunConfig
 from lab.runfolder import LOGS_DIR, SCRIPT
 
@@ -105,15 +105,15 @@ def local_command(
     cores: int | None = None,
     uuids: dict[int, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of a run on this machine: python (torchrun for DDP) and ``program``; env =
-    ``base`` plus ``environment.run_env``. ``port`` is the single-node DDP master port (a
+    """(argv, env) of a run on this machine: python (torchrun for ddp and fsdp) and ``program``;
+    env = ``base`` plus ``environment.run_env``. ``port`` is the single-node master port (a
     placeholder text where the command is only shown: the real one is chosen free at the start).
     Any run's command is ``lab.engine.launch.backends.build_command``'s (a Slurm run's is the
     submission of its job script)."""
     env = base | environment.run_env(config, run_dir, cores, base.get("PYTHONPATH"), uuids)
     argv = (
         torchrun(config, run_dir, port, config.node_rank)
-        if config.mode == "ddp"
+        if modes.torchrun(config.mode)
         else [sys.executable]
     )
     return argv + program(config, run_dir), env
@@ -133,7 +133,7 @@ def other_node_commands(config: RunConfig, run_dir: Path) -> list[list[str]]:
     """The exact command for each other node, run from the repository, with ``env`` +
     ``other_node_env`` first."""
     # a run placed from elsewhere (a Slurm job) has its nodes started for it
-    if config.mode != "ddp" or config.nnodes <= 1 or not backends.of(config).runs_here:
+    if not modes.torchrun(config.mode) or config.nnodes <= 1 or not backends.of(config).runs_here:
         return []
     env = ["env"] + [f"{k}={v}" for k, v in environment.other_node_env(config).items()]
     return [

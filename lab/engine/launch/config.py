@@ -19,9 +19,9 @@ from pathlib import Path
 from lab.engine.launch import form, knobs, models, trainer_options
 from lab.engine.preflight.checks import MachineFacts, refusals
 from lab.engine.slurm import options as slurm
-from lab.engine.spec import backends
+from lab.engine.spec import backends, modes
+from lab.engine.spec.modes import DP, MODES, SINGLE
 from lab.engine.spec.run import (
-    MODES,
     ConfigError,
     Gpus,
     RunConfig,
@@ -35,7 +35,7 @@ _RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TORCHELASTIC_ERRO
 
 
 def _split_unit(config: RunConfig) -> str:
-    if config.mode == "ddp":
+    if modes.torchrun(config.mode):
         return "processes" if not config.gpus or config.nnodes > 1 else "GPUs"
     return "GPUs"
 
@@ -90,7 +90,7 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
         elif g not in have:
             out.append(_no_such_gpu(g, have))
     # a seed's trap: DP quietly runs on the GPUs it sees
-    if here and c.mode == "dp" and len(set(c.gpus)) > len(have):
+    if here and c.mode == DP and len(set(c.gpus)) > len(have):
         fix = f"pick at most {len(have)}" if have else "leave gpus empty to run on the CPU"
         out.append(
             ConfigError(
@@ -99,7 +99,7 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
                 f"DataParallel would quietly use fewer; {fix}",
             )
         )
-    if c.mode == "single" and len(c.gpus) > 1:
+    if c.mode == SINGLE and len(c.gpus) > 1:
         out.append(
             ConfigError(
                 "gpus",
@@ -107,29 +107,30 @@ def _device_problems(c: RunConfig, gpus: Gpus) -> list[ConfigError]:
                 "dp/ddp",
             )
         )
-    if c.mode == "ddp":
+    if modes.torchrun(c.mode):
         if not isinstance(c.nproc, int) or c.nproc < 1:
             out.append(
                 ConfigError(
                     "nproc",
-                    f"ddp needs at least one process per node, got {c.nproc}: use nproc 1 or more",
+                    f"{c.mode} needs at least one process per node, got {c.nproc}: use nproc 1 "
+                    "or more",
                 )
             )
         elif c.gpus and c.nproc != len(c.gpus):
             out.append(
                 ConfigError(
                     "nproc",
-                    f"ddp runs one process per GPU: {len(c.gpus)} GPUs given, so use nproc "
+                    f"{c.mode} runs one process per GPU: {len(c.gpus)} GPUs given, so use nproc "
                     f"{len(c.gpus)}",
                 )
             )
     elif c.nproc != 1:
-        where = "on the CPU " if c.mode == "dp" and not c.gpus else ""
+        where = "on the CPU " if c.mode == DP and not c.gpus else ""
         out.append(
             ConfigError(
                 "nproc",
                 f"{c.mode} {where}runs in one process, nproc {c.nproc} given: use nproc 1, or "
-                "mode ddp for several processes",
+                "mode ddp or fsdp for several processes",
             )
         )
     return out
@@ -140,10 +141,12 @@ def _node_problems(c: RunConfig) -> list[ConfigError]:
     if not isinstance(c.nnodes, int) or c.nnodes < 1:
         return [ConfigError("nnodes", f"nnodes must be 1 or more, got {c.nnodes}")]
     if c.nnodes > 1:
-        if c.mode != "ddp":
+        if not modes.torchrun(c.mode):
             out.append(
                 ConfigError(
-                    "mode", f"several nodes need mode ddp, not {c.mode}: use ddp or nnodes 1"
+                    "mode",
+                    f"several nodes need mode ddp or fsdp, not {c.mode}: use one of them or "
+                    "nnodes 1",
                 )
             )
         m = _ENDPOINT.match(c.rdzv_endpoint or "")
@@ -197,7 +200,7 @@ def problems(
     c = config
     out: list[ConfigError] = []
     if c.mode not in MODES:
-        return [ConfigError("mode", f"unknown mode {c.mode!r}: use single, dp or ddp")]
+        return [ConfigError("mode", f"unknown mode {c.mode!r}: use {', '.join(MODES)}")]
     out += _device_problems(c, gpus)
     out += _node_problems(c)
     out += [ConfigError(f, msg) for f, msg in trainer_options.number_problems(c)]

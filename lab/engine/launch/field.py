@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 @dataclass(frozen=True)
 class FormField:
     """One widget of the launch form. ``only_if=(field, value)``: enabled only while that field has
-    that value."""
+    that value (a tuple of values: one of them)."""
 
     name: str
     label: str
@@ -22,7 +22,7 @@ class FormField:
     option_labels: tuple[str, ...] = ()
     step: float = 1
     fmt: str | None = None
-    only_if: tuple[str, str] | None = None
+    only_if: tuple[str, str | tuple[str, ...]] | None = None
     # options asked for when drawn (costly to list)
     options_of: Callable[[], tuple[str, ...]] | None = None
     flag: str = ""  # the command line's name where it is not the field's (repeatable ones)
@@ -41,7 +41,10 @@ class FormField:
 
     def enabled(self, values: Mapping[str, Any]) -> bool:
         """Whether the widget takes input, given the values above it (a disabled one gives None)."""
-        return self.only_if is None or values.get(self.only_if[0]) == self.only_if[1]
+        if self.only_if is None:
+            return True
+        field, wanted = self.only_if
+        return values.get(field) in (wanted if isinstance(wanted, tuple) else (wanted,))
 
     def cli_flag(self) -> str:
         return "--" + (self.flag or self.name).replace("_", "-")

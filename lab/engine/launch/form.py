@@ -19,7 +19,8 @@ from lab.engine.launch import knobs, models
 from lab.engine.launch.field import FormField
 from lab.engine.launch.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER
 from lab.engine.spec.backends import BACKENDS, LOCAL, SLURM
-from lab.engine.spec.run import MODES, RunConfig
+from lab.engine.spec.modes import MODES, TORCHRUN
+from lab.engine.spec.run import RunConfig
 
 # the form's PATH of imagefolder:PATH (not a RunConfig field of its own)
 FOLDER = "dataset_folder"
@@ -97,11 +98,13 @@ FIELDS: tuple[FormField, ...] = (
         "launch_mode",
         options=MODES,
         cli_help="single: one device; dp: nn.DataParallel over the GPUs in one process; ddp: "
-        "DistributedDataParallel under torchrun, a process per GPU (gloo on the CPU)",
+        "DistributedDataParallel under torchrun, a process per GPU (gloo on the CPU); fsdp: FSDP2 "
+        "under torchrun, the model, gradients and optimizer state sharded over the ranks",
         option_labels=(
             "single — one device",
             "dp — nn.DataParallel, one process, batch split over GPUs",
             "ddp — DistributedDataParallel under torchrun, one process per GPU (or CPU process)",
+            "fsdp — fully_shard under torchrun: less memory per GPU, more communication",
         ),
     ),
     FormField(
@@ -115,12 +118,12 @@ FIELDS: tuple[FormField, ...] = (
     ),
     FormField(
         "nproc",
-        "Processes per node (ddp)",
+        "Processes per node (ddp, fsdp)",
         "int",
         "launch_nproc",
-        only_if=("mode", "ddp"),
-        help="DDP runs one process per GPU; on the CPU each process is one gloo rank.",
-        cli_help="ddp: processes per node (default: one per GPU, 2 on the CPU)",
+        only_if=("mode", TORCHRUN),
+        help="DDP and FSDP run one process per GPU; on the CPU each process is one gloo rank.",
+        cli_help="ddp, fsdp: processes per node (default: one per GPU, 2 on the CPU)",
     ),
     FormField(
         "model",
@@ -304,11 +307,11 @@ FIELDS: tuple[FormField, ...] = (
         "Restarts (torchrun --max-restarts)",
         "int",
         "launch_restarts",
-        only_if=("mode", "ddp"),
+        only_if=("mode", TORCHRUN),
         help="A failed rank restarts all workers up to this many times; the trainer resumes from "
         "its last "
         "checkpoint (--resume auto).",
-        cli_help="ddp: torchrun restarts the workers up to N times; the trainer resumes "
+        cli_help="ddp, fsdp: torchrun restarts the workers up to N times; the trainer resumes "
         "from its last checkpoint",
     ),
     FormField(
@@ -435,11 +438,12 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
     (
         "Performance knobs",
         [
-            ["precision", "accum_steps", "channels_last"],
+            ["precision", "accum_steps", ("channels_last", "compile")],
             [
                 "bucket_cap_mb",
                 ("grad_as_bucket_view", "static_graph", "find_unused_parameters", "sync_bn"),
             ],
+            ["reshard_after_forward", "fsdp_cpu_offload"],
             ["nccl_preset", "memory_snapshot"],
         ],
     ),
@@ -447,5 +451,5 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
         "When it goes wrong",
         [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]],
     ),
-    ("Several machines (DDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
+    ("Several machines (DDP or FSDP over nodes)", [["nnodes", "node_rank", "rdzv_endpoint"]]),
 ]

@@ -1,16 +1,19 @@
-"""The performance knobs: precision, gradient accumulation, memory format, DDP's own options and an
-NCCL preset, declared once (``FIELDS``, which ``lab.engine.launch.form.FIELDS`` takes in, in its
-"Performance knobs" section) and checked (``knob_problems``, one of
-``lab.engine.launch.config``'s checks).
+"""The performance knobs: precision, gradient accumulation, memory format, DDP's and FSDP's own
+options, torch.compile and an NCCL preset, declared once (``FIELDS``, which
+``lab.engine.launch.form.FIELDS`` takes in, in its "Performance knobs" section) and checked
+(``knob_problems``, one of ``lab.engine.launch.config``'s checks).
 
 The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--precision``,
 ``--accum-steps``, ``--channels-last``, ``--bucket-cap-mb``, ``--grad-as-bucket-view``,
-``--static-graph``, ``--find-unused-parameters`` and ``--sync-bn``; the NCCL preset is the lab's own
+``--static-graph``, ``--find-unused-parameters``, ``--sync-bn``, ``--reshard-after-forward``,
+``--fsdp-cpu-offload`` and ``--compile``; the NCCL preset is the lab's own
 (``lab.engine.spec.nccl``: its variables go into the run's environment). Refused with one line
-where they make no sense: DDP's options outside ddp, fp16 without a GPU, ``amp`` together with a
-precision, an accumulation that does not divide each process's batch, DDP's static graph with
-accumulation (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory
-snapshot (``--memory-snapshot N``, CUDA only) without a GPU.
+where they make no sense: DDP's options outside ddp and FSDP's outside fsdp (``ONLY_IN``), fp16
+without a GPU, fp16 or ``amp`` under fsdp (its casts are FSDP's policy, and it has no sharded
+scaler yet), FSDP's CPU offload without a GPU, ``amp`` together with a precision, an
+accumulation that does not divide each process's batch, DDP's static graph with accumulation
+(PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory snapshot
+(``--memory-snapshot N``, CUDA only) without a GPU.
 """
 
 from __future__ import annotations
@@ -18,13 +21,29 @@ from __future__ import annotations
 from typing import Any
 
 from lab.engine.launch.field import FormField
-from lab.engine.spec import backends, nccl
-from lab.engine.spec.run import DDP, DP
+from lab.engine.spec import backends, modes, nccl
+from lab.engine.spec.modes import DDP, DP, FSDP, LABELS
+from lab.engine.spec.run import RunConfig
 from training import options as trainer
-from training.options import DDP_ONLY, MAX_ACCUM, MAX_BUCKET_MB, PRECISIONS
+from training.options import (
+    COMPILE_WITH_DP,
+    DDP_ONLY,
+    FSDP_ONLY,
+    MAX_ACCUM,
+    MAX_BUCKET_MB,
+    ON_OFF,
+    PRECISIONS,
+)
 
 MAX_SNAPSHOT_STEPS = 10_000  # the form's range; the trainer takes any N
-_DDP = ("mode", DDP)
+_DDP, _FSDP = ("mode", DDP), ("mode", FSDP)
+# a mode's own options: refused in the other modes, and a sweep varies them in that mode's runs
+ONLY_IN = {**{name: DDP for name in DDP_ONLY}, **{name: FSDP for name in FSDP_ONLY}}
+_DEFAULT = RunConfig()
+FSDP_PRECISION = (
+    "fsdp casts through its own mixed-precision policy and has no sharded gradient scaler yet, "
+    "so fp16 and amp are refused: use precision bf16 or fp32"
+)
 STATIC_GRAPH_WITH_ACCUM = (
     f"DDP's static graph does not work with gradient accumulation "
     f"({trainer.STATIC_GRAPH_WITH_ACCUM}): leave out static graph or set accumulation steps to 1"
@@ -133,6 +152,47 @@ FIELDS: tuple[FormField, ...] = (
         trainer_flag="--sync-bn",
     ),
     FormField(
+        "reshard_after_forward",
+        "Reshard after forward (FSDP)",
+        "select",
+        "launch_reshard",
+        options=ON_OFF,
+        option_labels=(
+            "on — free each block's gathered parameters after its forward (ZeRO-3)",
+            "off — keep them until its backward (ZeRO-2-like: more memory, one all-gather less)",
+        ),
+        only_if=_FSDP,
+        help="fully_shard's reshard_after_forward: on (the default) all-gathers each block's "
+        "parameters again for its backward; off keeps them gathered in between.",
+        cli_help="fsdp: on (default: ZeRO-3) frees each block's gathered parameters after its "
+        "forward; off keeps them until its backward (ZeRO-2-like)",
+        trainer_flag="--reshard-after-forward",
+    ),
+    FormField(
+        "fsdp_cpu_offload",
+        "CPU offload (FSDP)",
+        "check",
+        "launch_fsdp_offload",
+        only_if=_FSDP,
+        help="FSDP's CPUOffloadPolicy: the sharded parameters, gradients and optimizer step live "
+        "on the CPU (GPUs only; much less GPU memory, much slower).",
+        cli_help="fsdp, GPUs: the sharded parameters, gradients and optimizer step on the CPU",
+        trainer_flag="--fsdp-cpu-offload",
+    ),
+    FormField(
+        "compile",
+        "torch.compile",
+        "select",
+        "launch_compile",
+        options=ON_OFF[::-1],
+        option_labels=("off", "on — compile the model (its compile time is shown apart)"),
+        help="torch.compile the model. The first steps pay the compilation; the run reports that "
+        "time apart and its steady-state throughput leaves it out, so compile can be A/B'd.",
+        cli_help="off (default) | on: torch.compile the model; the compile time is reported "
+        "apart from the steady-state throughput",
+        trainer_flag="--compile",
+    ),
+    FormField(
         "nccl_preset",
         "NCCL preset",
         "select",
@@ -176,10 +236,12 @@ def _accum_problem(c: Any) -> str | None:
     world = c.world_size if _whole(c.nproc, 1, float("inf")) else 0
     if n == 1 or world < 1 or not _whole(b, 1, float("inf")) or b % world:
         return None  # the batch's own check speaks
-    per = b // world if c.mode == DDP else b
+    per = b // world if modes.torchrun(c.mode) else b
     if per % n:
         fits = ", ".join(str(d) for d in range(1, min(per, 64) + 1) if per % d == 0)
-        where = f"per rank ({b} over {world})" if c.mode == DDP and world > 1 else "per step"
+        where = (
+            f"per rank ({b} over {world})" if modes.torchrun(c.mode) and world > 1 else "per step"
+        )
         return f"{n} does not divide the batch of {per} {where}: use one of {fits}"
     if c.mode == DP and world > 1 and (per // n) % world:
         return (
@@ -212,15 +274,36 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
         out.append(
             ("bucket_cap_mb", f"bucket size {cap} must be 0 (DDP's 25 MB) to {MAX_BUCKET_MB} MB")
         )
-    for name in DDP_ONLY:
-        if getattr(c, name) and c.mode != DDP:
+    for name, mode in ONLY_IN.items():
+        if getattr(c, name) != getattr(_DEFAULT, name) and c.mode != mode:
             out.append(
                 (
                     name,
-                    f"an option of DistributedDataParallel, and mode {c.mode} has none: use mode "
-                    "ddp or leave it out",
+                    f"an option of {LABELS[mode]}, and mode {c.mode} has none: use mode {mode} or "
+                    "leave it out",
                 )
             )
+    if c.mode == FSDP and (c.amp or c.precision == "fp16"):
+        out.append(("amp" if c.amp else "precision", FSDP_PRECISION))
+    if c.fsdp_cpu_offload and c.mode == FSDP and not _has_gpus(c):
+        out.append(
+            (
+                "fsdp_cpu_offload",
+                "CPU offload moves the shards off the GPUs and this run has none: choose GPUs or "
+                "leave it out",
+            )
+        )
+    for name in ("reshard_after_forward", "compile"):
+        if getattr(c, name) not in ON_OFF:
+            out.append((name, f"{getattr(c, name)!r} is not on or off: use on or off"))
+    if c.compile == "on" and c.mode == DP and backends.of(c).node_gpus(c) >= 2:
+        out.append(
+            (
+                "compile",
+                f"torch.compile does not work under DataParallel ({COMPILE_WITH_DP}): use mode "
+                "ddp to compile on several GPUs, or leave compile off",
+            )
+        )
     accum = _accum_problem(c)
     if accum:
         out.append(("accum_steps", accum))

@@ -25,7 +25,7 @@ from lab.engine.devices import links
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
 from lab.engine.preflight import expectations
-from lab.engine.spec import backends, nccl
+from lab.engine.spec import backends, modes, nccl
 from lab.runfolder import JOB_SBATCH, RUN_JSON, check_run_id, now_iso, stamp, write_json_atomic
 
 
@@ -89,9 +89,9 @@ def create(
     ``kind`` (before the name), ``where`` (after the environment) and ``after`` (at the end) are
     the keys only one kind of run has, in the order run.json has always had them."""
     run_dir = _new_dir(root, config.mode, stem)
-    # the master port of a one-node DDP run started here (a job finds a port on its node)
-    local_ddp = config.mode == "ddp" and config.nnodes == 1 and backends.of(config).runs_here
-    port = ports.free_port() if local_ddp else 0
+    # the master port of a one-node torchrun run started here (a job finds a port on its node)
+    local = modes.torchrun(config.mode) and config.nnodes == 1 and backends.of(config).runs_here
+    port = ports.free_port() if local else 0
     p = program(run_dir, port)
     record: dict[str, Any] = {"run_id": run_dir.name, **(kind or {})}
     record.update(name=config.name, tags=list(config.tags), config=config.to_dict())

@@ -27,6 +27,8 @@ from lab.engine.launch.commands import other_node_commands
 from lab.engine.launch.form import FOLDER
 from lab.engine.launch.trainer_options import IMAGEFOLDER
 from lab.engine.preflight.checks import preflight
+from lab.engine.spec import modes
+from lab.engine.spec.modes import DDP, SINGLE
 from lab.engine.spec.run import (
     CPU_DDP_PROCESSES,
     ConfigError,
@@ -46,13 +48,13 @@ def default_gpus(mode: str, gpus: Gpus) -> tuple[int, ...]:
     """What a mode makes sense with here: none without GPUs, the first usable for single, all for
     dp/ddp."""
     have = usable(gpus)
-    return have[:1] if mode == "single" else have
+    return have[:1] if mode == SINGLE else have
 
 
 def default_nproc(mode: str, gpus: tuple[int, ...]) -> int:
-    """Processes per node: ddp one per GPU (``CPU_DDP_PROCESSES`` on the CPU); the other modes
-    one."""
-    return (len(gpus) or CPU_DDP_PROCESSES) if mode == "ddp" else 1
+    """Processes per node: ddp and fsdp one per GPU (``CPU_DDP_PROCESSES`` on the CPU); the other
+    modes one."""
+    return (len(gpus) or CPU_DDP_PROCESSES) if modes.torchrun(mode) else 1
 
 
 def _gpus(value: str | Iterable[int] | None, mode: str, gpus: Gpus) -> tuple[int, ...]:
@@ -164,8 +166,8 @@ def form_values(config: RunConfig) -> dict[str, Any]:
         sbatch_args="\n".join(config.sbatch_args),
     )
     # disabled then; it takes input for ddp on the CPU only (one per GPU otherwise)
-    if config.mode != "ddp":
-        out["nproc"] = default_nproc("ddp", ())
+    if not modes.torchrun(config.mode):
+        out["nproc"] = default_nproc(DDP, ())
     return out
 
 

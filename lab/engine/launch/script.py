@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from lab.engine.launch.config import problems as run_problems
+from lab.engine.spec.modes import FSDP
 from lab.engine.spec.run import PLACEMENT, ConfigError, RunConfig
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -75,10 +76,19 @@ def _folder_problems(c: RunConfig) -> list[ConfigError]:
     return out
 
 
+# the lab shards the trainer's model; a script shards its own and only needs torchrun's placement
+SCRIPT_FSDP = (
+    "a script that uses FSDP shards its model itself: run it in mode ddp (torchrun, a process per "
+    "device) and Compare reads its tags as for DDP scripts"
+)
+
+
 def problems(config: RunConfig, gpu_count: int) -> list[ConfigError]:
     """Every problem with ``config`` on a machine with ``gpu_count`` GPUs; empty = fine."""
     c = config
     out = _script_problems(c) + _folder_problems(c)
+    if c.mode == FSDP:
+        out.append(ConfigError("mode", SCRIPT_FSDP))
     if any(not isinstance(a, str) or "\0" in a for a in c.args):
         out.append(ConfigError("args", "the script's arguments must be text"))
     if not isinstance(c.total_steps, int) or isinstance(c.total_steps, bool) or c.total_steps < 0:

@@ -30,7 +30,8 @@ from lab.engine.launch.environment import TB_ENV
 from lab.engine.launch.form import FormField
 from lab.engine.launch.request import PORT_PLACEHOLDER, RUN_ID_PLACEHOLDER, Preview
 from lab.engine.launch.script import normalized
-from lab.engine.spec.run import JOB_FIELDS, MODES, PLACEMENT, ConfigError, RunConfig
+from lab.engine.spec.modes import SCRIPT_MODES
+from lab.engine.spec.run import JOB_FIELDS, PLACEMENT, ConfigError, RunConfig
 from lab.engine.supervise.linked import MAX_DEPTH
 from lab.runfolder import SCRIPT, root_or_default
 
@@ -72,12 +73,13 @@ SCRIPT_FIELDS: tuple[FormField, ...] = (  # as form.FIELDS: a field's only_if na
         "Mode",
         "radio",
         "launch_script_mode",
-        options=MODES,
+        options=SCRIPT_MODES,
         option_labels=(
             "single — python script.py, one device visible",
             "dp — python script.py with the chosen GPUs visible (the script wraps its own "
             "nn.DataParallel)",
-            "ddp — torchrun --nproc-per-node N script.py (a torchrun-ready script)",
+            "ddp — torchrun --nproc-per-node N script.py (a torchrun-ready script: DDP, or one "
+            "that shards itself with FSDP)",
         ),
     ),
     *(_shared(n) for n in ("gpus", "nproc")),

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import commands, environment
+from lab.engine.spec import modes
 from lab.engine.spec.run import RunConfig
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, LOGS_DIR, REPO_ROOT, SCRIPT, STDOUT_LOG
 
@@ -104,7 +105,7 @@ def _step(c: RunConfig, run_dir: Path, program: list[str], python: str) -> str:
     srun = ["srun", f"--nodes={c.nnodes}", "--ntasks-per-node=1"]
     # srun no longer inherits it (22.05)
     srun += [f"--cpus-per-task={c.cpus_per_task}"] if c.cpus_per_task else []
-    if c.mode != "ddp":
+    if not modes.torchrun(c.mode):
         return shlex.join(srun + [python] + program)
     torchrun = [
         python,
@@ -232,11 +233,11 @@ def preflight_lines(config: RunConfig, runs_root: Path | str) -> list[str]:
     )
     # a user's script (lab.engine.launch.script) has no batch of ours
     batch = getattr(c, "batch_size", None)
-    if c.mode == "ddp":
+    if modes.torchrun(c.mode):
         world = c.nproc * c.nnodes
         per = f"{batch // max(1, world)} samples per process per step; " if batch else ""
         out.append(
-            f"DDP: {world} processes ({c.nproc} per node x {c.nnodes} "
+            f"{c.mode.upper()}: {world} processes ({c.nproc} per node x {c.nnodes} "
             f"node{'s' if c.nnodes > 1 else ''}), "
             f"one srun task per node starting torchrun; {per}"
             f"c10d rendezvous on the job's first node, on a port free there; {dev}."

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from lab.engine.spec import modes
 from lab.runfolder import DIGITS
 
 CHECKPOINTS = ("last", "none")
@@ -136,7 +137,7 @@ def health_problems(c: Any) -> list[tuple[str, str]]:
         out.append(
             ("max_restarts", f"max_restarts {c.max_restarts} must be a whole number from 0 to 100")
         )
-    elif c.max_restarts and c.mode != "ddp":
+    elif c.max_restarts and not modes.torchrun(c.mode):
         out.append(
             (
                 "max_restarts",

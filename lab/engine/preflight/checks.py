@@ -1,18 +1,15 @@
 """The pre-flight check: what a run will do on this machine, in plain words, before it starts.
 
-``preflight(config, snapshot)`` names the devices (and how CUDA_VISIBLE_DEVICES,
-given their UUIDs, renumbers them), the batch each device or process gets, the
-backend, the traps of DESIGN.md that apply (DP's heavier first GPU, DDP on the
-CPU, a free port per job, the rendezvous of several nodes, AMP), and what the
-lab cannot see of the chosen GPUs (a process list it may not read, MIG mode).
-It also holds the seeds' checks, each one line that says whether it refuses or warns:
+``preflight(config, snapshot)`` gives ``lab.engine.preflight.describe``'s lines (the devices, the
+batch each gets, the backend, the traps that apply, what the lab cannot see), the memory each GPU
+needs, and the seeds' checks, each one line that says whether it refuses or warns:
 
 - refused (``refusals``, which ``config.problems`` includes when given the
   facts, so the launch starts nothing): a driver whose CUDA major version is
   older than the one PyTorch is built for; free memory on a chosen GPU below
   the run's estimate (``lab.engine.preflight.estimate``: parameters, gradients,
-  momentum and a batch of activations of the chosen model). DP asking for
-  more GPUs than are visible is refused by ``config`` itself.
+  momentum and a batch of activations of the chosen model), naming fsdp where the same run fits
+  sharded. DP asking for more GPUs than are visible is refused by ``config`` itself.
 - warned: a driver older only in the CUDA minor version (CUDA's minor-version
   compatibility starts it); free memory within ``CONTEXT_MIB`` of the
   estimate; the runs folder's free space below what the run's checkpoints and events may take
@@ -27,20 +24,21 @@ model's parameters, ``lab.engine.preflight.disk``).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from lab.engine.devices import links
 from lab.engine.devices import nvml as devices
-from lab.engine.devices.notes import holders, limits
+from lab.engine.devices.notes import holders
 from lab.engine.devices.nvml import DeviceSnapshot
-from lab.engine.preflight import disk, estimate
-from lab.engine.spec import nccl
-from lab.engine.spec.run import ConfigError, RunConfig, omp_threads
+from lab.engine.preflight import describe, disk, estimate
+from lab.engine.spec import modes
+from lab.engine.spec.modes import FSDP, SINGLE
+from lab.engine.spec.run import ConfigError, RunConfig
 
 log = logging.getLogger(__name__)
 # the CUDA context and the allocator's slack come on top of the estimate: warn within this
@@ -70,6 +68,8 @@ class MachineFacts:
     p2p_not_ok: tuple[str, ...] = ()
     # chosen GPUs below compute capability 8.0 when the run asks for bf16: (index, (major, minor))
     bf16_slow: tuple[tuple[int, tuple[int, int]], ...] = ()
+    # per chosen GPU, what the same run would need there under fsdp on the same GPUs (2 or more)
+    fsdp_mib: Mapping[int, float] = field(default_factory=dict)
 
 
 def _bf16_slow(config: RunConfig) -> tuple[tuple[int, tuple[int, int]], ...]:
@@ -83,7 +83,7 @@ def _bf16_slow(config: RunConfig) -> tuple[tuple[int, tuple[int, int]], ...]:
 
 def _p2p_not_ok(config: RunConfig) -> tuple[str, ...]:
     """The chosen GPU pairs whose peer-to-peer status (NVML, ``links.topology``) is not OK."""
-    if len(config.gpus) < 2 or config.mode not in ("dp", "ddp"):
+    if len(config.gpus) < 2 or config.mode == SINGLE:
         return ()
     topo, _ = links.topology(tuple(config.gpus))
     if not topo:
@@ -118,9 +118,13 @@ def machine_facts(
     driver = devices.cuda_driver_version()
     torch_cuda = estimate.torch_cuda_version() if driver else None
     need: dict[int, estimate.Estimate] = {}
+    sharded: dict[int, estimate.Estimate] = {}
     if free:
         try:
             need = estimate.per_gpu(config)
+            if len(config.gpus) >= 2 and not modes.sharded(config.mode):
+                n = len(config.gpus)
+                sharded = estimate.per_gpu(dataclasses.replace(config, mode=FSDP, nproc=n))
         except (ValueError, RuntimeError, TypeError) as e:  # a config the validation refuses anyway
             log.info("no memory estimate for this config: %s", e)
     return MachineFacts(
@@ -132,6 +136,7 @@ def machine_facts(
         **room,
         p2p_not_ok=_p2p_not_ok(config),
         bf16_slow=_bf16_slow(config),
+        fsdp_mib={g: e.total_mib for g, e in sharded.items()},
     )
 
 
@@ -167,10 +172,22 @@ def refusals(config: RunConfig, facts: MachineFacts) -> list[ConfigError]:
                     "batch_size",
                     f"GPU {g} has {estimate.mib_text(free)} free but this run needs at "
                     f"least {estimate.mib_text(need)} there{what}: lower the batch size "
-                    "or image size, turn on amp, use more GPUs, or free that GPU",
+                    "or image size, turn on amp, use more GPUs, or free that GPU"
+                    + _fsdp_fits(facts, g, free),
                 )
             )
     return out
+
+
+def _fsdp_fits(facts: MachineFacts, g: int, free: float) -> str:
+    """The suggestion of a refusal for memory, where the same run fits under fsdp."""
+    sharded = facts.fsdp_mib.get(g)
+    if sharded is None or sharded > free:
+        return ""
+    return (
+        f"; or use mode fsdp on the same GPUs, which needs about {estimate.mib_text(sharded)} "
+        "there (parameters, gradients and optimizer state sharded over the ranks)"
+    )
 
 
 def _is_loopback(endpoint: str) -> bool:
@@ -239,7 +256,7 @@ def preflight(
     """Plain-words lines: devices, per-device batch, backend, the traps that apply, then what is
     refused or warned."""
     facts = machine_facts(config, getattr(snapshot, "gpus", ())) if facts is None else facts
-    out = _describe(config, snapshot) + _knob_lines(config)
+    out = describe.lines(config, snapshot)
     same: dict[tuple[str, str], list[str]] = {}  # DDP's GPUs all need the same: one line for them
     for g, n in facts.need_mib.items():
         same.setdefault((estimate.mib_text(n), facts.need_text.get(g, "")), []).append(str(g))
@@ -247,120 +264,8 @@ def preflight(
         f"Memory: at least {n} on GPU {', '.join(gs)} ({what}), before the CUDA context."
         for (n, what), gs in same.items()
     ]
+    if facts.fsdp_mib:  # the trade, before it is needed
+        most = estimate.mib_text(max(facts.fsdp_mib.values()))
+        out.append(f"Memory under fsdp on the same GPUs: about {most} per GPU (sharded).")
     out += [f"Refused: {e.message}." for e in refusals(config, facts)]
     return out + warning_lines(config, snapshot, facts)
-
-
-def _knob_lines(c: RunConfig) -> list[str]:
-    """What the performance knobs do to this run: precision, accumulation, the NCCL preset."""
-    out: list[str] = []
-    if c.precision != "fp32":
-        out.append(
-            f"Precision {c.precision}: autocast"
-            + (" with a GradScaler." if c.precision == "fp16" else ", no scaler.")
-        )
-    if isinstance(c.accum_steps, int) and c.accum_steps > 1:
-        per = c.batch_size // max(1, c.world_size) if c.mode == "ddp" else c.batch_size
-        out.append(
-            f"Gradient accumulation: {c.accum_steps} micro-batches of {per // c.accum_steps} per "
-            f"process make each optimizer step of the global batch {c.batch_size}"
-            + (
-                "; DDP all-reduces once per step (the others run inside no_sync())."
-                if c.mode == "ddp"
-                else "."
-            )
-        )
-    if c.nccl_preset in nccl.PRESETS:
-        env = nccl.describe(c.nccl_preset)
-        if not (c.gpus or c.gpus_per_node):
-            out.append(
-                f"Note: NCCL preset {env} has no effect here: without GPUs the run uses gloo, "
-                "which reads no NCCL variables (they are still set and recorded in run.json)."
-            )
-        elif c.mode == "single":
-            out.append(f"Note: NCCL preset {env} has no effect on one device: no collectives.")
-        else:
-            out.append(
-                f"NCCL preset {env}: a starting point from the seeds, not a measured one: "
-                "compare it with a run without it."
-            )
-    return out
-
-
-def _describe(config: RunConfig, snapshot: DeviceSnapshot) -> list[str]:
-    c = config
-    gpus = list(c.gpus)
-    out: list[str] = []
-    if gpus:
-        names = {g.index: g.name for g in getattr(snapshot, "gpus", ())}
-        out.append(
-            "Devices: " + ", ".join(f"GPU {g} ({names.get(g, 'unknown')})" for g in gpus) + "."
-        )
-        seen = ", ".join(f"cuda:{i}" for i in range(len(gpus)))
-        if gpus != list(range(len(gpus))):
-            out.append(
-                f"CUDA_VISIBLE_DEVICES names GPU {', '.join(map(str, gpus))} by UUID and "
-                "renumbers them: the "
-                f"trainer sees {seen}; the dashboard keeps NVML's numbers."
-            )
-    else:
-        cores = getattr(getattr(snapshot, "cpu", None), "cores", None) or os.cpu_count() or 1
-        out.append(f"Devices: the CPU ({cores} cores), no GPU.")
-    b = c.batch_size
-    if c.mode == "single":
-        out.append(f"One process on one device; batch {b} per step.")
-    elif c.mode == "dp":
-        if len(gpus) < 2:
-            out.append(
-                f"DataParallel needs at least two GPUs; with {len(gpus)} it falls back to one "
-                "device "
-                f"(recorded as effective mode single), batch {b} per step."
-            )
-        else:
-            out.append(
-                f"DataParallel in one process: each step scatters the batch of {b} over "
-                f"{len(gpus)} GPUs "
-                f"({b // len(gpus)} each), replicates the model and gathers the outputs on GPU "
-                f"{gpus[0]}."
-            )
-            out.append(
-                f"GPU {gpus[0]} (the first) holds more memory than the others: it keeps the "
-                "master copy "
-                "and gathers every output."
-            )
-    else:
-        world = c.nproc * c.nnodes
-        backend = "nccl" if gpus else "gloo"
-        where = "one per GPU" if gpus else "on the CPU"
-        out.append(
-            f"DDP: {world} processes ({c.nproc} per node x {c.nnodes} "
-            f"node{'s' if c.nnodes > 1 else ''}, "
-            f"{where}) started by torchrun; {b // max(1, world)} samples per process per step; "
-            f"backend {backend}."
-        )
-        if not gpus:
-            cores = os.cpu_count() or 1
-            out.append(
-                f"DDP on the CPU uses gloo: {c.nproc} processes share {cores} cores "
-                f"(OMP_NUM_THREADS={omp_threads(c, cores)} each), so expect little or no speedup."
-            )
-        if c.nnodes > 1:
-            out.append(
-                f"Rendezvous: c10d at {c.rdzv_endpoint}; start the command shown for each other "
-                "node "
-                "with the same options; the job waits until all nodes have joined."
-            )
-        else:
-            out.append(
-                "A free port is chosen for this job when it starts (not the default 29500), "
-                "so jobs on one machine never collide."
-            )
-    if gpus:
-        out += [f"Cannot see: {line}." for line in limits(snapshot, tuple(gpus))]
-    if c.amp:
-        out.append(
-            "AMP: fp16 autocast with a GradScaler on CUDA"
-            if gpus
-            else "AMP on the CPU: bf16 autocast"
-        )
-    return out

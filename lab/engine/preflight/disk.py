@@ -5,7 +5,8 @@ A rough estimate, on the safe side (``need``):
 - checkpoints: parameters x 4 bytes x 3 (the float32 weights, the optimizer's momentum, and as
   much again for the rest of its state and the file) per checkpoint; the trainer keeps one
   (``checkpoints/last.pt``) but writes the next one beside it before the rename, so two at the
-  peak; none with ``--checkpoint none``.
+  peak; an fsdp run also writes its sharded copy (``checkpoints/last.dcp``, the same bytes over
+  its ranks) and the next one beside it, so four; none with ``--checkpoint none``.
 - events: ``EVENT_BYTES_PER_LOG`` per logged step (about 20 scalars of some 45 bytes each and
   the memory tags of a few devices; the tinycnn on the CPU writes about 540), times the steps:
   ``max_steps``, else epochs x the training images / batch (digits 1,437, synthetic 2,048, an
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from lab.engine.preflight import estimate
+from lab.engine.spec.modes import sharded
 from lab.engine.supervise.diskfull import free_bytes, size_text
 from lab.runfolder import runs_dir
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CHECKPOINT_COPIES = 3  # weights + momentum + the rest of the optimizer's state and the file
 CHECKPOINTS_AT_PEAK = 2  # last.pt and the next one, written beside it before the rename
+FSDP_CHECKPOINTS_AT_PEAK = 4  # and last.dcp with the next one (training.sharded_checkpoint)
 EVENT_BYTES_PER_LOG = 1024
 TRAIN_IMAGES = {"digits": 1437, "synthetic": 2048}
 FOLDER_IMAGES = 100_000
@@ -57,9 +60,9 @@ def need(config: RunConfig) -> tuple[int, str]:
     # batch 2: BatchNorm refuses one image; the parameters do not depend on it
     params_mib = estimate.estimate(config.model, 2, config.image_size).params_mib
     one = int(params_mib * 1024 * 1024 * CHECKPOINT_COPIES)
-    both = one * CHECKPOINTS_AT_PEAK
-    return both + events, (
-        f"{CHECKPOINTS_AT_PEAK} checkpoints of about {size_text(one)} + events {size_text(events)}"
+    copies = FSDP_CHECKPOINTS_AT_PEAK if sharded(config.mode) else CHECKPOINTS_AT_PEAK
+    return one * copies + events, (
+        f"{copies} checkpoints of about {size_text(one)} + events {size_text(events)}"
     )
 
 

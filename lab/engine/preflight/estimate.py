@@ -17,7 +17,8 @@ are cached per (model, batch, image size, amp). ``per_gpu(config)`` spreads
 it over a run's GPUs the way each mode does, honouring every knob: it is
 ``training.memory.estimate_bytes``, the one estimate the trainer's summary.json
 gives for the same config (precision, the accumulation's micro-batch, DDP's
-buckets unless ``grad_as_bucket_view``, DP's extras on its first GPU);
+buckets unless ``grad_as_bucket_view``, DP's extras on its first GPU, FSDP's shards and its
+parameters all-gathered in flight);
 ``torch_cuda_version`` is the
 CUDA PyTorch was built for. torch is imported only inside these functions, so
 the supervisor and the command line pay nothing for importing this module.
@@ -28,6 +29,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from lab.engine.spec import modes
+from lab.engine.spec.modes import DDP, DP, FSDP, SINGLE
 
 if TYPE_CHECKING:
     from lab.engine.spec.run import RunConfig
@@ -49,6 +53,7 @@ class Estimate:
     buckets_mib: float = 0.0  # DDP's gradient buckets: one more gradient-sized copy
     batch: int = 0
     dp_extra_mib: float = 0.0  # DP's first GPU: the reduced gradients, the batch, the outputs
+    gathered_mib: float = 0.0  # FSDP: the parameters all-gathered in flight
 
     @property
     def total_mib(self) -> float:
@@ -59,6 +64,7 @@ class Estimate:
             + self.activations_mib
             + self.buckets_mib
             + self.dp_extra_mib
+            + self.gathered_mib
         )
 
     def describe(self) -> str:
@@ -74,6 +80,7 @@ class Estimate:
             ),
             ("DDP buckets", self.buckets_mib),
             ("DP's extras on the first GPU", self.dp_extra_mib),
+            ("FSDP's all-gathered parameters in flight", self.gathered_mib),
         ]
         return " + ".join(f"{name} {mib_text(v)}" for name, v in parts if v > 0)
 
@@ -105,14 +112,18 @@ def per_gpu(config: RunConfig) -> dict[int, Estimate]:
         return {}
     accum = c.accum_steps if isinstance(c.accum_steps, int) and c.accum_steps > 1 else 1
     precision = c.precision if c.precision in ("fp16", "bf16") else "fp16" if c.amp else "fp32"
-    if c.mode == "ddp":
-        mode, n, share = "ddp", len(gpus), c.batch_size // max(1, c.nproc * c.nnodes)
-    elif c.mode == "dp" and len(gpus) > 1:
-        mode, n, share = "dp", len(gpus), c.batch_size // len(gpus)
+    if modes.torchrun(c.mode):
+        mode, n, share = c.mode, len(gpus), c.batch_size // max(1, c.nproc * c.nnodes)
+    elif c.mode == DP and len(gpus) > 1:
+        mode, n, share = DP, len(gpus), c.batch_size // len(gpus)
     else:
-        mode, n, share, gpus = "single", 1, c.batch_size, gpus[:1]
-    view = bool(c.grad_as_bucket_view) and mode == "ddp"
-    each = _spread(mode, n, max(1, share), c.model, c.image_size, precision, accum, view)
+        mode, n, share, gpus = SINGLE, 1, c.batch_size, gpus[:1]
+    view = bool(c.grad_as_bucket_view) and mode == DDP
+    shards = c.nproc * c.nnodes if mode == FSDP else 1
+    reshard = c.reshard_after_forward != "off"
+    each = _spread(
+        mode, n, max(1, share), c.model, c.image_size, precision, accum, view, shards, reshard
+    )
     return dict(zip(gpus, each))
 
 
@@ -126,12 +137,15 @@ def _spread(
     precision: str,
     accum: int,
     view: bool,
+    shards: int = 1,
+    reshard: bool = True,
 ) -> tuple[Estimate, ...]:
     from training import memory  # the one estimate, shared with the trainer's summary.json
 
     parts = memory.estimate_bytes(
-        mode, n, share, model, CHANNELS, CLASSES, image_size, precision, accum, view
-    )
+        mode, n, share, model, CHANNELS, CLASSES, image_size, precision, accum, view, shards,
+        reshard,
+    )  # fmt: skip
     return tuple(_of(p, max(1, share // accum)) for p in parts)
 
 
@@ -145,6 +159,7 @@ def _of(parts: dict[str, int], batch: int) -> Estimate:
         parts.get("buckets", 0) / _MIB,
         batch,
         extra / _MIB,
+        parts.get("gathered", 0) / _MIB,
     )
 
 

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.engine.spec import backends
+from lab.engine.spec import backends, modes
 from lab.runfolder import PREFLIGHT, SCRIPT, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def expectations(config: Any, cores: int | None = None) -> list[dict[str, str]]:
     gpus = backend.node_gpus(config)
     out: list[dict[str, str]] = []
     # the cores shared are this machine's (a job's nodes are Slurm's to give)
-    if config.mode == "ddp" and not gpus and backend.runs_here:
+    if modes.torchrun(config.mode) and not gpus and backend.runs_here:
         n = config.nproc
         out.append(
             {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from lab.engine.spec import modes
 from lab.engine.spec.backends import BACKENDS, LOCAL
 from lab.engine.spec.run import JOB_FIELDS, ConfigError, RunConfig
 
@@ -112,12 +113,12 @@ def _slurm_problems(c: RunConfig) -> list[ConfigError]:
         not (c.mode == "single" and g > 1),
         "gpus_per_node",
         f"single mode uses one device, {g} GPUs per node asked: use gpus_per_node 1, or mode "
-        "dp/ddp",
+        "dp, ddp or fsdp",
     )
     need(
-        not (c.mode == "ddp" and g and c.nproc != g),
+        not (modes.torchrun(c.mode) and g and c.nproc != g),
         "nproc",
-        f"ddp runs one process per GPU: gpus_per_node {g}, so use nproc {g}",
+        f"{c.mode} runs one process per GPU: gpus_per_node {g}, so use nproc {g}",
     )
     out += [p for p in map(_sbatch_arg_problem, c.sbatch_args) if p]
     return out

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
 
-from lab.engine.spec import backends
+from lab.engine.spec import backends, modes
 from lab.engine.spec.backends import LOCAL
+from lab.engine.spec.modes import DP
 from lab.runfolder import SCRIPT, TRAINER
 
-SINGLE, DP, DDP = "single", "dp", "ddp"
-MODES = (SINGLE, DP, DDP)
 CPU_DDP_PROCESSES = 2  # DDP on a machine without GPUs: two gloo processes
 # a Slurm job's
 JOB_FIELDS = ("partition", "gpus_per_node", "cpus_per_task", "time", "account", "sbatch_args")
@@ -63,16 +62,16 @@ class ConfigError(ValueError):
 
 
 def processes(c: Any) -> int:
-    """Processes one node starts for a run: ddp nproc, otherwise one."""
-    return c.nproc if c.mode == "ddp" else 1
+    """Processes one node starts for a run: nproc under torchrun (ddp, fsdp), otherwise one."""
+    return c.nproc if modes.torchrun(c.mode) else 1
 
 
 def world_size(c: Any) -> int:
     """How many ways a run's global batch is split: DP only over 2+ GPUs."""
-    if c.mode == "ddp":
+    if modes.torchrun(c.mode):
         return c.nproc * c.nnodes
     node_gpus = backends.of(c).node_gpus(c)
-    return node_gpus if c.mode == "dp" and node_gpus >= 2 else 1
+    return node_gpus if c.mode == DP and node_gpus >= 2 else 1
 
 
 def omp_threads(config: RunConfig, cores: int | None = None) -> int:
@@ -86,17 +85,17 @@ def omp_threads(config: RunConfig, cores: int | None = None) -> int:
 class RunConfig:
     """A run as the user asked for it. ``gpus`` are physical indices; empty = CPU.
 
-    ``batch_size`` is the global batch in every mode. ``nproc`` is the number of
-    processes per node and only means something for ``ddp``. A script run (``kind`` "script")
-    has ``script`` (a path or ``-m package.module``), ``args``, ``cwd`` (empty: the script's
-    folder), ``events_dir`` and ``total_steps`` (0: unknown; it only feeds the ETA); the
-    trainer's options keep their defaults there and mean nothing.
+    ``batch_size`` is the global batch in every mode. ``nproc`` is the number of processes per
+    node and only means something under torchrun (``ddp``, ``fsdp``). A script run (``kind``
+    "script") has ``script`` (a path or ``-m package.module``), ``args``, ``cwd`` (empty: the
+    script's folder), ``events_dir`` and ``total_steps`` (0: unknown; it only feeds the ETA);
+    the trainer's options keep their defaults there and mean nothing.
     """
 
     kind: str = TRAINER
     mode: str = "single"
     gpus: tuple[int, ...] = ()
-    nproc: int = 1
+    nproc: int = 1  # processes per node under torchrun (ddp, fsdp)
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str = ""
@@ -145,6 +144,9 @@ class RunConfig:
     static_graph: bool = False  # ddp
     find_unused_parameters: bool = False  # ddp
     sync_bn: bool = False  # ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap
+    reshard_after_forward: str = "on"  # fsdp: on = ZeRO-3, off = ZeRO-2-like
+    fsdp_cpu_offload: bool = False  # fsdp, GPUs: the shards and the optimizer step on the CPU
+    compile: str = "off"  # torch.compile, every mode: on | off
     nccl_preset: str = ""  # a name of lab.engine.spec.nccl.PRESETS: its variables in the env
     memory_snapshot: int = 0  # the trainer's --memory-snapshot N (CUDA only); 0 = off
     # a script run's own (kind "script")

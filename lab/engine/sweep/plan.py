@@ -1,6 +1,6 @@
-"""The configs of a "Compare modes" sweep: the three modes, strong or weak scaling, repeats.
+"""The configs of a "Compare modes" sweep: the modes, strong or weak scaling, repeats.
 
-``compare_modes_configs`` gives single, DP and DDP of the same model, data
+``compare_modes_configs`` gives single, DP and DDP (FSDP when asked) of the same model, data
 and seed on the usable GPUs (or the CPU), under strong scaling (every mode
 keeps the global batch, so they compute the same training) or weak scaling
 (every device keeps its batch, ``scaled``); ``interleaved`` repeats them in
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from lab.engine.spec.modes import DP, SINGLE, SWEEP_DEFAULT, torchrun
 from lab.engine.spec.run import CPU_DDP_PROCESSES, ConfigError, Gpus, RunConfig, usable
 from lab.engine.spec.sweep import SCALINGS, STRONG, WEAK
 
@@ -33,30 +34,36 @@ def scaled(config: RunConfig, scaling: str) -> RunConfig:
     return config
 
 
-def compare_modes_configs(base: RunConfig, gpus: Gpus, scaling: str = STRONG) -> list[RunConfig]:
-    """single, DP and DDP configs of the same model, data and seed, under ``scaling``.
+def compare_modes_configs(
+    base: RunConfig,
+    gpus: Gpus,
+    scaling: str = STRONG,
+    modes: tuple[str, ...] | list[str] = SWEEP_DEFAULT,
+) -> list[RunConfig]:
+    """Configs of ``modes`` (single, DP and DDP unless asked) of the same model, data and seed,
+    under ``scaling``.
 
-    With GPUs: single on the first usable GPU, DP and DDP over all of them. Without: everything on
-    the CPU, DDP as two gloo processes (DP falls back to one device). ``base.batch_size`` is every
-    mode's global batch (strong) or every device's batch (weak, ``scaled``)."""
+    With GPUs: single on the first usable GPU, DP, DDP and FSDP over all of them. Without:
+    everything on the CPU, DDP and FSDP as two gloo processes (DP falls back to one device).
+    ``base.batch_size`` is every mode's global batch (strong) or every device's batch (weak,
+    ``scaled``)."""
     gpus = usable(gpus)
-    first = gpus[:1]
     nproc = len(gpus) or CPU_DDP_PROCESSES
     stem = base.name or base.sweep_stem
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     return [
-        scaled(c, scaling)
-        for c in (
+        scaled(
             dataclasses.replace(
-                base, mode="single", gpus=first, nproc=1, name=f"{stem}-single"[:40], **common
+                base,
+                mode=mode,
+                gpus=gpus[:1] if mode == SINGLE else gpus,
+                nproc=nproc if torchrun(mode) else 1,
+                name=f"{stem}-{mode}"[:40],
+                **common,
             ),
-            dataclasses.replace(
-                base, mode="dp", gpus=gpus, nproc=1, name=f"{stem}-dp"[:40], **common
-            ),
-            dataclasses.replace(
-                base, mode="ddp", gpus=gpus, nproc=nproc, name=f"{stem}-ddp"[:40], **common
-            ),
+            scaling,
         )
+        for mode in modes
     ]
 
 
@@ -91,9 +98,9 @@ def device_count_configs(
     cpu_limit: int = 0,
 ) -> list[Any]:
     """Every mode at every device count: ``single`` once (one device), DP over the first N usable
-    GPUs (on the CPU once, as it runs on one device there), DDP over the first N GPUs, or as N gloo
-    processes on the CPU (at most ``cpu_limit`` when given). A count beyond the machine is a
-    ``ConfigError`` naming what exists. ``base`` is a trainer's ``RunConfig`` or a script's
+    GPUs (on the CPU once, as it runs on one device there), DDP and FSDP over the first N GPUs, or
+    as N gloo processes on the CPU (at most ``cpu_limit`` when given). A count beyond the machine
+    is a ``ConfigError`` naming what exists. ``base`` is a trainer's ``RunConfig`` or a script's
     script run's (strong scaling only: a script's batch is its own)."""
     gpus = usable(gpus)
     bad = [n for n in counts if isinstance(n, bool) or not isinstance(n, int) or n < 1]
@@ -115,13 +122,13 @@ def device_count_configs(
     common = dict(nnodes=1, node_rank=0, rdzv_endpoint="")
     out = []
     for mode in modes:
-        per_mode = [1] if mode == "single" or (mode == "dp" and not gpus) else sorted(set(counts))
+        per_mode = [1] if mode == SINGLE or (mode == DP and not gpus) else sorted(set(counts))
         for n in per_mode:
-            nproc = n if mode == "ddp" else 1
+            nproc = n if torchrun(mode) else 1
             c = dataclasses.replace(
                 base,
                 mode=mode,
-                gpus=gpus[:n] if mode != "single" else gpus[:1],
+                gpus=gpus[:n] if mode != SINGLE else gpus[:1],
                 nproc=nproc,
                 name=f"{stem}-{mode}x{n}"[:40],
                 **common,
@@ -150,14 +157,14 @@ def slurm_count_configs(
     per_node = base.gpus_per_node
     out = []
     for mode in modes:
-        one = mode == "single" or (mode == "dp" and not per_node)
+        one = mode == SINGLE or (mode == DP and not per_node)
         for n in [1] if one else sorted(set(counts)):
             nodes, gpus = (n // per_node, per_node) if per_node and n > per_node else (1, n)
-            if per_node and n > per_node and (mode != "ddp" or n % per_node):
+            if per_node and n > per_node and (not torchrun(mode) or n % per_node):
                 raise ConfigError(
                     "devices",
                     f"count {n} is more than a node's {per_node} GPUs: beyond one node only DDP "
-                    f"runs, on whole nodes (counts that are multiples of {per_node})",
+                    f"and FSDP run, on whole nodes (counts that are multiples of {per_node})",
                 )
             c = dataclasses.replace(
                 base,
@@ -165,7 +172,7 @@ def slurm_count_configs(
                 gpus=(),
                 nnodes=nodes,
                 gpus_per_node=gpus if per_node else 0,
-                nproc=gpus if mode == "ddp" else 1,
+                nproc=gpus if torchrun(mode) else 1,
                 name=f"{base.name or base.sweep_stem}-{mode}x{n}"[:40],
             )
             out.append(scaled(c, scaling))

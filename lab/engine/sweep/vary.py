@@ -7,9 +7,9 @@ default (a switch takes ``on``/``off``, ``true``/``false`` or ``1``/``0``) and c
 option's choices; the ranges and the knobs' own checks are the launch's (``launch_sweep`` checks
 every config before anything starts). ``crossed`` makes one config per base config and
 combination of values, named with the values (``…-bucket-cap-mb25``; with several,
-``…-bcm25-as4``); a DDP-only knob (``knobs.DDP_ONLY``) is applied to the DDP runs only: the
-sweep's other runs run once, at its default, and their ``varied`` leaves it out. ``varied`` is
-what a run's run.json records.
+``…-bcm25-as4``); a knob of one mode (``knobs.ONLY_IN``: DDP's, FSDP's) is applied to that
+mode's runs only: the sweep's other runs run once, at its default, and their ``varied`` leaves it
+out. ``varied`` is what a run's run.json records.
 
 A sweep of a user's script (``parse(..., script=True)``) varies the script's own flags instead:
 NAME is a long flag of the script without its dashes (``lr`` for ``--lr``), each value is given
@@ -26,8 +26,9 @@ import re
 from typing import Any
 
 from lab.engine.launch.form import FIELDS
-from lab.engine.launch.knobs import DDP_ONLY
-from lab.engine.spec.run import DDP, ConfigError, RunConfig
+from lab.engine.launch.knobs import ONLY_IN
+from lab.engine.spec.modes import LABELS
+from lab.engine.spec.run import ConfigError, RunConfig
 from lab.runfolder import SCRIPT
 
 # what sets up a sweep's runs (its modes, devices, nodes, names) or is no single value to compare
@@ -149,9 +150,9 @@ def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
 
 
 def applies(flag: str, config: Any) -> bool:
-    """Whether the option of ``flag`` means something for ``config``: DDP's options in ddp only;
-    a script's own flags in every run of it."""
-    return _is_script(config) or VARIABLE[flag] not in DDP_ONLY or config.mode == DDP
+    """Whether the option of ``flag`` means something for ``config``: DDP's options in ddp only,
+    FSDP's in fsdp only; a script's own flags in every run of it."""
+    return _is_script(config) or ONLY_IN.get(VARIABLE[flag], config.mode) == config.mode
 
 
 def _shown(value: Any) -> str:
@@ -173,12 +174,13 @@ def _name(stem: str, pairs: list[tuple[str, Any]]) -> str:
 def crossed(configs: list[Any], axes: Axes) -> list[Any]:
     """Every config at every combination of the values that apply to it (in the axes' order, the
     last varying fastest), named ``<name>-<flag><value>…``; a config no axis applies to stays as
-    it is. A DDP option in a sweep without ddp is a ``ConfigError``."""
+    it is. A mode's own option in a sweep without that mode is a ``ConfigError``."""
     for flag, _ in axes:
         if not any(applies(flag, c) for c in configs):
+            mode = ONLY_IN[VARIABLE[flag]]
             raise ConfigError(
-                "vary", f"{flag} is an option of DistributedDataParallel and this sweep has no "
-                "ddp run: add ddp to --modes"
+                "vary", f"{flag} is an option of {LABELS[mode]} and this sweep has no "
+                f"{mode} run: add {mode} to --modes"
             )  # fmt: skip
     out = []
     for c in configs:

@@ -4,8 +4,9 @@ run, and the sentences that read them with each run's own numbers.
 Reads what the trainer wrote with ``--profile-steps`` (docs/contracts.md section 2, "profile/"):
 ``breakdown.json`` and the per-rank traces. Per run one bar of the step's phases (adding up to the
 step; DataParallel's scatter, replicate and gather carved out of forward), one of its communication
-(waited for, and hidden behind computation), and a straggling rank's phases when the ranks' busy
-time differs by over 10 %.
+(waited for, and hidden behind computation; an fsdp run's split into its all-gathers in forward,
+in backward and its reduce-scatters, ``split_segments``), and a straggling rank's phases when the
+ranks' busy time differs by over 10 %.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from lab.engine.spec.run import DDP, DP
+from lab.engine.spec.modes import DDP, DP, sharded
 from lab.runfolder import BREAKDOWN_JSON, PROFILE_DIR, read_json
 from lab.views import charts
 
@@ -31,8 +32,9 @@ INTRO = (
     "communication bar runs at the same time as those phases: the hatched part ran "
     "hidden behind computation (DDP all-reduces gradient buckets while backward goes on), the "
     "solid part is "
-    "time the step waited for it. On the CPU the waited-for part is an upper bound: idle Python "
-    "between "
+    "time the step waited for it; an fsdp run's is split into its all-gathers in forward and in "
+    "backward and its reduce-scatters. On the CPU the waited-for part is an upper bound: idle "
+    "Python between "
     "operations counts as waiting."
 )
 NOT_PROFILED = (
@@ -40,6 +42,14 @@ NOT_PROFILED = (
 )
 STRAGGLER_SPREAD = 0.10  # ranks differ when the slowest is busy over 10 % longer than the fastest
 DP_PHASES = ("dp_scatter", "dp_replicate", "dp_gather")
+# breakdown.json's split of an fsdp run's communication, each as <key>_exposed and <key>_hidden
+SPLIT = {
+    "comm_all_gather_fwd": "all-gathers in forward",
+    "comm_all_gather_bwd": "all-gathers in backward",
+    "comm_reduce_scatter": "reduce-scatters",
+}
+SPLIT_KEYS = tuple(f"{k}_{part}" for k in SPLIT for part in ("exposed", "hidden"))
+REST_MIN_MS = 0.01  # what the rounded split leaves of comm below this is rounding, not a collective
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,14 @@ SEGMENTS: dict[str, Segment] = {
     "backward": Segment("backward", "#54a24b"),
     "optimizer": Segment("optimizer", "#b279a2"),
     "other": Segment("other", "#d8d8d8"),
+    # an fsdp run's communication: all-gathers in forward and backward (darker forward and backward
+    # hues), reduce-scatters; other collectives stay in the two below
+    "comm_all_gather_fwd_exposed": Segment("all-gather in forward, waited for", "#1f4e79"),
+    "comm_all_gather_fwd_hidden": Segment("all-gather in forward, hidden", "#1f4e79", "/"),
+    "comm_all_gather_bwd_exposed": Segment("all-gather in backward, waited for", "#2f6b2a"),
+    "comm_all_gather_bwd_hidden": Segment("all-gather in backward, hidden", "#2f6b2a", "/"),
+    "comm_reduce_scatter_exposed": Segment("reduce-scatter, waited for", "#b35806"),
+    "comm_reduce_scatter_hidden": Segment("reduce-scatter, hidden", "#b35806", "/"),
     "comm_exposed": Segment("communication, waited for", "#9d2b2b"),
     "comm_hidden": Segment("communication, hidden", "#9d2b2b", "/"),
 }
@@ -152,6 +170,21 @@ def comm_segments(phases: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+def split_segments(phases: Mapping[str, Any]) -> dict[str, float] | None:
+    """An fsdp run's communication per step by kind (``SPLIT_KEYS``), with what other collectives
+    took as ``comm_exposed``/``comm_hidden``; None where the breakdown has no split (no fsdp
+    collectives, or written before the split was)."""
+    got = {k: _number(phases.get(k)) for k in SPLIT_KEYS}
+    if not sum(got.values()):
+        return None
+    whole = comm_segments(phases)
+    rest = {
+        f"comm_{part}": whole[f"comm_{part}"] - sum(got[f"{k}_{part}"] for k in SPLIT)
+        for part in ("exposed", "hidden")
+    }
+    return {**got, **{k: v if v >= REST_MIN_MS else 0.0 for k, v in rest.items()}}
+
+
 def busy_ms(rank: Mapping[str, Any]) -> float:
     """A rank's step time less the communication it waited for: the time it computed."""
     return _number(rank.get("step_ms")) - _number((rank.get("phases_ms") or {}).get("comm_exposed"))
@@ -179,7 +212,7 @@ def run_bars(key: str, data: Mapping[str, Any]) -> list[Bar]:
     it straggles)."""
     phases = data.get("phases_ms") or {}
     bars = [Bar(key, "step", step_segments(phases))]
-    comm = comm_segments(phases)
+    comm = split_segments(phases) or comm_segments(phases)
     if sum(comm.values()) > 0:
         bars.append(Bar(key, "comm", comm))
     found = straggler(data)
@@ -247,6 +280,9 @@ def _mode_sentence(name: str, data: Mapping[str, Any]) -> str:
             if hidden >= 0.05
             else ""
         )
+    split = split_segments(p) if sharded(mode) else None
+    if split:
+        return _sharded_sentence(name, world, step, split)
     if mode == DP and dp > 0:
         text = (
             f"**{name}** (DataParallel over {world} devices) spends {seg['dp_scatter']:.1f} ms "
@@ -269,6 +305,30 @@ def _mode_sentence(name: str, data: Mapping[str, Any]) -> str:
     )
 
 
+def _sharded_sentence(name: str, world: int, step: float, split: Mapping[str, float]) -> str:
+    """An fsdp run's communication read by kind: what the step waited for on each, then what ran
+    hidden."""
+    waits = [
+        f"{split[f'{k}_exposed']:.1f} ms on {words}"
+        for k, words in SPLIT.items()
+        if split[f"{k}_exposed"] >= 0.05
+    ]
+    exposed = sum(split[f"{k}_exposed"] for k in SPLIT) + split["comm_exposed"]
+    hidden = sum(split[f"{k}_hidden"] for k in SPLIT) + split["comm_hidden"]
+    listed = ", ".join(waits[:-1]) + f" and {waits[-1]}" if len(waits) > 1 else "".join(waits)
+    text = (
+        f"**{name}** (FSDP, {world} ranks) waits {listed or '0.0 ms on its collectives'} per "
+        f"step, {_pct(exposed, step)} of its {step:.1f} ms step"
+    )
+    if split["comm_exposed"] >= 0.05:
+        text += f" (with {split['comm_exposed']:.1f} ms on other collectives)"
+    return text + (
+        f"; another {hidden:.1f} ms of its communication ran hidden behind computation"
+        if hidden >= 0.05
+        else ""
+    )
+
+
 def sentence(name: str, data: Mapping[str, Any]) -> str:
     """One profiled run read aloud with its own numbers, its note and its straggler included."""
     text = _mode_sentence(name, data)
@@ -283,9 +343,15 @@ def sentence(name: str, data: Mapping[str, Any]) -> str:
             "per step "
             f"against {busy_ms(fast):.1f} ms on rank {fast.get('rank')} ({spread:.0%} "
             "longer), and "
-            "the others wait for it at every all-reduce: its bar is drawn beside."
+            f"the others wait for it at every {_waits_at(data.get('effective_mode'))}: its bar "
+            "is drawn beside."
         )
     return text
+
+
+def _waits_at(mode: Any) -> str:
+    """Where the other ranks meet a straggler: DDP's all-reduces, FSDP's every collective."""
+    return "all-gather and reduce-scatter" if sharded(mode) else "all-reduce"
 
 
 def explain(profiles: Sequence[tuple[str, dict | None]]) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from lab.engine.spec.run import DDP, DP, SINGLE
+from lab.engine.spec.modes import MODES
 from lab.views.compare import modes
 from lab.views.compare.comparison import Comparison, Row
 from lab.views.compare.headline import Card, mode_of
@@ -23,7 +23,7 @@ from lab.views.interval_bars import IntervalBar, interval_bar_figure
 
 THROUGHPUT_TITLE = "throughput (samples/s, steady state)"
 SPEEDUP_TITLE = "speedup against the baseline"
-_ORDER = (SINGLE, DP, DDP)
+_ORDER = MODES
 
 
 def group_label(mode: str, devices: int) -> str:
@@ -32,7 +32,8 @@ def group_label(mode: str, devices: int) -> str:
 
 
 def _order(key: tuple[str, int]) -> tuple:
-    """single, dp, ddp (each before its weak variant), then other modes by name; then devices."""
+    """single, dp, ddp, fsdp (each before its weak variant), then other modes by name; then
+    devices."""
     mode, devices = key
     base = mode.removesuffix(modes.WEAK_SUFFIX)
     rank = _ORDER.index(base) if base in _ORDER else len(_ORDER)

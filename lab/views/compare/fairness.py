@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.spec.run import SINGLE
+from lab.engine.spec.modes import DDP, DP, FSDP, SINGLE
 from lab.runfolder import SCRIPT
 from lab.views.compare import scaling, utilisation
 from lab.views.compare.derived import DERIVED, PEAKS_NVML, sees_config
@@ -36,13 +36,23 @@ DDP_KNOB_WHY = "DDP's options change when and how the gradients are all-reduced,
 NCCL_WHY = "its NCCL variables change how the collectives run."
 # the options besides precision that change speed: (config key, what), compared among the runs
 # the lab sees; DDP's own only among the ddp runs (the sweep runs single and dp at the default)
-KNOBS = (("accum_steps", "accumulation steps"), ("channels_last", "memory format (channels last)"))
+KNOBS = (
+    ("accum_steps", "accumulation steps"),
+    ("channels_last", "memory format (channels last)"),
+    ("compile", "torch.compile"),
+)
 DDP_KNOBS = (
     ("bucket_cap_mb", "DDP bucket size (MB)"),
     ("grad_as_bucket_view", "DDP's gradients as bucket views"),
     ("static_graph", "DDP's static graph"),
     ("find_unused_parameters", "DDP's find unused parameters"),
     ("sync_bn", "sync BatchNorm"),
+)
+ON_OFF_DEFAULTS = {"compile": "off", "reshard_after_forward": "on"}  # the trainer's defaults
+FSDP_KNOB_WHY = "FSDP's options change when parameters are gathered and where they live, so speed."
+FSDP_KNOBS = (
+    ("reshard_after_forward", "FSDP's reshard after forward"),
+    ("fsdp_cpu_offload", "FSDP's CPU offload"),
 )
 BATCHNORM_WHY = (
     "BatchNorm's statistics depend on the batch each device normalises over, so these runs do not "
@@ -122,6 +132,8 @@ def _knob(r: CompareRun, key: str) -> Any:
         return int(v or 1)
     if key == "bucket_cap_mb":
         return float(v or 25.0)  # 0 and none are DDP's 25
+    if key in ON_OFF_DEFAULTS:  # on|off words, not switches
+        return str(v or ON_OFF_DEFAULTS[key])
     return bool(v)
 
 
@@ -131,9 +143,10 @@ def _knobs(seen: Sequence[CompareRun], names: Mapping[str, str]) -> list[Fairnes
     out = _differ(names, "amp", "precision", {r.key: precision(r) for r in seen}, AMP_WHY)
     for key, what in KNOBS:
         out += _differ(names, key, what, {r.key: _knob(r, key) for r in seen}, KNOB_WHY)
-    ddp = [r for r in seen if r.option("mode") == "ddp"]
-    for key, what in DDP_KNOBS:
-        out += _differ(names, key, what, {r.key: _knob(r, key) for r in ddp}, DDP_KNOB_WHY)
+    for mode, knobs, why in ((DDP, DDP_KNOBS, DDP_KNOB_WHY), (FSDP, FSDP_KNOBS, FSDP_KNOB_WHY)):
+        ones = [r for r in seen if r.option("mode") == mode]
+        for key, what in knobs:
+            out += _differ(names, key, what, {r.key: _knob(r, key) for r in ones}, why)
     preset = {r.key: r.option("nccl_preset") or "none" for r in seen}
     return out + _differ(names, "nccl_preset", "NCCL preset", preset, NCCL_WHY)
 
@@ -150,7 +163,7 @@ def bn_batch(r: CompareRun, m: RunFigures) -> Any:
         return int(m.global_batch) // accum
     if m.per_device_batch is None:
         return None
-    split = len(m.devices) if m.effective_mode == "dp" and m.devices else 1
+    split = len(m.devices) if m.effective_mode == DP and m.devices else 1
     return int(m.per_device_batch) // accum // max(1, split)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.spec.run import SINGLE
+from lab.engine.spec.modes import SINGLE
 from lab.engine.spec.sweep import STRONG, WEAK
 from lab.views.compare import verdict as v
 from lab.views.compare.derived import SAMPLES

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.engine.spec.run import DDP, DP
+from lab.engine.spec.modes import DDP, DP, FSDP
 from lab.views.compare import anatomy, groups, sanity
 from lab.views.compare.fairness import FairnessWarning
 from lab.views.compare.groups import Group
@@ -154,6 +154,13 @@ def reason(row: Any) -> str | None:
     exposed = anatomy.comm_segments(phases)["comm_exposed"]
     if data.get("effective_mode") == DDP:
         return f"DDP waits {exposed:.1f} ms of its {step:.1f} ms step on all-reduce"
+    if data.get("effective_mode") == FSDP:
+        gather = sum(phases.get(f"comm_all_gather_{w}_exposed", 0.0) for w in ("fwd", "bwd"))
+        scatter = phases.get("comm_reduce_scatter_exposed", 0.0)
+        return (
+            f"FSDP waits {gather:.1f} ms on all-gather and {scatter:.1f} ms on reduce-scatter of "
+            f"its {step:.1f} ms step"
+        )
     if data.get("effective_mode") == DP:
         seg = anatomy.step_segments(phases)
         dp = sum(seg[k] for k in anatomy.DP_PHASES)

@@ -8,16 +8,27 @@ peak; on the CPU it is how far the process's resident set rose from just before 
 built, which also holds what the estimate leaves out (the backward's short-lived gradients, the
 C library's kept heap, kernels paged in on first use): README.md states the factor the CPU's
 figures keep to. Runs without a ``memory`` (older runs, scripts, foreign logs) have no rows.
+
+``frontier`` is the trade the modes make, one point per mode and device count: the peak memory
+per device (the most loaded device's measured rise, the median over the group's runs; the estimate
+where nothing was measured) against the steady-state throughput (the median of the runs' window
+medians), so that "fsdp on 2 uses 41% of DDP's memory per device at 0.83x its speed" (``trade``)
+can be read off the chart and is said in words beside it.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 
+from lab.engine.spec.modes import DDP, FSDP
+from lab.views import charts
+from lab.views.compare import modes
 from lab.views.compare.figures import device_order
 
 CAPTION = "Memory: estimate against measured"
@@ -33,6 +44,7 @@ PART_NAMES = {
     "optimizer": "optimizer state",
     "activations": "activations",
     "buckets": "DDP buckets",
+    "gathered": "all-gathered parameters in flight (FSDP)",
     "replica_gradients": "replicas' gradients (DP)",
     "input_batch": "input batch (DP scatter)",
     "gathered_outputs": "gathered outputs (DP)",
@@ -104,3 +116,122 @@ def frame(runs: Sequence[Any], names: Mapping[str, str]) -> pd.DataFrame | None:
         ],
         columns=list(COLUMNS),
     )
+
+
+FRONTIER_CAPTION = "Memory per device against throughput"
+FRONTIER_INTRO = (
+    "One point per mode and device count: the most loaded device's peak (measured; the estimate "
+    "where nothing was measured, drawn hollow) against the steady-state throughput. Down and to "
+    "the right is better; sharding (fsdp) moves a point down at some cost in speed."
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    mode: str
+    devices: int
+    throughput: float  # samples/s, the median of the group's runs
+    memory_mib: float  # per device, the most loaded device
+    measured: bool  # False: the estimate stands in
+    runs: int
+
+
+def _peak_per_device(summary: Mapping[str, Any]) -> tuple[float, bool] | None:
+    """The most loaded device's measured rise, else its estimate; None without a ``memory``."""
+    got = run_rows("", summary)
+    measured = [r.measured_mib for r in got if r.measured_mib is not None]
+    if measured:
+        return max(measured), True
+    return (max(r.estimate_mib for r in got), False) if got else None
+
+
+def _throughput(summary: Mapping[str, Any]) -> float | None:
+    median = (summary.get("throughput") or {}).get("median")
+    value = median if _num(median) else summary.get("steady_throughput_samples_per_sec")
+    return _num(value)
+
+
+def frontier(runs: Sequence[Any]) -> list[Point]:
+    """One ``Point`` per (mode, device count) of the runs with a memory record and a throughput,
+    in the order of ``modes.MODES`` then devices."""
+    groups: dict[tuple[str, int], list[tuple[float, float, bool]]] = {}
+    for r in runs:
+        s = r.summary or {}
+        peak, speed = _peak_per_device(s), _throughput(s)
+        mode = str(s.get("effective_mode") or s.get("mode") or "")
+        if peak is None or speed is None or not mode:
+            continue
+        devices = int(s.get("world_size") or len(s.get("devices") or ()) or 1)
+        groups.setdefault((mode, devices), []).append((speed, *peak))
+    order = list(modes.MODE_COLOURS)
+    return [
+        Point(
+            mode,
+            n,
+            statistics.median(g[0] for g in got),
+            statistics.median(g[1] for g in got),
+            all(g[2] for g in got),
+            len(got),
+        )
+        for (mode, n), got in sorted(
+            groups.items(),
+            key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 9, kv[0]),
+        )
+    ]
+
+
+def trade(points: Sequence[Point]) -> list[str]:
+    """For each fsdp point with a ddp point of the same device count: its memory per device and
+    its speed as shares of DDP's, in one sentence."""
+    ddp = {p.devices: p for p in points if p.mode == DDP}
+    out = []
+    for p in points:
+        base = ddp.get(p.devices)
+        if p.mode != FSDP or base is None or base.memory_mib <= 0 or base.throughput <= 0:
+            continue
+        what = "memory per device" if p.measured and base.measured else "estimated memory"
+        out.append(
+            f"fsdp on {p.devices} uses {p.memory_mib / base.memory_mib:.0%} of DDP's {what} at "
+            f"{p.throughput / base.throughput:.2f}x its speed."
+        )
+    return out
+
+
+def frontier_view(runs: Sequence[Any]) -> tuple[go.Figure, str] | None:
+    """The chart and its caption (the trade in words first), or None under two points."""
+    points = frontier(runs)
+    if len(points) < 2:
+        return None
+    return frontier_figure(points), " ".join([*trade(points), FRONTIER_INTRO])
+
+
+def frontier_figure(points: Sequence[Point]) -> go.Figure:
+    """The points in their modes' colours, labelled ``mode xN``; estimates drawn hollow."""
+    fig = go.Figure()
+    for p in points:
+        fig.add_trace(
+            go.Scatter(
+                x=[p.throughput],
+                y=[p.memory_mib],
+                mode="markers+text",
+                text=[f"{p.mode} x{p.devices}"],
+                textposition="top center",
+                name=f"{p.mode} x{p.devices}",
+                marker=dict(
+                    size=13,
+                    color=modes.colour(p.mode),
+                    symbol="circle" if p.measured else "circle-open",
+                    line=dict(width=2, color=modes.colour(p.mode)),
+                ),
+                hovertemplate=(
+                    f"{p.mode} on {p.devices}: %{{x:.0f}} samples/s, %{{y:.1f}} MiB per device "
+                    f"({'measured' if p.measured else 'estimate'}; {p.runs} run"
+                    f"{'s' * (p.runs != 1)})<extra></extra>"
+                ),
+            )
+        )
+    fig.update_xaxes(title_text="samples/s (steady state)")
+    fig.update_yaxes(title_text="peak memory per device (MiB)", rangemode="tozero")
+    fig = charts.base_layout(fig, None)
+    fig.update_layout(showlegend=False, hovermode="closest")
+    return fig

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from lab.engine.spec.run import DDP, DP, SINGLE
+from lab.engine.spec.modes import DDP, DP, FSDP, SINGLE
 
 WEAK_SUFFIX = " (weak)"
 OTHER = "#7f7f7f"  # a mode the lab does not know
@@ -18,11 +18,13 @@ MODE_COLOURS = {
     SINGLE: "#1f77b4",  # blue
     DP: "#ff7f0e",  # orange
     DDP: "#2ca02c",  # green
+    FSDP: "#9467bd",  # purple
 }
 WEAK_COLOURS = {
     SINGLE: "#9ecae1",
     DP: "#fdbe85",
     DDP: "#98df8a",
+    FSDP: "#c5b0d5",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lab.engine.spec.modes import DP, torchrun
 from lab.engine.spec.sweep import WEAK
 from lab.views.compare.figures import run_spread
 from lab.views.compare.runs import CompareRun
@@ -30,13 +31,13 @@ def _mode(run: CompareRun) -> str:
 
 
 def devices(run: CompareRun) -> int:
-    """The devices a run split its work over: DDP's processes x nodes; DP's GPUs (2+) as the run
-    really had them (summary.json's ``devices``, else ``gpus``, else a Slurm job's
+    """The devices a run split its work over: DDP's and FSDP's processes x nodes; DP's GPUs (2+)
+    as the run really had them (summary.json's ``devices``, else ``gpus``, else a Slurm job's
     ``gpus_per_node``: a Slurm config names no GPUs), else 1."""
     mode = str(run.option("mode") or "")
-    if mode == "ddp":
+    if torchrun(mode):
         return int(run.option("nproc") or 1) * int(run.option("nnodes") or 1)
-    if mode != "dp":
+    if mode != DP:
         return 1
     had = (run.summary or {}).get("devices")
     if isinstance(had, list) and had:

@@ -41,6 +41,12 @@ FOREIGN = "foreign"
 _RUN_FILES = (STATUS_JSON, RUN_JSON, SUMMARY_JSON)
 
 
+NO_RUNS = "No runs to compare yet: launch a sweep on the Launch page (or restore sample_data/runs)."
+SAMPLES_ONLY = (
+    "You have no runs of your own yet: showing the sample runs shipped in sample_data/runs."
+)
+
+
 @dataclass(frozen=True)
 class CompareRun:
     """One run as Compare sees it; ``key`` is unique across the user's runs and the samples."""

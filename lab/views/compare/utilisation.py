@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lab import tags
-from lab.engine.spec.run import DP
+from lab.engine.spec.modes import DP
 from lab.runfolder import parse_time
 from lab.views.compare.runs import CompareRun
 from lab.views.live.run_charts import SYS_METRICS

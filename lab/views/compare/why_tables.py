@@ -1,8 +1,9 @@
 """Two tables the Compare page draws beside the anatomy bars: what each profiled run's collectives
-moved (``collectives`` of its breakdown.json: per rank and kind, calls, bytes, time and nccl-tests'
-bandwidths per step), and a knob sweep's values side by side (``Comparison.by_value``: throughput
-with its interval, speedup against the first value with its verdict, and the anatomy's step and
-exposed communication where the runs were profiled)."""
+moved (``collectives`` of its breakdown.json: per rank and kind, DDP's all-reduces as an fsdp run's
+all-gathers and reduce-scatters, calls, bytes, time and nccl-tests' bandwidths per step), and a
+knob sweep's values side by side (``Comparison.by_value``: throughput with its interval, speedup
+against the first value with its verdict, and the anatomy's step and exposed communication where
+the runs were profiled)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from lab.views.compare.comparison import Comparison
 COLLECTIVES_CAPTION = "Collectives per profiled step"
 COLLECTIVES_INTRO = (
     "Per rank and kind: calls, bytes and time per profiled step, with nccl-tests' algorithm and "
-    "bus bandwidth (busbw = algbw × 2(n−1)/n for all-reduce), in GB/s."
+    "bus bandwidth (busbw = algbw × 2(n−1)/n for all-reduce, × (n−1)/n for all-gather and "
+    "reduce-scatter, whose bytes are the gathered output and the reduced input: an fsdp run's "
+    "units' parameters), in GB/s. On the CPU gloo runs a reduce-scatter as an all-reduce of the "
+    "whole input, so its time is an all-reduce's."
 )
 BY_VALUE_CAPTION = "Each value of the varied option"
 
