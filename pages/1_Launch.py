@@ -29,7 +29,7 @@ from lab.engine.launch.access import launch_access
 from lab.engine.launch.config import problems
 from lab.engine.preflight.checks import machine_facts
 from lab.engine.spec import modes
-from lab.engine.spec.modes import MODES
+from lab.engine.spec.modes import MODES, SWEEP_DEFAULT
 from lab.engine.spec.run import ConfigError
 from lab.engine.sweep import plan, vary
 from lab.views import text as ui_text
@@ -235,7 +235,9 @@ with right:
             "machine to itself (repeats take turns), then compares them on the Compare page."
         )
         counts = plan.count_choices(usable, os.cpu_count() or 1)
-        sweep_modes = st.multiselect("Modes", MODES, default=list(MODES), key="launch_cmp_modes")
+        sweep_modes = st.multiselect(
+            "Modes", MODES, default=list(SWEEP_DEFAULT), key="launch_cmp_modes"
+        )
         sweep_counts = st.multiselect(
             "Device counts",
             counts,

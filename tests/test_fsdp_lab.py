@@ -6,6 +6,7 @@ tests/test_fsdp_runs.py (the lab launching it)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +18,9 @@ from lab.engine.spec import modes
 from lab.engine.spec.run import ConfigError, RunConfig
 from lab.engine.sweep import vary
 from lab.engine.sweep.plan import compare_modes_configs, device_count_configs
-from lab.views.compare import headline, memory
+from lab.views.compare import headline, memory, table
+from lab.views.compare.comparison import compare
+from tests.helpers.compare_runs import load_runs, make_run
 from training import memory as trainer_memory
 
 
@@ -232,3 +235,16 @@ def test_the_preflight_of_a_gpu_run_gives_its_memory_under_fsdp_beside_its_own()
     said = f"Memory under fsdp on the same GPUs: about {estimate.mib_text(sharded[0].total_mib)}"
     assert any(line.startswith(said) for line in lines)
     assert not any(line.startswith("Refused") for line in lines)
+
+
+def test_compares_table_shows_the_compile_time_apart_only_when_a_run_compiled(tmp_path):
+    make_run(tmp_path, "eager", throughput=1000.0)
+    compiled = make_run(tmp_path, "compiled", throughput=1200.0)
+    s = json.loads((compiled / "summary.json").read_text())
+    (compiled / "summary.json").write_text(json.dumps(s | {"compile_s": 21.9, "compile_steps": 1}))
+    runs = load_runs(tmp_path)
+    both = table.frame(compare(runs, scalars={r.key: {} for r in runs}))
+    assert dict(zip(both["run"], both[table.COMPILE].isna())) == {"eager": True, "compiled": False}
+    assert both[table.COMPILE].max() == 21.9
+    alone = [r for r in runs if r.run_id == "eager"]
+    assert table.COMPILE not in table.frame(compare(alone, scalars={alone[0].key: {}})).columns

@@ -12,6 +12,7 @@ runs, sweep records and README sections.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import pytest
 
 from lab.events import LogdirReader
 from lab.runfolder import REPO_ROOT, SAMPLE_RUNS, SWEEPS_DIR, read_json
-from lab.views.compare import memory
+from lab.views.compare import document, memory
 from lab.views.compare import runs as compare_runs
 from lab.views.compare.comparison import compare
 from scripts import record_sample_runs, sample_readme
@@ -170,3 +171,18 @@ def test_recording_one_sweep_carries_the_other_over(tmp_path):
     assert record_sample_runs._carry_over(out, old, SCALING) == ["sample-single"]
     assert (old / "sample-single" / "run.json").is_file() and not (out / "sample-single").exists()
     assert (old / SWEEPS_DIR / "sweep-a.json").is_file()
+
+
+def test_compare_json_and_text_carry_the_memory_trade_of_the_fsdp_sweep(tmp_path):
+    chosen = sample_sweep(available_runs(tmp_path, SAMPLE_RUNS), FSDP)
+    c = compare(chosen, scalars=compare_runs.read_scalars(chosen, LogdirReader))
+    doc = document.to_json(c)
+    points = memory.frontier(chosen)
+    assert doc["memory_frontier"] == [dataclasses.asdict(p) for p in points]
+    assert [(p["mode"], p["devices"]) for p in doc["memory_frontier"]] == [
+        ("single", 1), ("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2),
+    ]  # fmt: skip
+    assert doc["memory_trade"] == memory.trade(points) and len(doc["memory_trade"]) == 2
+    assert [f"memory: {s}" for s in doc["memory_trade"]] == [
+        line for line in document.text(c) if line.startswith("memory: ")
+    ]

@@ -79,6 +79,8 @@ def _run_json(row: Row) -> dict[str, Any]:
         "memory": [asdict(x) for x in memory.run_rows(row.name, r.summary)],
         "step_breakdown_ms": _breakdown(m.profile),
         "comm_exposed_pct": m.comm_exposed_pct,
+        # --compile on: the first steps' compile time, which the throughput leaves out
+        "compile_s": (r.summary or {}).get("compile_s"),
     }
 
 
@@ -87,7 +89,8 @@ def _breakdown(profile: dict | None) -> dict[str, float] | None:
     if not profile:
         return None
     phases = profile.get("phases_ms") or {}
-    return {**anatomy.step_segments(phases), **anatomy.comm_segments(phases)}
+    split = anatomy.split_segments(phases) or {}  # fsdp: all-gather and reduce-scatter apart
+    return {**anatomy.step_segments(phases), **anatomy.comm_segments(phases), **split}
 
 
 def _group_json(c: Comparison) -> dict[str, Any] | None:
@@ -109,7 +112,10 @@ def to_json(c: Comparison) -> dict[str, Any]:
     "ci_high", "within_noise"}``, the verdict and the supervisor's ``interference``; the baseline,
     the throughput tag, the warnings, each repeated mode's median (``by_mode``) and, per option a
     knob sweep varied, each value against the first (``by_value``); each run's ``varied``; the
-    baseline group (``baseline_group``) and the noise margin the verdicts used (``margin``)."""
+    baseline group (``baseline_group``), the noise margin the verdicts used (``margin``) and the
+    memory per device against throughput, a point per mode and count (``memory_frontier``) with
+    its sentences (``memory_trade``)."""
+    points = memory.frontier([row.run for row in c.rows])
     return {
         "headline": [card.to_json() for card in c.headline],
         "baseline": c.baseline.run.run_id,
@@ -121,6 +127,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "by_mode": list(c.by_mode),
         "scaling_curve": list(c.scaling_curve),
         "by_value": dict(c.by_value or {}),
+        "memory_frontier": [asdict(p) for p in points],
+        "memory_trade": memory.trade(points),
     }
 
 
@@ -180,6 +188,7 @@ def text(c: Comparison) -> list[str]:
         pd.DataFrame(rows).to_string(index=False),
     ]
     lines += [f"warning: {w}" for w in doc["warnings"]]
+    lines += [f"memory: {sentence}" for sentence in doc["memory_trade"]]
     lines += _beside_speed(c, doc)
     for g in doc["by_mode"]:
         sp = "" if g["speedup"] is None else f", speedup of medians {g['speedup']:.2f}"
@@ -205,6 +214,8 @@ def _beside_speed(c: Comparison, doc: dict[str, Any]) -> list[str]:
         if not row.is_baseline:
             step = r["loss_agreement_step"]
             parts.append("loss: no common steps" if step is None else f"loss agrees to step {step}")
+        if r["compile_s"] is not None:
+            parts.append(f"compiled in {r['compile_s']:.1f} s (left out of the throughput)")
         u = r["utilisation"]
         if u["overall_pct"] is not None:
             parts.append(f"{'CPU share' if u['on_cpu'] else 'GPU util'} {u['overall_pct']:.0f}%")

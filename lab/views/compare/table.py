@@ -255,6 +255,11 @@ def _cells(row: Row, devices: list[str], gpus: list[str], group: Group | None) -
     }
 
 
+# a run with --compile on: the first steps' compile time (summary.json's compile_s), which its
+# throughput leaves out; the column is there only when a chosen run compiled
+COMPILE = "compile (s, left out of throughput)"
+
+
 def frame(c: Comparison) -> pd.DataFrame:
     """The table: one row per run, the columns above; numbers stay numbers (NaN for unknown) so
     the CSV and sorting work."""
@@ -270,6 +275,9 @@ def frame(c: Comparison) -> pd.DataFrame:
         + [UTIL_PREFIX + g for g in gpus]
         + COLUMNS_WHY,
     )
+    compiled = [(r.run.summary or {}).get("compile_s") for r in c.rows]
+    if any(v is not None for v in compiled):  # --compile on: its compile time, shown apart
+        df[COMPILE] = compiled
     for col in df.columns:
         if col not in TEXT_COLUMNS:
             df[col] = pd.to_numeric(df[col], errors="coerce")
