@@ -247,7 +247,6 @@ def test_multi_node_commands():
         ),
         (RunConfig(mode="zero3"), 0, "mode", "use single, dp, ddp, fsdp"),
         (RunConfig(mode="fsdp", nnodes=1, nproc=1, precision="fp16"), 0, "precision", "bf16"),
-        (RunConfig(mode="fsdp", nproc=2, amp=True), 0, "amp", "no sharded gradient scaler"),
         (RunConfig(mode="fsdp", nproc=2, fsdp_cpu_offload=True), 0, "fsdp_cpu_offload", "GPUs"),
         (
             RunConfig(mode="ddp", nproc=2, reshard_after_forward="off"),

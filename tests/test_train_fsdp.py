@@ -200,8 +200,6 @@ def test_fsdp_outside_torchrun_is_one_line_and_writes_nothing(tmp_path):
         (["--reshard-after-forward", "off"], "--reshard-after-forward is an option of FSDP"),
         (["--mode", "ddp", "--fsdp-cpu-offload"], "--fsdp-cpu-offload is an option of FSDP"),
         (["--mode", "fsdp", "--static-graph"], "--static-graph is an option of Distributed"),
-        (["--mode", "fsdp", "--precision", "fp16"], "sharded gradient scaler"),
-        (["--mode", "fsdp", "--amp"], "casts through its own policy"),
     ],
 )
 def test_bad_fsdp_options_are_refused_with_the_fix(monkeypatch, argv, says):
@@ -237,3 +235,22 @@ def test_each_model_family_is_sharded_by_its_blocks_else_by_parameter_count():
     assert units and all(
         sum(p.numel() for p in u.parameters()) * sharding.FALLBACK_SHARE >= total for u in units
     )
+
+
+@pytest.mark.proc
+def test_fp16s_scaler_skips_the_step_on_every_rank_when_one_shard_overflows(tmp_path):
+    """fp16 under fsdp trusts torch.amp.GradScaler on FSDP2's DTensor gradients (torchtitan's
+    docs/fsdp.md; pytorch/pytorch#132816): its overflow check must span the ranks, or a rank whose
+    own shard is finite would step while the other skips. Checked on the CPU with gloo (fp16 runs
+    on CUDA only in the trainer; no GPU here): an inf in rank 1's shard skips step 1 everywhere."""
+    script = Path(__file__).parent / "helpers" / "fsdp_scaler.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd += ["--master-port", str(free_port()), str(script)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = [line for r in (0, 1) for line in (tmp_path / f"rank{r}.txt").read_text().splitlines()]
+    assert seen == [
+        f"rank {r} step {s} stepped {ok} scale {scale}"
+        for r in (0, 1)
+        for s, ok, scale in ((0, True, 1024.0), (1, False, 512.0), (2, True, 512.0))
+    ]

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.train_ddp import torchrun
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--image-size", "16", "--max-steps", "6", "--log-every", "2"]
@@ -75,35 +76,28 @@ def test_dp_splits_over_every_gpu_and_refuses_uneven_batches(tmp_path):
 def test_ddp_over_nccl(tmp_path):
     if gpus() < 2:
         pytest.skip("DDP over NCCL needs two GPUs here")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     run = tmp_path / "run"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(port),
-            "-m",
-            "training.train",
-            "--mode",
-            "ddp",
-            "--log-dir",
-            str(run),
-            *SMALL,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = subprocess.run(torchrun("ddp", run, *SMALL), cwd=REPO, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
     assert res.returncode == 0, res.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["backend"] == "nccl" and summary["devices"] == ["cuda0", "cuda1"]
+
+
+def test_fsdp_in_fp16_shards_over_nccl_with_its_scaler(tmp_path):
+    """fp16 under fsdp: FSDP2's fp16 policy and torch.amp.GradScaler on its DTensor gradients
+    (the overflow check across ranks is tests/test_train_fsdp.py's, on the CPU); on every GPU
+    there is, one rank each."""
+    n = gpus()
+    run = tmp_path / "run"
+    res = subprocess.run(torchrun("fsdp", run, "--precision", "fp16", *SMALL, nproc=n), cwd=REPO,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["effective_mode"] == "fsdp" and summary["precision"] == "fp16"
+    assert summary["devices"] == [f"cuda{i}" for i in range(n)]
+    est = summary["memory"]["estimate_mib"]["cuda0"]
+    assert (est["gathered"] > 0) == (n > 1)  # one rank shards nothing and gathers nothing
 
 
 def test_dp_profile_has_scatter_replicate_gather(tmp_path):

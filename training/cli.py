@@ -268,15 +268,6 @@ def check_knobs(args: argparse.Namespace) -> None:
                     f"{flag} is an option of {what} and --mode {args.mode} has none: "
                     f"use --mode {mode} or leave it out"
                 )
-    if args.mode == "fsdp" and args.amp:
-        raise BadInput(
-            "--amp is autocast; --mode fsdp casts through its own policy: use --precision bf16"
-        )
-    if args.mode == "fsdp" and args.precision == "fp16":
-        raise BadInput(
-            "--mode fsdp runs fp16 only with a sharded gradient scaler, which this trainer does "
-            "not have yet: use --precision bf16 (FSDP's mixed precision) or fp32"
-        )
     if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= MAX_BUCKET_MB:
         raise BadInput(
             f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"

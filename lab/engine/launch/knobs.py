@@ -9,8 +9,7 @@ The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--p
 ``--fsdp-cpu-offload`` and ``--compile``; the NCCL preset is the lab's own
 (``lab.engine.spec.nccl``: its variables go into the run's environment). Refused with one line
 where they make no sense: DDP's options outside ddp and FSDP's outside fsdp (``ONLY_IN``), fp16
-without a GPU, fp16 or ``amp`` under fsdp (its casts are FSDP's policy, and it has no sharded
-scaler yet), FSDP's CPU offload without a GPU, ``amp`` together with a precision, an
+without a GPU, FSDP's CPU offload without a GPU, ``amp`` together with a precision, an
 accumulation that does not divide each process's batch, DDP's static graph with accumulation
 (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory snapshot
 (``--memory-snapshot N``, CUDA only) without a GPU.
@@ -40,10 +39,6 @@ _DDP, _FSDP = ("mode", DDP), ("mode", FSDP)
 # a mode's own options: refused in the other modes, and a sweep varies them in that mode's runs
 ONLY_IN = {**{name: DDP for name in DDP_ONLY}, **{name: FSDP for name in FSDP_ONLY}}
 _DEFAULT = RunConfig()
-FSDP_PRECISION = (
-    "fsdp casts through its own mixed-precision policy and has no sharded gradient scaler yet, "
-    "so fp16 and amp are refused: use precision bf16 or fp32"
-)
 STATIC_GRAPH_WITH_ACCUM = (
     f"DDP's static graph does not work with gradient accumulation "
     f"({trainer.STATIC_GRAPH_WITH_ACCUM}): leave out static graph or set accumulation steps to 1"
@@ -283,8 +278,6 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
                     "leave it out",
                 )
             )
-    if c.mode == FSDP and (c.amp or c.precision == "fp16"):
-        out.append(("amp" if c.amp else "precision", FSDP_PRECISION))
     if c.fsdp_cpu_offload and c.mode == FSDP and not _has_gpus(c):
         out.append(
             (
