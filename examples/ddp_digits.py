@@ -1,6 +1,7 @@
 """Train a small CNN on handwritten digits with DistributedDataParallel, one process per device.
 
     torchrun --nproc-per-node 2 examples/ddp_digits.py --epochs 3
+    torchrun --nproc-per-node 2 examples/ddp_digits.py --epochs 3 --fsdp   # sharded (FSDP2)
 
 torchrun gives each process RANK, LOCAL_RANK, WORLD_SIZE and the rendezvous address; plain
 `python` runs a group of one. NCCL and one GPU per process when CUDA is available, gloo on CPU
@@ -35,6 +36,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fake-data", action="store_true", help="random images (FakeData), no files")
     p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: no limit)")
     p.add_argument("--log-every", type=int, default=5, help="steps between loss logs")
+    p.add_argument("--seed", type=int, default=0, help="the same on every rank: the same model")
+    p.add_argument("--fsdp", action="store_true", help="shard with FSDP2's fully_shard, not DDP")
     args = p.parse_args()
     if not args.fake_data and not (args.data / "train").is_dir():
         p.error(f"--data {args.data} has no train/ folder: give an ImageFolder root with "
@@ -59,6 +62,20 @@ def small_cnn(num_classes: int) -> nn.Module:
         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(32 * 4 * 4, num_classes),  # 16x16 images, halved twice
     )
+
+
+def sharded(model: nn.Module, device: torch.device) -> nn.Module:
+    """FSDP2: each conv layer sharded over the ranks, then the root (the rest). Every rank keeps
+    only its slice of each parameter, gathered for the layer's forward and backward, and each
+    gradient is reduce-scattered to the rank that owns it."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    for layer in model:  # a slice model[0:3] would be a new module: shard the layers themselves
+        if isinstance(layer, nn.Conv2d):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
 
 
 def global_mean(*sums: float, device: torch.device) -> list[float]:
@@ -100,8 +117,12 @@ def main() -> None:
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
     val_sampler = DistributedSampler(val_set, shuffle=False)
     val_loader = DataLoader(val_set, batch_size=256, sampler=val_sampler)
+    # the same seed on every rank: fully_shard keeps each rank's own slice of what it built (DDP
+    # would broadcast rank 0's parameters, FSDP does not)
+    torch.manual_seed(args.seed)
+    net = small_cnn(num_classes).to(device)
     ids = [local_rank] if device.type == "cuda" else None
-    model = DDP(small_cnn(num_classes).to(device), device_ids=ids)
+    model = sharded(net, device) if args.fsdp else DDP(net, device_ids=ids)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     criterion = nn.CrossEntropyLoss().to(device)
     writer = SummaryWriter() if rank == 0 else None  # only rank 0 logs

@@ -209,4 +209,5 @@ def test_examples_import_only_torch_torchvision_and_stdlib(script):
     }
     outside = {m for m in mods if m not in sys.stdlib_module_names and m != "__future__"}
     assert outside == {"torch", "torchvision"}, outside
-    assert len(script.read_text().splitlines()) <= 150  # short enough to read as a tutorial
+    # short enough to read as a tutorial (ddp_digits.py's --fsdp, FSDP2's recipe, takes 20 more)
+    assert len(script.read_text().splitlines()) <= 175

@@ -1,6 +1,7 @@
 """FSDP launched by the lab (issue 34): a real ``lab sweep --modes ddp,fsdp`` of resnet18 on 2 gloo
-ranks, whose fsdp rank holds less than a ddp rank, as its estimate says, and Compare's trade in
-one sentence. The trainer's own losses, resume and refusals: tests/test_train_fsdp.py."""
+ranks, whose fsdp rank holds less than a ddp rank, as its estimate says, computes DDP's losses,
+and Compare's trade in one sentence. The trainer's own losses, resume and refusals:
+tests/test_train_fsdp.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lab.engine.launch import launcher
 from lab.views.compare import memory
 from tests.helpers.cli import run_lab
 from tests.helpers.compare_runs import load_runs
+from tests.helpers.train_ddp import losses
 
 # On the CPU the measured peak is the resident set's: glibc keeps freed heap, and FSDP frees and
 # allocates each block's gathered buffers every step, so its heap fragments and the peak hides
@@ -37,7 +39,7 @@ def test_fsdp_on_two_ranks_holds_less_per_rank_than_ddp_as_its_estimate_says(tmp
         "--max-steps",
         "6",
         "--log-every",
-        "2",
+        "1",
         "--checkpoint",
         "none",
         *LIVE_SET,
@@ -55,6 +57,12 @@ def test_fsdp_on_two_ranks_holds_less_per_rank_than_ddp_as_its_estimate_says(tmp
     for part in ("parameters", "gradients", "optimizer"):  # each split over the 2 ranks
         assert est["fsdp"][part] == pytest.approx(est["ddp"][part] / 2, abs=0.01)
     assert est["fsdp"]["gathered"] > 0 and "buckets" not in est["fsdp"]
+    # the same training: resnet18's BatchNorm normalises over each rank's 32 images in both (on
+    # the CPU no --sync-bn), so fsdp's losses are DDP's, step for step
+    curves = [losses(tmp_path / rid) for rid in ids]
+    assert sorted(curves[1]) == sorted(curves[0]) == list(range(1, 7))
+    for step, value in curves[0].items():
+        assert curves[1][step] == pytest.approx(value, rel=1e-4), (step, curves)
 
     def rise(s: dict) -> float:  # the most loaded rank's
         m = s["memory"]

@@ -2,7 +2,8 @@
 
 Real processes on the CPU: the two scripts of examples/ (written as users
 write them, knowing nothing of the lab) in a fresh working directory each,
-the DDP one as two gloo ranks under torchrun; a torchrun-ready script that
+the DDP one as two gloo ranks under torchrun (and again sharding itself with
+FSDP2, ``--fsdp``, in the same ddp placement); a torchrun-ready script that
 raises in rank 1; and scripts refused by their own argparse. They are
 launched at once and waited for together. Each must end in the right state;
 the examples' ``events_dirs`` must hold exactly the folder their plain
@@ -22,7 +23,7 @@ import psutil
 import pytest
 
 from tests.helpers.cli import run_lab
-from tests.helpers.script_runs import EXAMPLES, SHORT, check_curves
+from tests.helpers.script_runs import EXAMPLES, PRINTED, SHORT, check_curves
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
 ONE_THREAD_CPU = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # every lab command here
@@ -74,7 +75,8 @@ def runs(tmp_path_factory):
     folder)}."""
     root = tmp_path_factory.mktemp("scripts")
     runs_dir = root / "runs"
-    cwd = {name: root / name for name in ("ddp", "single", "rank1", "badarg", "ddp-badarg")}
+    names = ("ddp", "fsdp", "single", "rank1", "badarg", "ddp-badarg")
+    cwd = {name: root / name for name in names}
     for d in cwd.values():
         d.mkdir()
     (cwd["rank1"] / "train.py").write_text(RAISE_IN_RANK1)
@@ -91,6 +93,21 @@ def runs(tmp_path_factory):
             str(cwd["ddp"]),
             "--",
             *SHORT,
+        ),
+        # a script that shards itself with FSDP2 runs in ddp placement: torchrun, one per device
+        "fsdp": launch(
+            runs_dir,
+            "--script",
+            str(EXAMPLES / "ddp_digits.py"),
+            "--mode",
+            "ddp",
+            "--nproc",
+            "2",
+            "--cwd",
+            str(cwd["fsdp"]),
+            "--",
+            *SHORT,
+            "--fsdp",
         ),
         "single": launch(
             runs_dir,
@@ -150,6 +167,22 @@ def test_ddp_example_under_torchrun_succeeds_and_its_curves_are_linked(runs):
     assert list((run_dir / "sys").glob("events.out.tfevents.*"))
     run = json.loads((run_dir / "run.json").read_text())
     assert run["kind"] == "script" and run["cwd"] == str(cwd) and run["port"]
+
+
+def test_a_script_sharding_itself_with_fsdp_runs_in_ddp_placement_and_learns_as_ddp(runs):
+    """The example with --fsdp (fully_shard per conv layer, then the root) under the lab's
+    torchrun: it succeeds, its curves are linked, and with the same seed and sampler its printed
+    losses are the DDP run's (sharding changes where the parameters live, not the arithmetic)."""
+    st, cwd, run_dir = runs["fsdp"]
+    assert st["state"] == "succeeded" and st["kind"] == "script" and st["mode"] == "ddp", st[
+        "diagnosis"
+    ]
+    check_curves(st, cwd, run_dir, "[default0]:")
+    logs = {name: (runs[name][2] / "stdout.log").read_text() for name in ("ddp", "fsdp")}
+    losses = {name: {int(s): float(v) for s, v in PRINTED.findall(t)} for name, t in logs.items()}
+    assert sorted(losses["fsdp"]) == sorted(losses["ddp"]) == [1, 2, 3, 4, 5]
+    for step, value in losses["ddp"].items():
+        assert losses["fsdp"][step] == pytest.approx(value, rel=1e-4), step
 
 
 def test_single_example_succeeds_and_its_curves_are_linked(runs):
