@@ -350,7 +350,7 @@ def test_launch_two_nodes_shows_the_other_nodes_command(runs_dir):
 
 
 @pytest.mark.proc
-@pytest.mark.timeout(600)  # three real runs of a torchvision model, one after another
+@pytest.mark.timeout(300)  # a sweep of three runs started, then stopped
 def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
     import json
 
@@ -378,14 +378,14 @@ def test_launch_compares_the_modes_of_the_forms_own_config(runs_dir):
         ("single", 1),
     ]
     assert {(c["model"], c["max_steps"], c["batch_size"]) for c in configs} == {("resnet18", 3, 32)}
+    # the runs themselves, and Compare drawing their scaling view, are the browser's test
+    # (tests/test_e2e_sweep.py): here they are stopped, and leave nothing behind
+    from tests.helpers.engine_runs import alive_of, wait_for
+
     for r in runs:
-        assert launcher.wait(r.run_id, runs_dir, 240) == "succeeded", r.run_id
-    at.switch_page("pages/3_Compare.py")
-    at.run(timeout=60)
-    assert not at.exception
-    assert {m.label for m in at.metric} >= {"ddp on 1 device", "ddp on 2 devices"}  # its sweep
-    heads = [h.value for h in at.subheader]
-    assert "Throughput against device count" in heads, heads  # the scaling view of the sweep
+        assert launcher.stop(r.run_id, runs_dir, grace_s=2) in ("stopped", "succeeded"), r.run_id
+    for r in runs:
+        wait_for(lambda d=runs_dir / r.run_id: alive_of(d) == [], 20, "no process of it left")
 
 
 @pytest.mark.proc

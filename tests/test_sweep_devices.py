@@ -93,14 +93,17 @@ def _finished(root: Path, run_ids: list[str]) -> list[dict]:
 
 @pytest.mark.proc
 def test_nproc_in_a_sweep_is_ddps_processes_not_refused_for_single(tmp_path):
-    res = run_lab(tmp_path, "sweep", "--modes", "single,ddp", "--nproc", "2", "--json", *TINY)
+    """The plan, through the same checks a launch makes (``--dry-run``: nothing starts; the
+    sweeps below run single and 2-process ddp for real)."""
+    args = ("sweep", "--modes", "single,ddp", "--nproc", "2", "--dry-run", "--json", *TINY)
+    res = run_lab(tmp_path, *args)
     assert res.returncode == 0, res.stderr
-    run_ids = json.loads(res.stdout)["run_ids"]
-    runs = _finished(tmp_path, run_ids)
-    assert [(r["config"]["mode"], r["config"]["nproc"]) for r in runs] == [
-        ("single", 1),
-        ("ddp", 2),
-    ]
+    runs = json.loads(res.stdout)["runs"]
+    assert [r["mode"] for r in runs] == ["single", "ddp"]
+    assert "torch.distributed.run" not in runs[0]["argv"]
+    torchrun = runs[1]["argv"]
+    assert torchrun[torchrun.index("--nproc-per-node") + 1] == "2"
+    assert not any(tmp_path.iterdir())  # no run folder
 
 
 @pytest.mark.proc

@@ -79,7 +79,7 @@ def input_size(name: str) -> tuple[int, bool]:
 def check(name: str, image_size: int) -> None:
     """``BadInput`` (naming the fix) when ``name`` is unknown or cannot take ``image_size``
     images."""
-    if name not in names():
+    if name not in OWN and name not in names():  # tinycnn imports no torchvision
         raise BadInput(
             f"unknown --model {name!r}: use tinycnn or a name of torchvision.models.list_models(), "
             "e.g. resnet18, mobilenet_v3_small, vit_b_16"
