@@ -193,6 +193,20 @@ def cpu_only(monkeypatch) -> None:
     monkeypatch.setenv("LAB_TEST_FAKE_GPUS", "none")
 
 
+@pytest.fixture(scope="session")
+def single_same(tmp_path_factory) -> Path:
+    """The trainer's single run of ``tests.helpers.train_ddp.SAME`` (tinycnn, 10 steps, seed 3, on
+    the CPU), paid for once per worker: the modules that check another run against it (DDP,
+    accumulation, fsdp, compile) read it and never write into it."""
+    from tests.helpers.train_ddp import SAME
+    from tests.helpers.train_run import trainer
+
+    run = tmp_path_factory.mktemp("single_same") / "run"
+    done = trainer("--log-dir", str(run), *SAME, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch) -> Path:
     """A private runs folder for one test, also exported as LAB_RUNS_DIR."""

@@ -50,17 +50,13 @@ def _run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def accum_runs(tmp_path_factory) -> dict[str, Path]:
-    """The single run without accumulation, then the 2-rank DDP run with --accum-steps 2 (one
-    after the other: two cores here)."""
+def accum_runs(tmp_path_factory, single_same) -> dict[str, Path]:
+    """The single run without accumulation (the session's), and the 2-rank DDP run with
+    --accum-steps 2."""
     root = tmp_path_factory.mktemp("accum")
-    single = _run(
-        [sys.executable, "-m", "training.train", "--log-dir", str(root / "single"), *SAME]
-    )
-    assert single.returncode == 0, single.stderr
     ddp = _run(torchrun("ddp", root / "ddp", "--accum-steps", "2", "--profile-steps", "3:6", *SAME))
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
-    return {"single": root / "single", "ddp": root / "ddp"}
+    return {"single": single_same, "ddp": root / "ddp"}
 
 
 @pytest.mark.proc

@@ -37,8 +37,9 @@ def run(path: Path, *opts: str) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def eager(tmp_path_factory) -> Path:
-    return run(tmp_path_factory.mktemp("eager") / "run")[0]
+def eager(single_same) -> Path:
+    """The eager run: the session's single run of the same options (``--compile`` off)."""
+    return single_same
 
 
 @pytest.fixture(scope="module")

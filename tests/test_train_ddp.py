@@ -55,21 +55,6 @@ def ddp_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return run, subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-@pytest.fixture(scope="module")
-def single_run(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("single") / "run"
-    res = subprocess.run(
-        [sys.executable, "-m", "training.train", "--log-dir", str(run), *SAME],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    return run
-
-
 def test_ddp_two_ranks_finish_and_only_rank0_writes(ddp_run):
     run, res = ddp_run
     assert res.returncode == 0, res.stdout + res.stderr
@@ -101,8 +86,8 @@ def test_ddp_logs_carry_the_rank(ddp_run):
     assert "[rank 1] INFO" in res.stderr and "[rank 1] INFO step" not in res.stderr
 
 
-def test_ddp_reproduces_single_losses(ddp_run, single_run):
-    single, ddp = losses(single_run), losses(ddp_run[0])
+def test_ddp_reproduces_single_losses(ddp_run, single_same):
+    single, ddp = losses(single_same), losses(ddp_run[0])
     assert sorted(single) == sorted(ddp) == list(range(1, 11))
     for step in range(1, 11):
         assert abs(ddp[step] - single[step]) <= 1e-4 * abs(single[step]), (

@@ -52,11 +52,9 @@ def trainer(
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("single") / "run"
-    done = trainer(run, ranks=1)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run
+def single(single_same) -> Path:
+    """The single run of the same options (the session's: ``trainer(run, ranks=1)`` would be it)."""
+    return single_same
 
 
 def agree(single: dict[int, float], other: dict[int, float]) -> None:
