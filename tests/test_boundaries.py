@@ -127,8 +127,10 @@ def test_lab_imports_training_only_for_the_memory_estimate_and_the_option_words(
     for f in LAB_READS_TRAINER_OPTIONS:  # the option words, nothing else of the trainer
         read = {m for m in imports(REPO_ROOT / f) if m.split(".")[0] == "training"}
         assert all(m == "training" or m.startswith("training.options") for m in read), read
-    # plain values: the supervisor imports it (through the knobs) and never imports torch
-    assert imports(REPO_ROOT / "training/options.py") <= {"__future__", "__future__.annotations"}
+    # plain values and a check of them: the supervisor imports it (through the knobs) and never
+    # imports torch
+    plain = {"__future__", "__future__.annotations", "typing", "typing.Any"}
+    assert imports(REPO_ROOT / "training/options.py") <= plain
     tree = ast.parse((REPO_ROOT / "lab/engine/preflight/estimate.py").read_text())
     top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}

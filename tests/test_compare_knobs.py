@@ -16,6 +16,7 @@ from lab.engine import registry
 from lab.views.compare import runs as compare_runs
 from lab.views.compare import scaling_chart
 from lab.views.compare.comparison import compare
+from lab.views.compare.headline import warning_summary
 
 AT = "2026-12-03T08:{:02d}:00+00:00"
 
@@ -122,6 +123,9 @@ def test_every_option_that_changes_speed_is_a_fairness_warning(tmp_path, knobs, 
     warns = list(_compare(tmp_path).warnings)
     assert [w.key for w in warns] == [key], warns
     assert all(t in warns[0].message for t in text), warns[0].message
+    counted = {"accum_steps": "1 accumulation differs", "static_graph": "1 DDP options differ"}
+    if key in counted:  # the count of notes in the option's declared words
+        assert warning_summary(warns) == f"1 note: {counted[key]}"
 
 
 def test_default_values_given_or_not_are_alike_and_ddp_options_stay_among_ddp_runs(tmp_path):

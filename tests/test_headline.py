@@ -88,11 +88,14 @@ def test_small_multiples_are_capped_and_never_raise():
 
 
 def test_the_counting_line_names_every_speed_option_and_counts_shared_causes_once():
+    from lab.engine.launch import knobs
     from lab.views.compare.fairness import FairnessWarning
     from lab.views.compare.headline import warning_summary
 
+    # each knob's words are its form field's (``cause``), as fairness gives them to its warning
+    cause = {f.name: f.cause for f in knobs.FIELDS}
     keys = ("static_graph", "bucket_cap_mb", "find_unused_parameters", "accum_steps")
-    line = warning_summary([FairnessWarning(k, "…") for k in keys])
+    line = warning_summary([FairnessWarning(k, "…", cause[k]) for k in keys])
     assert line == (
         "4 notes: 2 DDP options differ, 1 DDP bucket size differs, 1 accumulation differs"
     )

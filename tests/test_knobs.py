@@ -238,3 +238,17 @@ def test_the_memory_estimate_counts_a_micro_batch_and_autocast():
     assert at(accum_steps=2).batch == 32 and at().batch == 64
     assert at(accum_steps=2).activations_mib < at().activations_mib
     assert at(precision="bf16") == at(amp=True) != at()
+
+
+def test_every_flag_the_form_hands_the_trainer_is_the_trainers_own_option_of_that_name():
+    """The form's fields and the trainer's parser are two sides of one option: each field that
+    passes a trainer flag names an option the trainer's parser has, whose value lands in the
+    attribute of the field's name (the RunConfig field and ``args`` agree), so the two cannot
+    drift apart unnoticed."""
+    from training.cli import build_parser
+
+    dest = {s: a.dest for a in build_parser()._actions for s in a.option_strings}
+    passed = [f for f in form.FIELDS if f.trainer_flag]
+    assert len(passed) >= 10
+    for f in passed:
+        assert dest.get(f.trainer_flag) == f.name, (f.name, f.trainer_flag)

@@ -114,7 +114,7 @@ def test_the_estimate_honours_every_knob():
     )["cpu0"]
     assert base["buckets"] == base["gradients"] > 0 and view["buckets"] == 0
     accum = memory.device_estimates(
-        _placement("single", ["cpu0"], 64), "tinycnn", 3, 10, 32, accum_steps=4
+        _placement("single", ["cpu0"], 64), "tinycnn", 3, 10, 32, micro_batch=16
     )["cpu0"]
     one = memory.forward_bytes("tinycnn", 3, 10, 16, 32)
     assert accum["activations"] == pytest.approx(one["activations"] / 2**20, abs=1e-3)

@@ -22,11 +22,10 @@ from typing import Sequence
 from training.options import (
     DDP_ONLY,
     FSDP_ONLY,
-    MAX_ACCUM,
     MAX_BUCKET_MB,
     ON_OFF,
     PRECISIONS,
-    STATIC_GRAPH_WITH_ACCUM,
+    accumulation_problem,
 )
 
 MODES = ("single", "dp", "ddp", "fsdp")
@@ -272,13 +271,9 @@ def check_knobs(args: argparse.Namespace) -> None:
         raise BadInput(
             f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"
         )
-    if not 1 <= args.accum_steps <= MAX_ACCUM:
-        raise BadInput(f"--accum-steps must be 1 (none) to {MAX_ACCUM}, got {args.accum_steps}")
-    if args.static_graph and args.accum_steps > 1:
-        raise BadInput(
-            f"--static-graph does not work with --accum-steps {args.accum_steps} "
-            f"(DDP's {STATIC_GRAPH_WITH_ACCUM}): leave out --static-graph or use --accum-steps 1"
-        )
+    accumulation = accumulation_problem(args)
+    if accumulation:
+        raise BadInput(accumulation)
     if args.amp and args.precision is not None:
         raise BadInput(
             "--amp is --precision fp16 (bf16 autocast on the CPU): give one of them, not both"

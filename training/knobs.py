@@ -153,6 +153,16 @@ def has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
+def micro_batch(args: Any, batch: int) -> int:
+    """What one forward takes of ``batch`` images under ``--accum-steps`` (at least one)."""
+    return max(1, batch // args.accum_steps)
+
+
+def accumulation_record(args: Any, per_device_batch: int) -> dict[str, int]:
+    """summary.json's ``accum_steps`` and ``micro_batch`` (a device's images per forward)."""
+    return {"accum_steps": args.accum_steps, "micro_batch": micro_batch(args, per_device_batch)}
+
+
 def micro_batches(
     x: torch.Tensor, y: torch.Tensor, n: int
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -348,7 +348,7 @@ class Loop:
         shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
         loader = DataLoader(
             shard,
-            batch_size=max(1, self.loader_batch // self.args.accum_steps),
+            batch_size=knobs.micro_batch(self.args, self.loader_batch),
             shuffle=False,
             collate_fn=collate,
             num_workers=self.args.workers,

@@ -98,13 +98,12 @@ def gathered_bytes(
 def estimate_bytes(
     mode: str,
     devices: int,
-    per_device_batch: int,
+    batch: int,
     model: str,
     channels: int,
     classes: int,
     image_size: int,
     precision: str = "fp32",
-    accum_steps: int = 1,
     grad_as_bucket_view: bool = False,
     shards: int = 1,
     reshard_after_forward: bool = True,
@@ -112,10 +111,10 @@ def estimate_bytes(
     """Bytes by part on each of a run's ``devices`` (device 0 first): the one estimate of the
     trainer's summary.json and the lab's pre-flight (``lab.engine.preflight.estimate.per_gpu``).
 
-    ``per_device_batch`` is each device's share of the optimizer step's batch; with
-    ``accum_steps`` N the activations are of one micro-batch (a Nth of it); fp16 and bf16 halve
-    them (autocast, plus its half copy of the weights). single: one device. DDP: every rank the
-    whole model plus its gradient buckets (none with ``grad_as_bucket_view``: the gradients are
+    ``batch`` is what each device's forward takes: its share of the optimizer step's batch, or of
+    one micro-batch under gradient accumulation (the activations are a forward's); fp16 and bf16
+    halve them (autocast, plus its half copy of the weights). single: one device. DDP: every rank
+    the whole model plus its gradient buckets (none with ``grad_as_bucket_view``: the gradients are
     views into the buckets). DP: every device a replica's parameters and gradients and its share;
     device 0 the optimizer's state, one more gradient-sized buffer (the sum NCCL's reduce-add
     writes there; the replicas' own gradients stay on their GPUs), the whole micro-batch it
@@ -124,7 +123,7 @@ def estimate_bytes(
     (``gathered_bytes``).
     """
     half = precision in ("fp16", "bf16")
-    micro = max(1, per_device_batch // max(1, accum_steps))
+    micro = max(1, batch)
     b = forward_bytes(model, channels, classes, micro, image_size, half)
     if mode == "ddp":
         return [{**b, "buckets": 0 if grad_as_bucket_view else b["gradients"]}] * devices
@@ -159,23 +158,23 @@ def device_estimates(
     classes: int,
     image_size: int,
     precision: str = "fp32",
-    accum_steps: int = 1,
+    micro_batch: int | None = None,
     grad_as_bucket_view: bool = False,
     reshard_after_forward: bool = True,
 ) -> dict[str, dict[str, float]]:
     """This process's devices: ``{name: {part: MiB, ..., "total": MiB}}`` (``placement`` is a
-    ``training.distributed.Placement``; ``precision`` as it runs, fp32, fp16 or bf16)."""
+    ``training.distributed.Placement``; ``precision`` as it runs, fp32, fp16 or bf16;
+    ``micro_batch``: what a forward takes per device under accumulation, else the whole share)."""
     names = placement.device_names
     parts = estimate_bytes(
         placement.effective_mode,
         len(names),
-        placement.per_device_batch,
+        micro_batch or placement.per_device_batch,
         model,
         channels,
         classes,
         image_size,
         precision,
-        accum_steps,
         grad_as_bucket_view,
         getattr(placement, "world_size", 1),  # what FSDP shards over
         reshard_after_forward,

@@ -8,6 +8,8 @@ supervisor imports nothing heavy through it.
 
 from __future__ import annotations
 
+from typing import Any
+
 PRECISIONS = ("fp32", "fp16", "bf16")
 # DistributedDataParallel's own constructor options: refused in the other modes
 DDP_ONLY = (
@@ -27,3 +29,17 @@ MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's default 2
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
 # INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
 STATIC_GRAPH_WITH_ACCUM = "no_sync() fails its first backward"  # why both refuse the pair
+
+
+def accumulation_problem(args: Any) -> str | None:
+    """``--accum-steps`` outside its range, or beside ``--static-graph``: the trainer's refusal
+    (``training.cli.check_knobs``; the lab's form says it in its words, ``lab.engine.launch.knobs``,
+    from the same limits)."""
+    if not 1 <= args.accum_steps <= MAX_ACCUM:
+        return f"--accum-steps must be 1 (none) to {MAX_ACCUM}, got {args.accum_steps}"
+    if args.static_graph and args.accum_steps > 1:
+        return (
+            f"--static-graph does not work with --accum-steps {args.accum_steps} "
+            f"(DDP's {STATIC_GRAPH_WITH_ACCUM}): leave out --static-graph or use --accum-steps 1"
+        )
+    return None

@@ -166,8 +166,7 @@ def _summary(
         "amp": loop.precision != "fp32",
         "amp_dtype": {"fp16": "float16", "bf16": "bfloat16"}.get(loop.precision),
         "precision": loop.precision,
-        "accum_steps": args.accum_steps,
-        "micro_batch": placement.per_device_batch // args.accum_steps,
+        **knobs.accumulation_record(args, placement.per_device_batch),
         "batchnorm": knobs.has_batchnorm(loop.model_without_ddp),
         "sync_bn": any(isinstance(m, torch.nn.SyncBatchNorm) for m in loop.model.modules()),
         "amp_skipped_steps": out.amp_skipped_steps,
@@ -203,7 +202,7 @@ def _set_up(argv: Sequence[str] | None):
         bundle.num_classes,
         args.image_size,
         knobs.precision(args, placement.device),
-        args.accum_steps,
+        knobs.micro_batch(args, placement.per_device_batch),
         args.grad_as_bucket_view,
         args.reshard_after_forward != "off",
     )

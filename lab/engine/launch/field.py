@@ -30,6 +30,12 @@ class FormField:
     trainer_flag: str = ""  # the trainer's flag for an option it is given only when set
     limits: tuple[float, float] | None = None  # the allowed range, in ``unit``
     unit: str = ""
+    # an option that changes the speed of a step: Compare's words when the runs it compares differ
+    # in it ("The runs differ in <differs> …"), and in its count of notes (``cause``, where several
+    # options share one, or the words differ); empty: Compare does not hold runs to it
+    differs: str = ""
+    cause: str = ""
+    vary_example: str = ""  # the values a refused ``--vary`` suggests, where the default's do not
 
     def choices(self) -> tuple[str, ...]:
         """The options of a select or radio: ``options``, or what ``options_of`` lists now."""

@@ -435,18 +435,7 @@ LAYOUT: list[tuple[str | None, list[list[str | tuple[str, ...]]]]] = [
             ["extra_env"],
         ],
     ),
-    (
-        "Performance knobs",
-        [
-            ["precision", "accum_steps", ("channels_last", "compile")],
-            [
-                "bucket_cap_mb",
-                ("grad_as_bucket_view", "static_graph", "find_unused_parameters", "sync_bn"),
-            ],
-            ["reshard_after_forward", "fsdp_cpu_offload"],
-            ["nccl_preset", "memory_snapshot"],
-        ],
-    ),
+    ("Performance knobs", knobs.ROWS),
     (
         "When it goes wrong",
         [["stop_on_nan", "stall_after", "max_restarts"], ["data_delay_ms", "resume"]],

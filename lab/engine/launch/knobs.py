@@ -36,6 +36,7 @@ from training.options import (
 
 MAX_SNAPSHOT_STEPS = 10_000  # the form's range; the trainer takes any N
 _DDP, _FSDP = ("mode", DDP), ("mode", FSDP)
+_DDP_OPTIONS = "DDP options differ"  # the count of Compare's notes: DDP's switches as one cause
 # a mode's own options: refused in the other modes, and a sweep varies them in that mode's runs
 ONLY_IN = {**{name: DDP for name in DDP_ONLY}, **{name: FSDP for name in FSDP_ONLY}}
 _DEFAULT = RunConfig()
@@ -80,6 +81,9 @@ FIELDS: tuple[FormField, ...] = (
         "the step's, each micro-batch is global/N (per ddp rank global/(N x world)); ddp "
         "all-reduces once per step (no_sync)",
         trainer_flag="--accum-steps",
+        differs="accumulation steps",
+        cause="accumulation differs",
+        vary_example="1,4",
     ),
     FormField(
         "channels_last",
@@ -89,6 +93,8 @@ FIELDS: tuple[FormField, ...] = (
         help="The model and its image batches in torch.channels_last.",
         cli_help="the model and its image batches in torch.channels_last",
         trainer_flag="--channels-last",
+        differs="memory format (channels last)",
+        cause="memory format differs",
     ),
     FormField(
         "bucket_cap_mb",
@@ -100,6 +106,9 @@ FIELDS: tuple[FormField, ...] = (
         help="DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this size.",
         cli_help="ddp: the gradient bucket size in MB, DDP's bucket_cap_mb (default 0: DDP's 25)",
         trainer_flag="--bucket-cap-mb",
+        differs="DDP bucket size (MB)",
+        cause="DDP bucket size differs",
+        vary_example="1,25,100",
     ),
     FormField(
         "grad_as_bucket_view",
@@ -111,6 +120,8 @@ FIELDS: tuple[FormField, ...] = (
         "memory, no copy).",
         cli_help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
         trainer_flag="--grad-as-bucket-view",
+        differs="DDP's gradients as bucket views",
+        cause=_DDP_OPTIONS,
     ),
     FormField(
         "static_graph",
@@ -122,6 +133,8 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="ddp: static_graph=True (the used parameters never change between steps; not "
         "with --accum-steps)",
         trainer_flag="--static-graph",
+        differs="DDP's static graph",
+        cause=_DDP_OPTIONS,
     ),
     FormField(
         "find_unused_parameters",
@@ -134,6 +147,8 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="ddp: find_unused_parameters=True (for models whose forward skips parameters; "
         "costs a graph walk per step)",
         trainer_flag="--find-unused-parameters",
+        differs="DDP's find unused parameters",
+        cause=_DDP_OPTIONS,
     ),
     FormField(
         "sync_bn",
@@ -145,6 +160,8 @@ FIELDS: tuple[FormField, ...] = (
         "the global batch, not each rank's (GPUs only; costs a collective per BatchNorm layer).",
         cli_help="ddp, GPUs: BatchNorm statistics over every rank's batch (nn.SyncBatchNorm)",
         trainer_flag="--sync-bn",
+        differs="sync BatchNorm",
+        cause=_DDP_OPTIONS,
     ),
     FormField(
         "reshard_after_forward",
@@ -162,6 +179,7 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="fsdp: on (default: ZeRO-3) frees each block's gathered parameters after its "
         "forward; off keeps them until its backward (ZeRO-2-like)",
         trainer_flag="--reshard-after-forward",
+        differs="FSDP's reshard after forward",
     ),
     FormField(
         "fsdp_cpu_offload",
@@ -173,6 +191,7 @@ FIELDS: tuple[FormField, ...] = (
         "on the CPU (GPUs only; much less GPU memory, much slower).",
         cli_help="fsdp, GPUs: the sharded parameters, gradients and optimizer step on the CPU",
         trainer_flag="--fsdp-cpu-offload",
+        differs="FSDP's CPU offload",
     ),
     FormField(
         "compile",
@@ -186,6 +205,7 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="off (default) | on: torch.compile the model; the compile time is reported "
         "apart from the steady-state throughput",
         trainer_flag="--compile",
+        differs="torch.compile",
     ),
     FormField(
         "nccl_preset",
@@ -214,6 +234,15 @@ FIELDS: tuple[FormField, ...] = (
         unit="steps",
     ),
 )
+
+
+# where the knobs sit in the form's "Performance knobs" section (``form.LAYOUT``'s rows)
+ROWS: list[list[str | tuple[str, ...]]] = [
+    ["precision", "accum_steps", ("channels_last", "compile")],
+    ["bucket_cap_mb", ("grad_as_bucket_view", "static_graph", "find_unused_parameters", "sync_bn")],
+    ["reshard_after_forward", "fsdp_cpu_offload"],
+    ["nccl_preset", "memory_snapshot"],
+]
 
 
 def _has_gpus(c: Any) -> bool:

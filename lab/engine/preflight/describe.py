@@ -32,10 +32,11 @@ def _knob_lines(c: RunConfig) -> list[str]:
             f"Precision {c.precision}: autocast"
             + (" with a GradScaler." if c.precision == "fp16" else ", no scaler.")
         )
-    if isinstance(c.accum_steps, int) and c.accum_steps > 1:
+    n = c.micro_batches
+    if n > 1:
         per = c.batch_size // max(1, c.world_size) if modes.torchrun(c.mode) else c.batch_size
         out.append(
-            f"Gradient accumulation: {c.accum_steps} micro-batches of {per // c.accum_steps} per "
+            f"Gradient accumulation: {n} micro-batches of {per // n} per "
             f"process make each optimizer step of the global batch {c.batch_size}"
             + (
                 "; DDP all-reduces once per step (the others run inside no_sync())."

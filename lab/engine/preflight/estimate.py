@@ -110,7 +110,7 @@ def per_gpu(config: RunConfig) -> dict[int, Estimate]:
     gpus = list(c.gpus)
     if not gpus:
         return {}
-    accum = c.accum_steps if isinstance(c.accum_steps, int) and c.accum_steps > 1 else 1
+    accum = c.micro_batches
     precision = c.precision if c.precision in ("fp16", "bf16") else "fp16" if c.amp else "fp32"
     if modes.torchrun(c.mode):
         mode, n, share = c.mode, len(gpus), c.batch_size // max(1, c.nproc * c.nnodes)
@@ -142,11 +142,11 @@ def _spread(
 ) -> tuple[Estimate, ...]:
     from training import memory  # the one estimate, shared with the trainer's summary.json
 
+    micro = max(1, share // accum)  # what each forward takes
     parts = memory.estimate_bytes(
-        mode, n, share, model, CHANNELS, CLASSES, image_size, precision, accum, view, shards,
-        reshard,
-    )  # fmt: skip
-    return tuple(_of(p, max(1, share // accum)) for p in parts)
+        mode, n, micro, model, CHANNELS, CLASSES, image_size, precision, view, shards, reshard
+    )
+    return tuple(_of(p, micro) for p in parts)
 
 
 def _of(parts: dict[str, int], batch: int) -> Estimate:

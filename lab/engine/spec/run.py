@@ -209,6 +209,13 @@ class RunConfig:
         """How many ways the global batch is split."""
         return world_size(self)
 
+    @property
+    def micro_batches(self) -> int:
+        """Forwards per optimizer step: the accumulation steps asked for, 1 when none or when the
+        value is not a whole number above 1 (the checks refuse it, not this)."""
+        n = self.accum_steps
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
 
 def script_stem(c: RunConfig) -> str:
     """A script run name's stem: its name, else its file's or module's."""

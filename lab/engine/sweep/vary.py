@@ -80,7 +80,8 @@ def _example(field: str) -> str:
     default = _DEFAULTS[field]
     if isinstance(default, bool):
         return "off,on"
-    return {"bucket_cap_mb": "1,25,100", "accum_steps": "1,4"}.get(field, f"{default},…")
+    declared = next(f for f in FIELDS if f.name == field)
+    return declared.vary_example or f"{default},…"
 
 
 def parse(texts: list[str], script: bool = False) -> Axes:

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lab.engine.launch import knobs
 from lab.engine.spec.modes import DDP, DP, FSDP, SINGLE
+from lab.engine.spec.run import RunConfig
 from lab.runfolder import SCRIPT
 from lab.views.compare import scaling, utilisation
 from lab.views.compare.derived import DERIVED, PEAKS_NVML, sees_config
@@ -34,26 +36,17 @@ AMP_WHY = "mixed precision changes both speed and memory."
 KNOB_WHY = "it changes the speed of each step (and memory)."
 DDP_KNOB_WHY = "DDP's options change when and how the gradients are all-reduced, so the speed."
 NCCL_WHY = "its NCCL variables change how the collectives run."
-# the options besides precision that change speed: (config key, what), compared among the runs
-# the lab sees; DDP's own only among the ddp runs (the sweep runs single and dp at the default)
-KNOBS = (
-    ("accum_steps", "accumulation steps"),
-    ("channels_last", "memory format (channels last)"),
-    ("compile", "torch.compile"),
-)
-DDP_KNOBS = (
-    ("bucket_cap_mb", "DDP bucket size (MB)"),
-    ("grad_as_bucket_view", "DDP's gradients as bucket views"),
-    ("static_graph", "DDP's static graph"),
-    ("find_unused_parameters", "DDP's find unused parameters"),
-    ("sync_bn", "sync BatchNorm"),
-)
-ON_OFF_DEFAULTS = {"compile": "off", "reshard_after_forward": "on"}  # the trainer's defaults
 FSDP_KNOB_WHY = "FSDP's options change when parameters are gathered and where they live, so speed."
-FSDP_KNOBS = (
-    ("reshard_after_forward", "FSDP's reshard after forward"),
-    ("fsdp_cpu_offload", "FSDP's CPU offload"),
+# the options besides precision that change speed (their form fields say so, ``differs``),
+# compared among the runs the lab sees; DDP's and FSDP's own only among the runs of that mode (a
+# sweep runs the other modes at the default)
+_SPEED = [f for f in knobs.FIELDS if f.differs]
+KNOBS = tuple(f for f in _SPEED if f.name not in knobs.ONLY_IN)
+MODE_KNOBS = tuple(
+    (mode, tuple(f for f in _SPEED if knobs.ONLY_IN.get(f.name) == mode), why)
+    for mode, why in ((DDP, DDP_KNOB_WHY), (FSDP, FSDP_KNOB_WHY))
 )
+_DEFAULT = RunConfig()
 BATCHNORM_WHY = (
     "BatchNorm's statistics depend on the batch each device normalises over, so these runs do not "
     "compute the same training (loss curves and accuracies differ beyond chance); under DDP "
@@ -65,14 +58,21 @@ HOST_WHY = "different machines make throughput incomparable."
 
 @dataclass(frozen=True)
 class FairnessWarning:
-    """Why the chosen runs do not compare like for like; ``message`` is shown as is."""
+    """Why the chosen runs do not compare like for like; ``message`` is shown as is, ``cause`` (if
+    any) in the count of notes."""
 
     key: str
     message: str
+    cause: str = ""
 
 
 def _differ(
-    names: Mapping[str, str], key: str, what: str, values: Mapping[str, Any], why: str
+    names: Mapping[str, str],
+    key: str,
+    what: str,
+    values: Mapping[str, Any],
+    why: str,
+    cause: str = "",
 ) -> list[FairnessWarning]:
     """The warning that the runs differ in ``what`` (their ``values`` by key), if they do."""
     if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) <= 1:
@@ -81,7 +81,7 @@ def _differ(
     for k, v in values.items():
         by_value.setdefault(str(v), []).append(names[k])
     listed = "; ".join(f"{v}: {few(ns)}" for v, ns in by_value.items())
-    return [FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}")]
+    return [FairnessWarning(key, f"The runs differ in {what} ({listed}): {why}", cause)]
 
 
 def _not_as_asked(
@@ -128,25 +128,23 @@ def precision(r: CompareRun) -> str:
 def _knob(r: CompareRun, key: str) -> Any:
     """An option's value with its default filled in, so that "not given" equals the default."""
     v = r.option(key)
-    if key == "accum_steps":
-        return int(v or 1)
     if key == "bucket_cap_mb":
         return float(v or 25.0)  # 0 and none are DDP's 25
-    if key in ON_OFF_DEFAULTS:  # on|off words, not switches
-        return str(v or ON_OFF_DEFAULTS[key])
-    return bool(v)
+    default = getattr(_DEFAULT, key)
+    if isinstance(default, bool):
+        return bool(v)
+    return type(default)(v or default)  # a number, or on|off words
 
 
 def _knobs(seen: Sequence[CompareRun], names: Mapping[str, str]) -> list[FairnessWarning]:
     """Precision, accumulation, memory format, DDP's options among the ddp runs, the NCCL preset:
     every option that changes speed (``varied.exempt`` drops the one a sweep varied)."""
     out = _differ(names, "amp", "precision", {r.key: precision(r) for r in seen}, AMP_WHY)
-    for key, what in KNOBS:
-        out += _differ(names, key, what, {r.key: _knob(r, key) for r in seen}, KNOB_WHY)
-    for mode, knobs, why in ((DDP, DDP_KNOBS, DDP_KNOB_WHY), (FSDP, FSDP_KNOBS, FSDP_KNOB_WHY)):
-        ones = [r for r in seen if r.option("mode") == mode]
-        for key, what in knobs:
-            out += _differ(names, key, what, {r.key: _knob(r, key) for r in ones}, why)
+    for mode, fields, why in ((None, KNOBS, KNOB_WHY), *MODE_KNOBS):
+        ones = [r for r in seen if mode is None or r.option("mode") == mode]
+        for f in fields:
+            values = {r.key: _knob(r, f.name) for r in ones}
+            out += _differ(names, f.name, f.differs, values, why, f.cause)
     preset = {r.key: r.option("nccl_preset") or "none" for r in seen}
     return out + _differ(names, "nccl_preset", "NCCL preset", preset, NCCL_WHY)
 
@@ -158,13 +156,13 @@ def bn_batch(r: CompareRun, m: RunFigures) -> Any:
     s = r.summary or {}
     if not s.get("batchnorm"):
         return None
-    accum = int(r.option("accum_steps") or 1)
-    if s.get("sync_bn") and m.global_batch:
-        return int(m.global_batch) // accum
-    if m.per_device_batch is None:
+    micro = s.get("micro_batch") or m.per_device_batch  # a device's forward, under accumulation
+    if micro is None:
         return None
+    if s.get("sync_bn"):
+        return int(micro) * int(s.get("world_size") or 1)
     split = len(m.devices) if m.effective_mode == DP and m.devices else 1
-    return int(m.per_device_batch) // accum // max(1, split)
+    return int(micro) // max(1, split)
 
 
 def _batchnorm(

@@ -25,7 +25,7 @@ from lab.views.compare.verdict import (
     SUSPECT,
 )
 
-WHAT = {  # a warning key's words in the counting line; other keys read as their key
+WHAT = {  # a warning key's words in the counting line (a knob's: its ``cause``); others: the key
     "effective_mode": "not run as asked",
     "busy_machine": "busy machine",
     "global_batch": "global batch differs",
@@ -39,13 +39,6 @@ WHAT = {  # a warning key's words in the counting line; other keys read as their
     "only_gpu0": "only GPU 0 worked",
     "multiprocess_single": "single run in several processes",
     "superlinear": "efficiency above 1.1",
-    "accum_steps": "accumulation differs",
-    "channels_last": "memory format differs",
-    "bucket_cap_mb": "DDP bucket size differs",
-    "grad_as_bucket_view": "DDP options differ",
-    "static_graph": "DDP options differ",
-    "find_unused_parameters": "DDP options differ",
-    "sync_bn": "DDP options differ",
     "batchnorm": "BatchNorm batches differ",
     "nccl_preset": "NCCL preset differs",
 }
@@ -213,6 +206,6 @@ def warning_summary(warnings: Sequence[FairnessWarning]) -> str:
     if not warnings:
         return ""
     # counted by their words: several keys (the DDP options) share one cause
-    counts = Counter(WHAT.get(w.key, w.key.replace("_", " ")) for w in warnings)
+    counts = Counter(w.cause or WHAT.get(w.key, w.key.replace("_", " ")) for w in warnings)
     parts = ", ".join(f"{n} {what}" for what, n in counts.items())
     return f"{len(warnings)} note{'s' * (len(warnings) != 1)}: {parts}"
