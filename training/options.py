@@ -2,8 +2,9 @@
 
 ``python -m training.train`` builds its flags and refusals from these (``training.cli``), and the
 lab's Launch form, flags and checks read the same ones (``lab.engine.launch.knobs``), so a limit
-cannot drift between the form and the trainer that runs it. Plain values only, no torch: the lab's
-supervisor imports nothing heavy through it.
+cannot drift between the form and the trainer that runs it. Plain values and the trainer's one
+check of them that needs no device (``accumulation_problem``), no torch: the lab's supervisor
+imports nothing heavy through it.
 """
 
 from __future__ import annotations
