@@ -129,7 +129,8 @@ def test_lab_imports_training_only_for_the_memory_estimate_and_the_option_words(
         assert all(m == "training" or m.startswith("training.options") for m in read), read
     # plain values and a check of them: the supervisor imports it (through the knobs) and never
     # imports torch
-    plain = {"__future__", "__future__.annotations", "typing", "typing.Any"}
+    plain = {"__future__", "__future__.annotations", "typing", "typing.Any", "argparse"}
+    plain |= {"dataclasses", "dataclasses.dataclass"}
     assert imports(REPO_ROOT / "training/options.py") <= plain
     tree = ast.parse((REPO_ROOT / "lab/engine/preflight/estimate.py").read_text())
     top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}

@@ -240,15 +240,37 @@ def test_the_memory_estimate_counts_a_micro_batch_and_autocast():
     assert at(precision="bf16") == at(amp=True) != at()
 
 
-def test_every_flag_the_form_hands_the_trainer_is_the_trainers_own_option_of_that_name():
-    """The form's fields and the trainer's parser are two sides of one option: each field that
-    passes a trainer flag names an option the trainer's parser has, whose value lands in the
-    attribute of the field's name (the RunConfig field and ``args`` agree), so the two cannot
-    drift apart unnoticed."""
-    from training.cli import build_parser
+def test_each_trainer_option_is_one_entry_read_by_the_trainer_the_form_and_the_cli():
+    """``training.options.KNOBS`` is the one declaration: the trainer's parser, the Launch form,
+    ``lab launch``'s flags and ``--vary`` each show every entry with its flag, choices, default
+    and words, and every form field that hands the trainer a flag comes from an entry."""
+    import argparse
 
-    dest = {s: a.dest for a in build_parser()._actions for s in a.option_strings}
-    passed = [f for f in form.FIELDS if f.trainer_flag]
-    assert len(passed) >= 10
-    for f in passed:
-        assert dest.get(f.trainer_flag) == f.name, (f.name, f.trainer_flag)
+    from lab.cli.run_options import add_run_options
+    from lab.engine.sweep import vary
+    from training.cli import build_parser
+    from training.options import KNOBS
+
+    trainer = {s: a for a in build_parser()._actions for s in a.option_strings}
+    lab = argparse.ArgumentParser()
+    add_run_options(lab)
+    lab_flags = {s: a for a in lab._actions for s in a.option_strings}
+    config = {f.name: f for f in dataclasses.fields(RunConfig)}
+    assert len(KNOBS) >= 12
+    for o in KNOBS:
+        t = trainer[o.flag]
+        assert (t.dest, t.help) == (o.name, o.help), o.name
+        if o.kind == "select":
+            assert (tuple(t.choices), t.default) == (o.choices, o.default), o.name
+        field = form.BY_NAME[o.name]
+        assert (field.trainer_flag, field.options, field.option_labels) == (
+            o.flag,
+            o.choices,
+            o.choice_labels,
+        )
+        assert (field.label, field.help, field.differs) == (o.label, o.form_help, o.differs)
+        assert lab_flags[o.flag].help.startswith(o.help.replace("%", "%%")), o.name
+        assert o.name in config, f"{o.name}: RunConfig has no field for it"
+        if o.name != "memory_snapshot":  # a diagnosis, not a knob to compare
+            assert vary.VARIABLE[o.flag[2:]] == o.name
+    assert {f.name for f in form.knobs.FIELDS if f.trainer_flag} == {o.name for o in KNOBS}

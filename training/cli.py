@@ -19,14 +19,7 @@ import shlex
 import sys
 from typing import Sequence
 
-from training.options import (
-    DDP_ONLY,
-    FSDP_ONLY,
-    MAX_BUCKET_MB,
-    ON_OFF,
-    PRECISIONS,
-    accumulation_problem,
-)
+from training.options import DDP_ONLY, FSDP_ONLY, KNOBS, MAX_BUCKET_MB, accumulation_problem
 
 MODES = ("single", "dp", "ddp", "fsdp")
 DISTRIBUTED = ("ddp", "fsdp")  # a process per device under torchrun, one process group
@@ -46,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m training.train`` with the contract's defaults."""
     p = _Parser(
         prog="python -m training.train",
-        description="Train an image classifier in one of three data-parallel modes.",
+        description="Train an image classifier on one device or data-parallel: DataParallel, DDP "
+        "or FSDP.",
     )
     p.add_argument("--mode", choices=MODES, default="single")
     p.add_argument(
@@ -106,79 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait MS per training batch fetched: a slow input pipeline, simulated (workers "
         "overlap it)",
     )
-    p.add_argument(
-        "--memory-snapshot",
-        type=int,
-        default=0,
-        metavar="N",
-        help="CUDA only: record the allocator's history over the first N steps into "
-        "LOG_DIR/profile/",
-    )
     return p
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
-    """The performance options: precision, accumulation, memory format, compiling, DDP's and
-    FSDP's own."""
-    p.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=None,
-        help="fp32 (default); fp16: autocast + GradScaler, CUDA only; bf16: autocast, CPU or CUDA",
-    )
-    p.add_argument(
-        "--accum-steps",
-        type=int,
-        default=1,
-        metavar="N",
-        help="accumulate gradients over N micro-batches per optimizer step (ddp: the first N-1 "
-        "inside no_sync()); --batch-size stays the optimizer step's batch",
-    )
-    p.add_argument(
-        "--channels-last", action="store_true", help="the model and its inputs in channels_last"
-    )
-    p.add_argument(
-        "--compile",
-        choices=ON_OFF,
-        default="off",
-        help="torch.compile the model (every mode; dp on 2+ GPUs refused); the first step(s), "
-        "which compile, are timed apart (perf/compile_s) and left out of the steady throughput",
-    )
-    p.add_argument(
-        "--bucket-cap-mb",
-        type=float,
-        default=None,
-        metavar="MB",
-        help="ddp: the gradient bucket size in MB (default: DDP's 25)",
-    )
-    p.add_argument(
-        "--grad-as-bucket-view",
-        action="store_true",
-        help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
-    )
-    p.add_argument("--static-graph", action="store_true", help="ddp: static_graph=True")
-    p.add_argument(
-        "--find-unused-parameters", action="store_true", help="ddp: find_unused_parameters=True"
-    )
-    p.add_argument(
-        "--reshard-after-forward",
-        choices=ON_OFF,
-        default=None,
-        help="fsdp: free each block's gathered parameters after its forward (on, the default: "
-        "ZeRO-3) or keep them until its backward (off: ZeRO-2-like, more memory, one all-gather "
-        "less)",
-    )
-    p.add_argument(
-        "--fsdp-cpu-offload",
-        action="store_true",
-        help="fsdp: keep the sharded parameters, gradients and optimizer step on the CPU",
-    )
-    p.add_argument(
-        "--sync-bn",
-        action="store_true",
-        help="ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap (BatchNorm "
-        "statistics over every rank's batch)",
-    )
+    """The performance options (precision, accumulation, memory format, compiling, DDP's and
+    FSDP's own, the memory snapshot): one entry each in ``training.options.KNOBS``."""
+    for option in KNOBS:
+        option.add_to(p)
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:

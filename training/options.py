@@ -1,35 +1,245 @@
-"""The trainer's performance options as words and limits, declared once for the trainer and the lab.
+"""The trainer's performance options, declared once for the trainer and the lab: ``KNOBS``.
 
-``python -m training.train`` builds its flags and refusals from these (``training.cli``), and the
-lab's Launch form, flags and checks read the same ones (``lab.engine.launch.knobs``), so a limit
-cannot drift between the form and the trainer that runs it. Plain values and the trainer's one
-check of them that needs no device (``accumulation_problem``), no torch: the lab's supervisor
-imports nothing heavy through it.
+Each ``Option`` is one entry: its flag, kind, choices, default, range and the words that explain it
+(the command line's, the Launch form's label and help, Compare's words when two runs differ in
+it, ``--vary``'s example). ``python -m training.train`` adds its flags from these
+(``training.cli``); the lab's Launch form, ``lab launch``'s flags and ``--help``, its checks and
+``--vary`` build their fields from the same entries (``lab.engine.launch.knobs``), so a new
+option is one entry here plus the code that uses it, and a limit cannot drift between the form
+and the trainer. Plain values and the trainer's one check of them that needs no device
+(``accumulation_problem``), no torch: the lab's supervisor imports nothing heavy through it.
 """
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
 from typing import Any
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-# DistributedDataParallel's own constructor options: refused in the other modes
-DDP_ONLY = (
-    "bucket_cap_mb",
-    "grad_as_bucket_view",
-    "static_graph",
-    "find_unused_parameters",
-    "sync_bn",
-)
-# FSDP's own options (``--mode fsdp``): refused in the other modes
-FSDP_ONLY = ("reshard_after_forward", "fsdp_cpu_offload")
 ON_OFF = ("on", "off")  # --reshard-after-forward: on = ZeRO-3 (the default), off = ZeRO-2-like
 # --compile on|off (torch.compile, every mode): why DataParallel on two GPUs or more refuses it
 COMPILE_WITH_DP = "its replicas of a compiled module do not run their own parameters"
 MAX_ACCUM = 1024  # --accum-steps: 1 (none) to this many micro-batches per optimizer step
-MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's default 25) up to this
+MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's 25) up to this
+MAX_SNAPSHOT_STEPS = 10_000  # the form's range of --memory-snapshot; the trainer takes any N
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
 # INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
 STATIC_GRAPH_WITH_ACCUM = "no_sync() fails its first backward"  # why both refuse the pair
+_DDP_OPTIONS = "DDP options differ"  # the count of Compare's notes: DDP's switches as one cause
+
+
+@dataclass(frozen=True)
+class Option:
+    """One performance option: the trainer's flag ``--<name with dashes>`` (argparse's dest and
+    the lab's field are ``name``), and its words.
+
+    ``kind``: "select" (one of ``choices``), "int", "float" or "check" (a switch). ``default`` is
+    the trainer's when the flag is not given (the lab passes the flag only when its value differs
+    from the run's default). ``only_in``: the one mode whose option it is (refused elsewhere).
+    ``limits``: the form's range, in ``unit``. ``differs``/``cause``: Compare's words and count of
+    notes when two runs differ in it (empty: it does not change a step's speed).
+    """
+
+    name: str
+    kind: str
+    help: str  # the command line's words: the trainer's --help and lab launch --help
+    label: str  # the Launch form's
+    form_help: str  # the Launch form's, where a sentence more fits
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    choice_labels: tuple[str, ...] = ()  # the form's words for each choice
+    metavar: str | None = None
+    only_in: str | None = None
+    limits: tuple[float, float] | None = None
+    unit: str = ""
+    step: float = 1
+    differs: str = ""
+    cause: str = ""
+    vary_example: str = ""  # the values a refused --vary suggests, where the default's do not
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """The trainer's flag for this option."""
+        if self.kind == "check":
+            parser.add_argument(self.flag, action="store_true", help=self.help)
+            return
+        kw: dict[str, Any] = {"default": self.default, "help": self.help}
+        if self.kind == "select":
+            kw["choices"] = self.choices
+        else:
+            kw["type"] = int if self.kind == "int" else float
+        if self.metavar:
+            kw["metavar"] = self.metavar
+        parser.add_argument(self.flag, **kw)
+
+
+KNOBS: tuple[Option, ...] = (
+    Option(
+        "precision",
+        "select",
+        "fp32 (default) | fp16 (autocast + GradScaler, CUDA only) | bf16 (autocast, CPU or CUDA); "
+        "--amp is fp16 on CUDA, bf16 on the CPU: give one of them",
+        "Precision",
+        "fp16: autocast with a GradScaler, CUDA only; bf16: autocast, on the CPU or a GPU of "
+        "compute capability 8.0 or more (Ampere; the trainer refuses older ones). The AMP box is "
+        "fp16 on CUDA and bf16 on the CPU: use one of the two.",
+        choices=PRECISIONS,
+        choice_labels=(
+            "fp32",
+            "fp16 — autocast + GradScaler (CUDA only)",
+            "bf16 — autocast (CPU or CUDA)",
+        ),
+    ),
+    Option(
+        "accum_steps",
+        "int",
+        "N micro-batches per optimizer step (default 1: none); the global batch stays the "
+        "step's, each micro-batch is global/N (per ddp rank global/(N x world)); ddp "
+        "all-reduces once per step, the first N-1 inside no_sync()",
+        "Accumulation steps (micro-batches per step)",
+        "Gradient accumulation: each optimizer step runs this many micro-batches of global batch "
+        "/ (N × world size) per process; DDP all-reduces once, after the last (the others run "
+        "inside no_sync()). The global batch stays the optimizer step's batch.",
+        default=1,
+        metavar="N",
+        differs="accumulation steps",
+        cause="accumulation differs",
+        vary_example="1,4",
+    ),
+    Option(
+        "channels_last",
+        "check",
+        "the model and its image batches in torch.channels_last",
+        "Channels last (memory format)",
+        "The model and its image batches in torch.channels_last.",
+        differs="memory format (channels last)",
+        cause="memory format differs",
+    ),
+    Option(
+        "bucket_cap_mb",
+        "float",
+        "ddp: DDP's bucket_cap_mb, the gradient bucket size in MB (default: DDP's 25; lab "
+        "launch's 0 means the same)",
+        "DDP bucket size (MB, 0 = DDP's 25)",
+        "DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this size.",
+        metavar="MB",
+        only_in="ddp",
+        step=5.0,
+        differs="DDP bucket size (MB)",
+        cause="DDP bucket size differs",
+        vary_example="1,25,100",
+    ),
+    Option(
+        "grad_as_bucket_view",
+        "check",
+        "ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
+        "Gradients as bucket views",
+        "DDP's gradient_as_bucket_view=True: gradients are views into the buckets (less memory, "
+        "no copy).",
+        only_in="ddp",
+        differs="DDP's gradients as bucket views",
+        cause=_DDP_OPTIONS,
+    ),
+    Option(
+        "static_graph",
+        "check",
+        "ddp: static_graph=True (the used parameters never change between steps; not with "
+        "--accum-steps)",
+        "Static graph",
+        "DDP's static_graph=True: the set of used parameters never changes between steps.",
+        only_in="ddp",
+        differs="DDP's static graph",
+        cause=_DDP_OPTIONS,
+    ),
+    Option(
+        "find_unused_parameters",
+        "check",
+        "ddp: find_unused_parameters=True (for models whose forward skips parameters; costs a "
+        "graph walk per step)",
+        "Find unused parameters",
+        "DDP's find_unused_parameters=True: for models whose forward skips some parameters (costs "
+        "a graph walk every step).",
+        only_in="ddp",
+        differs="DDP's find unused parameters",
+        cause=_DDP_OPTIONS,
+    ),
+    Option(
+        "sync_bn",
+        "check",
+        "ddp, GPUs: nn.SyncBatchNorm.convert_sync_batchnorm before the wrap (BatchNorm "
+        "statistics over every rank's batch)",
+        "Sync BatchNorm",
+        "nn.SyncBatchNorm.convert_sync_batchnorm before DDP's wrap: BatchNorm statistics over the "
+        "global batch, not each rank's (GPUs only; costs a collective per BatchNorm layer).",
+        only_in="ddp",
+        differs="sync BatchNorm",
+        cause=_DDP_OPTIONS,
+    ),
+    Option(
+        "reshard_after_forward",
+        "select",
+        "fsdp: on (the default: ZeRO-3) frees each block's gathered parameters after its "
+        "forward; off keeps them until its backward (ZeRO-2-like: more memory, one all-gather "
+        "less)",
+        "Reshard after forward (FSDP)",
+        "fully_shard's reshard_after_forward: on (the default) all-gathers each block's "
+        "parameters again for its backward; off keeps them gathered in between.",
+        choices=ON_OFF,
+        choice_labels=(
+            "on — free each block's gathered parameters after its forward (ZeRO-3)",
+            "off — keep them until its backward (ZeRO-2-like: more memory, one all-gather less)",
+        ),
+        only_in="fsdp",
+        differs="FSDP's reshard after forward",
+    ),
+    Option(
+        "fsdp_cpu_offload",
+        "check",
+        "fsdp, GPUs: keep the sharded parameters, gradients and optimizer step on the CPU",
+        "CPU offload (FSDP)",
+        "FSDP's CPUOffloadPolicy: the sharded parameters, gradients and optimizer step live on "
+        "the CPU (GPUs only; much less GPU memory, much slower).",
+        only_in="fsdp",
+        differs="FSDP's CPU offload",
+    ),
+    Option(
+        "compile",
+        "select",
+        "off (default) | on: torch.compile the model (every mode; dp on 2+ GPUs refused); the "
+        "first step(s), which compile, are timed apart (perf/compile_s) and left out of the "
+        "steady throughput",
+        "torch.compile",
+        "torch.compile the model. The first steps pay the compilation; the run reports that "
+        "time apart and its steady-state throughput leaves it out, so compile can be A/B'd.",
+        default="off",
+        choices=ON_OFF[::-1],
+        choice_labels=("off", "on — compile the model (its compile time is shown apart)"),
+        differs="torch.compile",
+    ),
+    Option(
+        "memory_snapshot",
+        "int",
+        "CUDA only: record the caching allocator's history over the first N steps into the run "
+        "folder's profile/memory_snapshot_rank<i>.pickle (open at pytorch.org/memory_viz; "
+        "default 0: off)",
+        "Memory snapshot (first N steps, 0 = off)",
+        "Record the CUDA caching allocator's history over the first N steps into "
+        "profile/memory_snapshot_rank<i>.pickle (download it on Live, open it at "
+        "https://pytorch.org/memory_viz). CUDA only.",
+        default=0,
+        metavar="N",
+        limits=(0, MAX_SNAPSHOT_STEPS),
+        unit="steps",
+    ),
+)
+BY_NAME = {o.name: o for o in KNOBS}
+# a mode's own options: refused in the other modes
+DDP_ONLY = tuple(o.name for o in KNOBS if o.only_in == "ddp")
+FSDP_ONLY = tuple(o.name for o in KNOBS if o.only_in == "fsdp")
 
 
 def accumulation_problem(args: Any) -> str | None:

@@ -1,18 +1,19 @@
-"""The performance knobs: precision, gradient accumulation, memory format, DDP's and FSDP's own
-options, torch.compile and an NCCL preset, declared once (``FIELDS``, which
-``lab.engine.launch.form.FIELDS`` takes in, in its "Performance knobs" section) and checked
+"""The performance knobs as the Launch form's fields (``FIELDS``, which
+``lab.engine.launch.form.FIELDS`` takes in, in its "Performance knobs" section) and their checks
 (``knob_problems``, one of ``lab.engine.launch.config``'s checks).
 
-The trainer's flags are passed only when set (``FormField.trainer_flag``): ``--precision``,
-``--accum-steps``, ``--channels-last``, ``--bucket-cap-mb``, ``--grad-as-bucket-view``,
-``--static-graph``, ``--find-unused-parameters``, ``--sync-bn``, ``--reshard-after-forward``,
-``--fsdp-cpu-offload`` and ``--compile``; the NCCL preset is the lab's own
-(``lab.engine.spec.nccl``: its variables go into the run's environment). Refused with one line
-where they make no sense: DDP's options outside ddp and FSDP's outside fsdp (``ONLY_IN``), fp16
-without a GPU, FSDP's CPU offload without a GPU, ``amp`` together with a precision, an
-accumulation that does not divide each process's batch, DDP's static graph with accumulation
-(PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory snapshot
-(``--memory-snapshot N``, CUDA only) without a GPU.
+Each of the trainer's options is one entry in ``training.options.KNOBS`` (its flag, choices,
+range and words); ``FIELDS`` builds the form's field of each from it, so the form, ``lab
+launch``'s flags and ``--help``, Compare's words and ``--vary`` need nothing more of a new option
+than that entry and its field in ``RunConfig`` (the run's value, with the lab's default). The
+trainer is given a flag only when its value differs from that default. The NCCL preset is the
+lab's own (``lab.engine.spec.nccl``: its variables go into the run's environment).
+
+Refused with one line where they make no sense: DDP's options outside ddp and FSDP's outside fsdp
+(``ONLY_IN``), fp16 without a GPU, FSDP's CPU offload without a GPU, ``amp`` together with a
+precision, an accumulation that does not divide each process's batch, DDP's static graph with
+accumulation (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory snapshot
+(CUDA only) without a GPU.
 """
 
 from __future__ import annotations
@@ -24,22 +25,10 @@ from lab.engine.spec import backends, modes, nccl
 from lab.engine.spec.modes import DDP, DP, FSDP, LABELS
 from lab.engine.spec.run import RunConfig
 from training import options as trainer
-from training.options import (
-    COMPILE_WITH_DP,
-    DDP_ONLY,
-    FSDP_ONLY,
-    MAX_ACCUM,
-    MAX_BUCKET_MB,
-    ON_OFF,
-    PRECISIONS,
-)
+from training.options import COMPILE_WITH_DP, MAX_ACCUM, MAX_BUCKET_MB, ON_OFF, PRECISIONS
 
-MAX_SNAPSHOT_STEPS = 10_000  # the form's range; the trainer takes any N
-_DDP, _FSDP = ("mode", DDP), ("mode", FSDP)
-_DDP_OPTIONS = "DDP options differ"  # the count of Compare's notes: DDP's switches as one cause
-# a mode's own options: refused in the other modes, and a sweep varies them in that mode's runs
-ONLY_IN = {**{name: DDP for name in DDP_ONLY}, **{name: FSDP for name in FSDP_ONLY}}
 _DEFAULT = RunConfig()
+ONLY_IN = {o.name: o.only_in for o in trainer.KNOBS if o.only_in}  # a mode's own options
 STATIC_GRAPH_WITH_ACCUM = (
     f"DDP's static graph does not work with gradient accumulation "
     f"({trainer.STATIC_GRAPH_WITH_ACCUM}): leave out static graph or set accumulation steps to 1"
@@ -50,163 +39,32 @@ SYNC_BN_CPU = (
     "leave it out"
 )
 
+
+def _field(o: trainer.Option) -> FormField:
+    """The form field of one of the trainer's options: its widget, words, flag and range."""
+    return FormField(
+        o.name,
+        o.label,
+        o.kind,
+        f"launch_{o.name}",
+        help=o.form_help,
+        options=o.choices,
+        option_labels=o.choice_labels,
+        step=o.step,
+        only_if=("mode", o.only_in) if o.only_in else None,
+        cli_help=o.help,
+        trainer_flag=o.flag,
+        limits=o.limits,
+        unit=o.unit,
+        differs=o.differs,
+        cause=o.cause,
+        vary_example=o.vary_example,
+    )
+
+
+# the trainer's options, then the lab's own NCCL preset (its variables go into the environment)
 FIELDS: tuple[FormField, ...] = (
-    FormField(
-        "precision",
-        "Precision",
-        "select",
-        "launch_precision",
-        options=PRECISIONS,
-        option_labels=(
-            "fp32",
-            "fp16 — autocast + GradScaler (CUDA only)",
-            "bf16 — autocast (CPU or CUDA)",
-        ),
-        help="fp16: autocast with a GradScaler, CUDA only; bf16: autocast, on the CPU or a GPU "
-        "of compute capability 8.0 or more (Ampere; the trainer refuses older ones). The AMP box "
-        "is fp16 on CUDA and bf16 on the CPU: use one of the two.",
-        cli_help="fp32 (default) | fp16 (autocast + GradScaler, CUDA only) | bf16 (autocast, CPU "
-        "or CUDA); --amp is fp16 on CUDA, bf16 on the CPU: give one of them",
-        trainer_flag="--precision",
-    ),
-    FormField(
-        "accum_steps",
-        "Accumulation steps (micro-batches per step)",
-        "int",
-        "launch_accum",
-        help="Gradient accumulation: each optimizer step runs this many micro-batches of global "
-        "batch / (N × world size) per process; DDP all-reduces once, after the last (the others "
-        "run inside no_sync()). The global batch stays the optimizer step's batch.",
-        cli_help="N micro-batches per optimizer step (default 1: none); the global batch stays "
-        "the step's, each micro-batch is global/N (per ddp rank global/(N x world)); ddp "
-        "all-reduces once per step (no_sync)",
-        trainer_flag="--accum-steps",
-        differs="accumulation steps",
-        cause="accumulation differs",
-        vary_example="1,4",
-    ),
-    FormField(
-        "channels_last",
-        "Channels last (memory format)",
-        "check",
-        "launch_channels_last",
-        help="The model and its image batches in torch.channels_last.",
-        cli_help="the model and its image batches in torch.channels_last",
-        trainer_flag="--channels-last",
-        differs="memory format (channels last)",
-        cause="memory format differs",
-    ),
-    FormField(
-        "bucket_cap_mb",
-        "DDP bucket size (MB, 0 = DDP's 25)",
-        "float",
-        "launch_bucket_mb",
-        step=5.0,
-        only_if=_DDP,
-        help="DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this size.",
-        cli_help="ddp: the gradient bucket size in MB, DDP's bucket_cap_mb (default 0: DDP's 25)",
-        trainer_flag="--bucket-cap-mb",
-        differs="DDP bucket size (MB)",
-        cause="DDP bucket size differs",
-        vary_example="1,25,100",
-    ),
-    FormField(
-        "grad_as_bucket_view",
-        "Gradients as bucket views",
-        "check",
-        "launch_bucket_view",
-        only_if=_DDP,
-        help="DDP's gradient_as_bucket_view=True: gradients are views into the buckets (less "
-        "memory, no copy).",
-        cli_help="ddp: gradient_as_bucket_view=True (gradients are views into the buckets)",
-        trainer_flag="--grad-as-bucket-view",
-        differs="DDP's gradients as bucket views",
-        cause=_DDP_OPTIONS,
-    ),
-    FormField(
-        "static_graph",
-        "Static graph",
-        "check",
-        "launch_static_graph",
-        only_if=_DDP,
-        help="DDP's static_graph=True: the set of used parameters never changes between steps.",
-        cli_help="ddp: static_graph=True (the used parameters never change between steps; not "
-        "with --accum-steps)",
-        trainer_flag="--static-graph",
-        differs="DDP's static graph",
-        cause=_DDP_OPTIONS,
-    ),
-    FormField(
-        "find_unused_parameters",
-        "Find unused parameters",
-        "check",
-        "launch_find_unused",
-        only_if=_DDP,
-        help="DDP's find_unused_parameters=True: for models whose forward skips some parameters "
-        "(costs a graph walk every step).",
-        cli_help="ddp: find_unused_parameters=True (for models whose forward skips parameters; "
-        "costs a graph walk per step)",
-        trainer_flag="--find-unused-parameters",
-        differs="DDP's find unused parameters",
-        cause=_DDP_OPTIONS,
-    ),
-    FormField(
-        "sync_bn",
-        "Sync BatchNorm",
-        "check",
-        "launch_sync_bn",
-        only_if=_DDP,
-        help="nn.SyncBatchNorm.convert_sync_batchnorm before DDP's wrap: BatchNorm statistics over "
-        "the global batch, not each rank's (GPUs only; costs a collective per BatchNorm layer).",
-        cli_help="ddp, GPUs: BatchNorm statistics over every rank's batch (nn.SyncBatchNorm)",
-        trainer_flag="--sync-bn",
-        differs="sync BatchNorm",
-        cause=_DDP_OPTIONS,
-    ),
-    FormField(
-        "reshard_after_forward",
-        "Reshard after forward (FSDP)",
-        "select",
-        "launch_reshard",
-        options=ON_OFF,
-        option_labels=(
-            "on — free each block's gathered parameters after its forward (ZeRO-3)",
-            "off — keep them until its backward (ZeRO-2-like: more memory, one all-gather less)",
-        ),
-        only_if=_FSDP,
-        help="fully_shard's reshard_after_forward: on (the default) all-gathers each block's "
-        "parameters again for its backward; off keeps them gathered in between.",
-        cli_help="fsdp: on (default: ZeRO-3) frees each block's gathered parameters after its "
-        "forward; off keeps them until its backward (ZeRO-2-like)",
-        trainer_flag="--reshard-after-forward",
-        differs="FSDP's reshard after forward",
-    ),
-    FormField(
-        "fsdp_cpu_offload",
-        "CPU offload (FSDP)",
-        "check",
-        "launch_fsdp_offload",
-        only_if=_FSDP,
-        help="FSDP's CPUOffloadPolicy: the sharded parameters, gradients and optimizer step live "
-        "on the CPU (GPUs only; much less GPU memory, much slower).",
-        cli_help="fsdp, GPUs: the sharded parameters, gradients and optimizer step on the CPU",
-        trainer_flag="--fsdp-cpu-offload",
-        differs="FSDP's CPU offload",
-    ),
-    FormField(
-        "compile",
-        "torch.compile",
-        "select",
-        "launch_compile",
-        options=ON_OFF[::-1],
-        option_labels=("off", "on — compile the model (its compile time is shown apart)"),
-        help="torch.compile the model. The first steps pay the compilation; the run reports that "
-        "time apart and its steady-state throughput leaves it out, so compile can be A/B'd.",
-        cli_help="off (default) | on: torch.compile the model; the compile time is reported "
-        "apart from the steady-state throughput",
-        trainer_flag="--compile",
-        differs="torch.compile",
-    ),
+    *(_field(o) for o in trainer.KNOBS),
     FormField(
         "nccl_preset",
         "NCCL preset",
@@ -218,20 +76,6 @@ FIELDS: tuple[FormField, ...] = (
         "measured); recorded in run.json. No effect on the CPU (gloo).",
         cli_help=f"a named set of NCCL variables: {', '.join(nccl.NAMES)} (docs/cli.md; "
         "starting points to measure, no effect under gloo)",
-    ),
-    FormField(
-        "memory_snapshot",
-        "Memory snapshot (first N steps, 0 = off)",
-        "int",
-        "launch_memory_snapshot",
-        help="Record the CUDA caching allocator's history over the first N steps into "
-        "profile/memory_snapshot_rank<i>.pickle (download it on Live, open it at "
-        "https://pytorch.org/memory_viz). CUDA only.",
-        cli_help="CUDA only: record the caching allocator's history over the first N steps into "
-        "profile/memory_snapshot_rank<i>.pickle (open at pytorch.org/memory_viz; default 0: off)",
-        trainer_flag="--memory-snapshot",
-        limits=(0, MAX_SNAPSHOT_STEPS),
-        unit="steps",
     ),
 )
 
