@@ -29,6 +29,7 @@ SYS_OTHER_CPU_PCT = "sys/other_cpu_pct"  # what other processes took of the CPU 
 
 TRAIN, VAL, PERF, MEM, SYS, HEALTH = "train/", "val/", "perf/", "mem/", "sys/", "health/"
 SYS_GPU = "sys/gpu"  # sys/gpu<i>/<leaf>, NVML's physical index
+SYS_NODE = "sys/node"  # sys/node<k>/<...>: a Slurm job's node k, sampled there (node_sampler)
 SM_ACTIVE = "sm_active_pct"  # sys/gpu<i>/sm_active_pct: SM activity (NVML GPM), beside util_pct
 
 

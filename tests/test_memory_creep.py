@@ -12,10 +12,12 @@ import textwrap
 
 import pytest
 
+from lab import tags
 from lab.engine import registry
 from lab.engine.health import creep, rules
 from lab.engine.health.watch import HealthWatch
 from lab.engine.launch import launcher
+from lab.engine.scalars import ScalarWriter
 from lab.engine.spec.run import script_run
 from lab.events import LogdirReader
 from tests.helpers.engine_runs import alive_of, state, wait_for
@@ -91,12 +93,45 @@ def test_the_finding_names_the_series_and_says_why_in_the_seeds_words():
 
 def test_the_watch_keeps_gpu_samples_where_there_are_gpus_else_the_rss(tmp_path):
     w = HealthWatch(tmp_path, {"kind": "script"}, lambda **kw: None)
-    w._note_memory({"sys/rss_mib": 500.0, "sys/cpu_pct": 50.0})
-    assert list(w._memory_series()) == ["sys/rss_mib"]
-    w._note_memory({"sys/rss_mib": 501.0, "sys/gpu3/mem_used_mib": 900.0, "sys/gpu3/util_pct": 9})
-    assert list(w._memory_series()) == ["sys/gpu3/mem_used_mib"]
+    w.memory.note({"sys/rss_mib": 500.0, "sys/cpu_pct": 50.0})
+    assert list(w.memory.series(w._scalars)) == ["sys/rss_mib"]
+    w.memory.note({"sys/rss_mib": 501.0, "sys/gpu3/mem_used_mib": 900.0, "sys/gpu3/util_pct": 9})
+    assert list(w.memory.series(w._scalars)) == ["sys/gpu3/mem_used_mib"]
     many = [(float(i), 1.0) for i in range(creep.KEEP + 1)]
     assert len(creep.thin(many)) <= creep.KEEP and creep.thin(many)[-1] == many[-1]
+
+
+def node_samples(run_dir, gpu_mib, host_mib) -> None:
+    """What a Slurm job's node sampler writes on node 1 (its writer, its folder, its tags), every
+    second for two minutes: GPU 3's used memory and the node's host memory."""
+    pre = f"{tags.SYS_NODE}1/"
+    writer = ScalarWriter(run_dir / "sys" / "node1")
+    for i, ((wall, gpu), (_, host)) in enumerate(zip(series(gpu_mib), series(host_mib))):
+        writer.add({f"{pre}gpu3/mem_used_mib": gpu, f"{pre}host_mem_used_mib": host}, i, wall)
+    writer.close()
+
+
+def test_a_slurm_job_watched_from_afar_is_judged_on_its_nodes_gpu_memory(tmp_path):
+    """A Slurm job whose processes run on other nodes: the watch samples nothing itself (the
+    Slurm watcher ticks with no values) and judges the GPU memory each node's sampler wrote; a
+    node's host memory, which other jobs share, is never judged."""
+    seen: dict = {}
+    node_samples(tmp_path, lambda t: warm(t) + 2.0 * t, warm)
+    HealthWatch(tmp_path, {"kind": "script"}, seen.update).tick(0, [], {}, [], alive=True)
+    found = {f["key"]: f for f in seen.get("health", [])}
+    assert found["memory_creep"]["evidence"]["series"] == "sys/node1/gpu3/mem_used_mib"
+    assert found["memory_creep"]["message"].startswith("GPU3's memory on the job's node1 keeps")
+
+    flat_gpu = tmp_path / "flat"
+    node_samples(flat_gpu, warm, lambda t: warm(t) + 2.0 * t)
+    seen.clear()
+    HealthWatch(flat_gpu, {"kind": "script"}, seen.update).tick(0, [], {}, [], alive=True)
+    assert "memory_creep" not in {f["key"] for f in seen.get("health", [])}
+
+    # a watch that samples the run's processes itself judges those, not the nodes' files
+    w = HealthWatch(tmp_path, {"kind": "script"}, seen.update)
+    w.tick(0, [], {"sys/rss_mib": 500.0}, [], alive=True)
+    assert list(w.memory.series(w._scalars)) == ["sys/rss_mib"]
 
 
 SCRIPT = textwrap.dedent("""\
@@ -184,7 +219,7 @@ def test_the_trainers_allocated_series_decides_not_nvml_device_memory(tmp_path):
 
     w = HealthWatch(tmp_path, {"kind": "trainer"}, lambda **kw: None)
     rising, flat = series(lambda t: warm(t) + 2.0 * t), series(warm)
-    w._memory = {"sys/gpu0/mem_used_mib": rising}
+    w.memory.samples = {"sys/gpu0/mem_used_mib": rising}
 
     def scalars(pts):
         return SimpleNamespace(
@@ -195,14 +230,18 @@ def test_the_trainers_allocated_series_decides_not_nvml_device_memory(tmp_path):
         "mem/cuda0/allocated_mib": scalars(flat),
         "mem/cuda0/reserved_mib": scalars(rising),
     }
-    assert list(w._memory_series()) == ["mem/cuda0/allocated_mib"]
+    assert list(w.memory.series(w._scalars)) == ["mem/cuda0/allocated_mib"]
     obs = rules.Observation(now=0.0, started=0.0, alive=True, last_activity=0.0)
-    found = rules.findings(rules.Observation(**{**obs.__dict__, "memory": w._memory_series()}))
+    found = rules.findings(
+        rules.Observation(**{**obs.__dict__, "memory": w.memory.series(w._scalars)})
+    )
     assert "memory_creep" not in {f.key for f in found}
     w._scalars = {"mem/cuda0/allocated_mib": scalars(rising)}
     f = next(
         f
-        for f in rules.findings(rules.Observation(**{**obs.__dict__, "memory": w._memory_series()}))
+        for f in rules.findings(
+            rules.Observation(**{**obs.__dict__, "memory": w.memory.series(w._scalars)})
+        )
         if f.key == "memory_creep"
     )
     assert f.evidence["series"] == "mem/cuda0/allocated_mib" and "allocated" in f.message
@@ -210,8 +249,8 @@ def test_the_trainers_allocated_series_decides_not_nvml_device_memory(tmp_path):
 
 def test_other_tenants_memory_is_taken_off_the_gpu_series(tmp_path):
     w = HealthWatch(tmp_path, {"kind": "script"}, lambda **kw: None)
-    w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/other_mem_mib": 8000.0})
-    assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 1000.0
+    w.memory.note({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/other_mem_mib": 8000.0})
+    assert w.memory.series(w._scalars)["sys/gpu0/mem_used_mib"][-1][1] == 1000.0
     # NVML's per-process memory of the run's own processes, where it has it, decides
-    w._note_memory({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/run_mem_mib": 700.0})
-    assert w._memory_series()["sys/gpu0/mem_used_mib"][-1][1] == 700.0
+    w.memory.note({"sys/gpu0/mem_used_mib": 9000.0, "sys/gpu0/run_mem_mib": 700.0})
+    assert w.memory.series(w._scalars)["sys/gpu0/mem_used_mib"][-1][1] == 700.0

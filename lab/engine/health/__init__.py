@@ -1,2 +1,2 @@
-"""A running run's health: the rules that make findings, the watch that applies them, every rank's
-stacks, torchrun's restarts."""
+"""A running run's health: the rules that make findings, the watch that applies them, the memory
+series they judge, every rank's stacks, torchrun's restarts."""

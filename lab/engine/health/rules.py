@@ -18,7 +18,9 @@ first sighting. The findings (docs/contracts.md section 2):
 - ``memory_creep``: the trainer's allocated memory (``mem/<device>/allocated_mib``, what its
   tensors hold), else (a script) a GPU's memory held by the run (NVML's used memory less other
   tenants' processes, ``sys/gpu<i>/mem_used_mib``), or on the CPU the process tree's RSS
-  (``sys/rss_mib``), keeps rising after warm-up instead of levelling off
+  (``sys/rss_mib``), or for a Slurm job watched from afar a GPU's used memory as its node's
+  sampler saw it (``sys/node<k>/gpu<i>/mem_used_mib``), keeps rising after warm-up instead of
+  levelling off
   (``lab.engine.health.creep`` says how that is judged); the evidence is the slope in MiB/min.
 - ``several_writers``: a script's event files written by several processes, into one folder
   (their points merge into one curve) or the same tags into several (one rank's curve shown).
@@ -236,6 +238,9 @@ def memory_creep(obs: Observation) -> tuple[str, str, dict[str, Any]] | None:
     gpu = tag.split("/")[1] if tag.startswith(tags.SYS_GPU) else None
     if tag.startswith(tags.MEM):
         what = f"The trainer's allocated memory on {tag.split('/')[1]}"
+    elif tag.startswith(tags.SYS_NODE):  # sys/node<k>/gpu<i>/mem_used_mib
+        node, gpu = tag.split("/")[1:3]
+        what = f"{gpu.upper()}'s memory on the job's {node}"
     elif gpu:
         what = f"{gpu.upper()}'s memory held by the run"
     else:

@@ -29,8 +29,9 @@ from typing import Any, Callable
 import numpy as np
 
 from lab import tags
-from lab.engine.health import creep, restarts, stacks
+from lab.engine.health import restarts, stacks
 from lab.engine.health import rules as health
+from lab.engine.health.memory import RunMemory
 from lab.engine.health.rules import Finding, Observation
 from lab.engine.spec import modes
 from lab.events.reader import file_origin
@@ -123,7 +124,7 @@ class HealthWatch:
         self._alive = True
         self._writers: dict[str, Any] = {}
         self._log_at = 0.0
-        self._memory: dict[str, list[tuple[float, float]]] = {}  # tag -> (epoch s, MiB)
+        self.memory = RunMemory(self.run_dir)
 
     # -- reading ------------------------------------------------------------
     def _read(self, dirs: list[str]) -> None:
@@ -141,6 +142,7 @@ class HealthWatch:
                 for tag, s in scalars.items():
                     merged.setdefault(tag, s)
         self._scalars = merged
+        self.memory.read_nodes()
         if self.kind != TRAINER:  # the trainer writes from rank 0 only
             self._writers = writers(folders, self.started)
 
@@ -201,43 +203,9 @@ class HealthWatch:
             workers=self.config.get("workers") if trainer else None,
             pin_memory=bool(self.config.get("gpus")) if trainer else None,
             stall_after=float(self.config.get("stall_after") or 0.0),
-            memory=self._memory_series(),
+            memory=self.memory.series(self._scalars),
             compiling=trainer and self.config.get("compile") == "on",
         )
-
-    def _note_memory(self, values: dict[str, float]) -> None:
-        """Keep this sample's memory: each GPU's memory held by the run (NVML's used memory less
-        other tenants' processes, ``other_mem_mib``) and the process tree's RSS."""
-        now = time.time()
-        for tag, v in values.items():
-            if tag == tags.SYS_RSS_MIB or (
-                tag.startswith(tags.SYS_GPU) and tag.endswith("/mem_used_mib")
-            ):
-                other = values.get(tag.replace("/mem_used_mib", "/other_mem_mib"), 0.0) or 0.0
-                own = values.get(tag.replace("/mem_used_mib", "/run_mem_mib"))  # per process
-                pts = self._memory.setdefault(tag, [])
-                pts.append((now, float(own) if own is not None else float(v) - float(other)))
-                self._memory[tag] = creep.thin(pts)
-
-    def _allocated_series(self) -> dict[str, list[tuple[float, float]]]:
-        """The trainer's own ``mem/<device>/allocated_mib`` series as (wall seconds, MiB): what
-        its tensors hold, without the allocator's reserve, NCCL's lazy buffers or other tenants."""
-        out = {}
-        for tag, s in self._scalars.items():
-            if tag.startswith(tags.MEM) and tag.endswith("/allocated_mib"):
-                walls, vals = np.asarray(s.wall_time, dtype=float), np.asarray(s.value)
-                out[tag] = creep.thin([(float(w), float(v)) for w, v in zip(walls, vals)])
-        return out
-
-    def _memory_series(self) -> dict[str, list[tuple[float, float]]]:
-        """The trainer's allocated series where it writes them; else the GPUs' per-run series
-        where the run has GPUs (the RSS of a GPU run also holds CUDA's host side, which grows for
-        reasons of its own), else the RSS."""
-        allocated = self._allocated_series()
-        if allocated:
-            return allocated
-        gpus = {t: p for t, p in self._memory.items() if t.startswith(tags.SYS_GPU)}
-        return gpus or {t: p for t, p in self._memory.items() if t == tags.SYS_RSS_MIB}
 
     # -- acting ---------------------------------------------------------------
     def tick(
@@ -261,7 +229,7 @@ class HealthWatch:
         if request.exists():
             request.unlink(missing_ok=True)
             self.update(stacks=self.dump(pid, tree).to_dict())
-        self._note_memory(values)
+        self.memory.note(values)
         obs = self.observe(self._alive, dirs)
         self._note_script_step(obs.step)
         found = health.findings(obs, self.found)

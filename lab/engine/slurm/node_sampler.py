@@ -67,7 +67,7 @@ class NodeSampler:
 
     def sample(self) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
-        now, pre = time.time(), f"{tags.SYS}node{self.node}/"
+        now, pre = time.time(), f"{tags.SYS_NODE}{self.node}/"
         values: dict[str, float] = {}
         for g in devices.read_gpus(self.gpus, with_processes=False) if self.gpus else ():
             for key, v in (
