@@ -38,11 +38,11 @@ fi
 # every test once, in three passes: the tests that start no process, then the process-starting
 # tiers (proc, e2e, slurm, gpu: pytest.ini), both on two pytest-xdist workers (--dist loadgroup
 # keeps a module that shares one run, or every browser test, on one worker: tests/conftest.py)
-# and under coverage (their subprocesses too: [tool.coverage.run] in pyproject.toml, appending to
-# one data file); then the tests marked serial (a CPU measured, busy or quiet asserted, a deadline
-# in seconds) one at a time with nothing beside them, without coverage (it made processes about 30%
-# slower here, and what they run is measured by the passes before); then each package's line
-# coverage against its floor
+# and under coverage (the processes of tests/helpers/measured.py's modules too: pyproject.toml's
+# [tool.coverage.run], appending to one data file); then the tests marked serial (a CPU measured,
+# busy or quiet asserted, a deadline in seconds) one at a time with nothing beside them, without
+# coverage (it made processes about 30% slower here, and what they run is measured by the passes
+# before); then each package's line coverage against its floor
 "$PY" -m pytest --cov --cov-report= -n 2 -m "not proc and not e2e and not slurm and not gpu"
 "$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup -m "(proc or e2e or slurm or gpu) and not serial"
 "$PY" -m pytest -m "(proc or e2e or slurm or gpu) and serial"

@@ -14,6 +14,8 @@ the trainer), so they pass in both modes and on a real GPU box.
 from __future__ import annotations
 
 import atexit
+import base64
+import json
 import os
 import shutil
 import sys
@@ -35,6 +37,8 @@ if os.environ.get("LAB_TEST_FAKE_GPUS"):  # before lab.engine.devices.nvml is im
 # torch's first import runs `/sbin/ldconfig -p` (cuda.pathfinder's find_library): here, before the
 # guard below, so that no test that merely imports torch first is taken to start a process
 import torch  # noqa: E402
+
+from tests.helpers.measured import MEASURED_PROCESSES  # noqa: E402
 
 
 def _nvml_count() -> int:
@@ -265,10 +269,34 @@ def pytest_configure(config):
                 setattr(os, name, _guarded(getattr(os, name), f"os.{name}"))
 
 
+COVERAGE_OF_PROCESSES = "COVERAGE_PROCESS_CONFIG"  # set by coverage: measure what starts
+
+
+def _coverage_of_processes(item) -> str | None:
+    """This test's processes' coverage: the config of the module's own data folder under
+    ``LAB_COVERAGE_BY_MODULE`` (scripts/coverage_of_processes.py), coverage's own for a module of
+    ``MEASURED_PROCESSES``, else None: its processes run unmeasured (tests/helpers/measured.py)."""
+    config = os.environ.get(COVERAGE_OF_PROCESSES)
+    by_module = os.environ.get("LAB_COVERAGE_BY_MODULE")
+    if config is None or not by_module:
+        return config if item.path.stem in MEASURED_PROCESSES else None
+    data = json.loads(base64.b64decode(config))
+    folder = Path(by_module) / item.path.stem
+    folder.mkdir(parents=True, exist_ok=True)
+    data.update(data_file=str(folder / ".coverage"), parallel=True)
+    return base64.b64encode(json.dumps(data).encode()).decode()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     marked = any(item.get_closest_marker(m) for m in PROC_MARKERS)
     _unmarked_item[0] = None if marked else item
+    coverage_config = os.environ.get(COVERAGE_OF_PROCESSES)
+    if coverage_config is not None:
+        if (mine := _coverage_of_processes(item)) is None:
+            os.environ.pop(COVERAGE_OF_PROCESSES)
+        else:
+            os.environ[COVERAGE_OF_PROCESSES] = mine
     # an unmarked test reads event files in this process: several cold runs read together would
     # be read in forked readers (lab.events.apart), or not, as the threads alive say (xdist's
     # vary); the forked read is tests/test_events_apart.py's own, marked proc
@@ -279,6 +307,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         _unmarked_item[0] = None
+        if coverage_config is not None:
+            os.environ[COVERAGE_OF_PROCESSES] = coverage_config
         if apart is None:
             os.environ.pop("LAB_EVENTS_APART", None)
         else:

@@ -1,0 +1,33 @@
+"""Which test modules have the processes they start measured by coverage.
+
+Coverage follows the processes a test starts (``patch = ["subprocess"]`` in pyproject.toml puts
+``COVERAGE_PROCESS_CONFIG`` in the environment) at about 0.7 s of CPU per Python process here,
+most of it while torch imports (a 20-step tinycnn run of the trainer: 4.5/5.1 and 4.0/4.7 s of
+CPU without and with it, interleaved). Most of those processes run lines that the tests in this
+process, or another module's processes, run too. ``tests/conftest.py`` therefore measures the
+processes of the modules below only; the others start theirs unmeasured.
+
+Chosen by ``python scripts/coverage_of_processes.py`` (2026-12-05, measured at f8e4c45): the modules whose
+processes add the most lines that nothing else reaches, greedily, until each adds fewer than 9.
+They are 12 of 41 modules, and their processes are 277 of the 517 that the process tiers start.
+Together they reach all but 40 of the 17,791 lines that measuring every process reaches. A new
+module whose processes alone reach some code belongs here; the floors in
+``scripts/coverage_by_package.py`` say when one is missing.
+"""
+
+MEASURED_PROCESSES = frozenset(
+    {
+        "test_health_runs",
+        "test_slurm_cluster",
+        "test_queue",
+        "test_why_faster",
+        "test_events_cli",
+        "test_linkcheck",
+        "test_noise_floor",
+        "test_engine_cli",
+        "test_engine_runs",
+        "test_sweep_vary",
+        "test_script_config",
+        "test_password",
+    }
+)
