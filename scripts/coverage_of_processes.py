@@ -40,11 +40,11 @@ def measure(out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     (out / "modules").mkdir(parents=True)
     py = [sys.executable, "-m", "pytest", "--cov", "--cov-report=", "-n", "2", "-q"]
+    by_module = {"LAB_COVERAGE_BY_MODULE": str(out / "modules")}
     for name, argv, env in (
         ("quick", ["-m", QUICK], {}),
-        ("processes", ["--dist", "loadgroup", "-m", PROCESSES], {"LAB_COVERAGE_BY_MODULE": ""}),
+        ("processes", ["--dist", "loadgroup", "-m", PROCESSES], by_module),
     ):
-        env = {k: str(out / "modules") for k in env}
         subprocess.run(py + argv, cwd=REPO, env={**os.environ, **env}, check=True)
         shutil.move(REPO / ".coverage", out / name)
 
