@@ -73,7 +73,9 @@ def test_killed_supervisor_of_a_ddp_run_is_adopted_and_the_run_succeeds(runs_dir
     js = _adopted(run_id, st["supervisor_pid"])
     before = _sys_bytes(d)
     wait_for(lambda: _sys_bytes(d) > before, 10, "device samples in sys/ after the adoption")
-    wait_for(lambda: _status(run_id)["state"] != "running", 120, "the run to end")
+    # the adopted watcher writes the end state; read its file (a `lab status` process in this
+    # loop would start one Python process every 0.1 s for the rest of the run), then ask the CLI
+    wait_for(lambda: read_json(d / "status.json")["state"] != "running", 120, "the run to end")
     end = _status(run_id)
     assert end["state"] == "succeeded", end
     assert end["summary"] and end["summary"]["completed"]

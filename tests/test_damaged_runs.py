@@ -1,13 +1,11 @@
 """Damaged run files: a run folder whose status.json, run.json, summary.json or progress.json is
 empty or truncated to half is listed as ``unreadable`` with the file named (lab/runfolder.py
-``damaged_files``, lab/engine/registry.py), and ``lab status``, ``lab compare`` (real subprocesses)
-and every page (AppTest) show it and exit 0 / raise nothing."""
+``damaged_files``, lab/engine/registry.py), and ``lab status``, ``lab compare`` (``lab.cli.main``
+in this process) and every page (AppTest) show it and exit 0 / raise nothing."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.engine import registry
 from lab.runfolder import RUN_FILES, SAMPLE_RUNS, UNREADABLE, damaged_files
+from tests.helpers.cli import lab_in_process
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = ["pages/1_Launch.py", "pages/2_Live.py", "pages/3_Compare.py", "pages/4_Logs.py"]
@@ -31,28 +30,21 @@ def _damage(runs_dir: Path, name: str, how: str) -> str:
     return bad.name
 
 
-def _lab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
-
-
-@pytest.mark.proc
 @pytest.mark.parametrize("how", ["zero", "half"])
 @pytest.mark.parametrize("name", RUN_FILES)
-def test_registry_and_cli_list_the_run_unreadable_naming_the_file(runs_dir, name, how):
+def test_registry_and_cli_list_the_run_unreadable_naming_the_file(runs_dir, name, how, capsys):
     run_id = _damage(runs_dir, name, how)
     rec = registry.get_run(run_id, runs_dir)
     assert rec.state == UNREADABLE and rec.unreadable == [name]
     assert registry.get_run("good-run", runs_dir).state == "succeeded"
-    out = _lab("status")
+    out = lab_in_process(capsys, "status")
     assert out.returncode == 0, out.stderr
     # (the sample's copies carry its sweep id: listed under it, indented)
     line = next(ln for ln in out.stdout.splitlines() if ln.split()[:1] == [run_id])
     assert UNREADABLE in line and name in line
-    js = _lab("status", run_id, "--json")
+    js = lab_in_process(capsys, "status", run_id, "--json")
     assert js.returncode == 0 and f'"{name}"' in js.stdout
-    cmp = _lab("compare", "good-run", run_id)
+    cmp = lab_in_process(capsys, "compare", "good-run", run_id)
     assert cmp.returncode == 0, cmp.stderr
     assert "Traceback" not in cmp.stderr
 

@@ -24,3 +24,16 @@ def run_lab(
         text=True,
         timeout=timeout,
     )
+
+
+def lab_in_process(capsys, *args: str) -> subprocess.CompletedProcess:
+    """``lab ARGS`` in this process (``lab.cli.main``, the runs folder from ``LAB_RUNS_DIR`` as the
+    test set it), shaped as ``run_lab``'s result: for what a command prints, at no process's cost
+    (a ``python -m lab`` costs about 0.6 s of CPU here, mostly imports). ``capsys`` is pytest's
+    fixture; what it held before is dropped."""
+    from lab import cli
+
+    capsys.readouterr()
+    rc = cli.main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["lab", *args], rc, out.out, out.err)
