@@ -1,6 +1,8 @@
-"""The one way tests run ``python -m lab`` as a user's shell would: a real process in the repo, its
-runs folder given by ``LAB_RUNS_DIR``, output captured (for exit codes, detached processes and
-what a second process sees; issue 31 moves the older copies of this helper here)."""
+"""The ways tests run the lab's command line. ``run_lab``: ``python -m lab`` as a user's shell
+would, a real process in the repo, its runs folder given by ``LAB_RUNS_DIR``, output captured
+(for exit codes, detached processes and what a second process sees; issue 31 moves the older
+copies of this helper here). ``lab_in_process``: the same command in the test's own process,
+for what it prints."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def lab_in_process(capsys, *args: str) -> subprocess.CompletedProcess:
     test set it), shaped as ``run_lab``'s result: for what a command prints, at no process's cost
     (a ``python -m lab`` costs about 0.6 s of CPU here, mostly imports). ``capsys`` is pytest's
     fixture; what it held before is dropped."""
-    from lab import cli
+    from lab import cli  # the lab's CLI in this process: only the tests that ask for it load it
 
     capsys.readouterr()
     rc = cli.main(list(args))
