@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab import cli
 from lab.cli.compare import resolve
 from lab.events import LogdirReader
 from lab.views.compare import derived
@@ -28,6 +27,7 @@ from lab.views.compare import table as compare_columns
 from lab.views.compare.comparison import compare
 from lab.views.compare.table import frame
 from lab.views.runscalars import folder_scalars
+from tests.helpers.cli import lab_in_process
 from tests.helpers.compare_runs import available_runs, load_runs, make_run
 from tests.helpers.derived import T0, _foreign, _sys, _tb
 
@@ -288,9 +288,8 @@ def test_foreign_logs_with_device_samples_are_a_run(pair, tmp_path):
 
 
 def _cli(capsys, *args) -> tuple[int, str, str]:
-    rc = cli.main(list(args))
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    r = lab_in_process(capsys, *args)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_the_compare_command_names_folders_and_a_throughput_tag(

@@ -24,7 +24,6 @@ import psutil
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lab import cli
 from lab.engine import registry
 from lab.engine.devices import notes as device_notes
 from lab.engine.devices import nvml as devices
@@ -34,6 +33,7 @@ from lab.engine.spec.run import RunConfig
 from lab.runfolder import REPO_ROOT, write_json_atomic
 from lab.views.device_strip import device_rows
 from tests.fake_nvml import FakeGpu, FakeNvml, NVMLLibraryMismatchError
+from tests.helpers.cli import lab_in_process
 
 # above pid_max: a pid NVML reports that does not exist in this pid namespace
 HIDDEN_PID = 4_000_001
@@ -56,16 +56,8 @@ def fake(monkeypatch):
 def _cli(capsys, runs_dir, *argv) -> tuple[int, str, str]:
     """``python -m lab ARGV`` in this process (the fake NVML is here), as (exit code, stdout,
     stderr)."""
-    import logging
-
-    root = logging.getLogger()
-    handlers = list(root.handlers)
-    try:
-        code = cli.main(list(argv))
-    finally:  # main's logging.basicConfig would keep writing to capsys's stream after it closes
-        root.handlers[:] = handlers
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    r = lab_in_process(capsys, *argv)
+    return r.returncode, r.stdout, r.stderr
 
 
 def _page(page: str | None = None) -> AppTest:

@@ -6,6 +6,7 @@ for what it prints."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -36,6 +37,11 @@ def lab_in_process(capsys, *args: str) -> subprocess.CompletedProcess:
     from lab import cli  # the lab's CLI in this process: only the tests that ask for it load it
 
     capsys.readouterr()
-    rc = cli.main(list(args))
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    try:
+        rc = cli.main(list(args))
+    finally:  # main's logging.basicConfig would keep writing to capsys's stream after it closes
+        root.handlers[:] = handlers
     out = capsys.readouterr()
     return subprocess.CompletedProcess(["lab", *args], rc, out.out, out.err)
