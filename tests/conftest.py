@@ -99,6 +99,11 @@ def _xdist_groups(items) -> None:
                 f"{item.nodeid} is marked serial but not proc/e2e/slurm/gpu: serial is a part "
                 "of the process tiers (pytest.ini)"
             )
+        if item.get_closest_marker("serial") and "mark.serial" not in Path(item.fspath).read_text():
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked serial without the words 'mark.serial' in its file: "
+                "scripts/test.sh's serial pass collects only the files that contain them"
+            )
         group = "browser" if item.get_closest_marker("e2e") else _shared_fixture_module(item)
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))

@@ -43,17 +43,12 @@ def test_both_commands_use_the_repos_own_isolated_venv():
     test = (REPO_ROOT / "scripts" / "test.sh").read_text()
     venv = (REPO_ROOT / "scripts" / "venv.sh").read_text()
     assert start.rstrip().splitlines()[-1] == 'exec "$PY" -m streamlit run app.py "$@"'
-    # with arguments; the whole suite, every test once: the tests without processes on two
-    # workers and the process-starting tiers on two workers, both under coverage, then the tests
-    # marked serial alone
-    tiers = "(proc or e2e or slurm or gpu)"
-    quick = '-m "not proc and not e2e and not slurm and not gpu"'
+    # with arguments; the whole suite, every test once: all but the serial tests on two workers
+    # under coverage, then the tests marked serial alone, from the files that mark some
     passes = [line for line in test.splitlines() if line.startswith('"$PY" -m pytest -')]
     assert 'exec "$PY" -m pytest "$@"' in test and passes == [
-        f'"$PY" -m pytest --cov --cov-report= -n 2 {quick}',
-        f'"$PY" -m pytest --cov --cov-append --cov-report= -n 2 --dist loadgroup -m "{tiers} and '
-        'not serial"',
-        f'"$PY" -m pytest -m "{tiers} and serial"',
+        '"$PY" -m pytest --cov --cov-report= -n 2 --dist loadgroup -m "not serial"',
+        '"$PY" -m pytest -m "(proc or e2e or slurm or gpu) and serial" "${serial_files[@]}"',
     ]
     # a failing first pass fails the script before the fake-GPU pass
     assert "set -euo pipefail" in test
