@@ -43,7 +43,7 @@ TINY = dict(
 )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # stopped after this module's last test, by a slurm test
 def cluster():
     why = slurm_cluster.missing()
     if why:  # only reached under CI (conftest skips elsewhere): a missing Slurm is an error there
