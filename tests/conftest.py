@@ -109,31 +109,7 @@ def _xdist_groups(items) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-def _longest_first(items) -> None:
-    """Order the modules by what they cost: those with a browser or Slurm test, then those that
-    start processes, then those that start none, each module whole and in its own order.
-
-    pytest-xdist hands out tests and groups in this order, so the long groups (the browser's,
-    a Slurm cluster's) start early and the many short tests that start no process fill the
-    workers' ends, instead of one worker running the last long group while the other idles.
-    """
-
-    def cost(item) -> int:
-        if item.get_closest_marker("e2e") or item.get_closest_marker("slurm"):
-            return 0
-        return 1 if any(item.get_closest_marker(m) for m in PROC_MARKERS) else 2
-
-    rank: dict[str, tuple[int, int]] = {}  # module -> (cost, where it first appears)
-    for i, item in enumerate(items):
-        module = item.nodeid.split("::", 1)[0]
-        was = rank.get(module, (2, i))
-        rank[module] = (min(was[0], cost(item)), was[1])
-    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable within a module
-
-
-# a wrapper: the groups are marked before any other plugin's hook, and the order is set after
-# them all (pytest's own hook reorders the tests of parametrized higher-scoped fixtures)
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     _xdist_groups(items)
     why = _gpu_skip_reason() if any("gpu" in item.keywords for item in items) else None
@@ -164,9 +140,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_e2e)
         if "slurm" in item.keywords and no_slurm and os.environ.get("CI") != "true":
             item.add_marker(skip_slurm)
-    result = yield
-    _longest_first(items)
-    return result
 
 
 def _worktree_state() -> str | None:
