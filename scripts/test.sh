@@ -40,7 +40,7 @@ fi
 # (--dist loadgroup keeps a module that shares one run, or every browser test, on one worker:
 # tests/conftest.py) under coverage (the processes of tests/helpers/measured.py's modules too:
 # pyproject.toml's [tool.coverage.run]); the tests that start no process run in the same pass, so
-# they fill the workers' idle ends and the suite is collected once less; then the tests marked
+# the suite is collected once less (about 12 s of CPU per worker here); then the tests marked
 # serial (a CPU measured, busy or quiet asserted, a deadline in seconds) one at a time with nothing
 # beside them, without coverage (it made processes about 30% slower here, and what they run is
 # measured by the pass before), collecting only the files that mark some (12 s less here than
