@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
+TEST_FOLDER = re.compile(r"/pytest-\d+/(?:popen-gw\d+/)?([A-Za-z_][A-Za-z0-9_]*?)\d+/")
 KINDS = (  # the first whose words appear in the command line names the kind
     ("trainer or torchrun", ("training.train", "torch.distributed.run")),
     ("supervisor", ("lab.engine.supervise",)),
@@ -65,18 +67,31 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def _describe(pid: str, raw: bytes) -> tuple[str, str] | None:
+def _parent(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
+def _describe(pid: str, raw: bytes, modules: dict[str, str]) -> tuple[str, str] | None:
     """(kind, test module) of ``pid`` whose command line is ``raw``, or None when it is gone or
-    has none."""
+    has none; ``modules`` is the module of each live process seen so far, by pid."""
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return None
     cmdline = " ".join(a.decode(errors="replace") for a in raw.split(b"\0") if a)
     if not cmdline:
         return None
     test = next((e[20:].decode() for e in env if e.startswith(b"PYTEST_CURRENT_TEST=")), "")
-    return kind(cmdline), test.split("::", 1)[0].rsplit("/", 1)[-1] if test else "-"
+    if test:
+        return kind(cmdline), test.split("::", 1)[0].rsplit("/", 1)[-1]
+    folder = TEST_FOLDER.search(f"{cmdline} {cwd}/")
+    if folder:
+        return kind(cmdline), f"test {folder.group(1)}"
+    return kind(cmdline), modules.get(_parent(pid), "-")
 
 
 def census(out: Path, until: Path, every: float = 0.2) -> dict:
@@ -113,7 +128,8 @@ def census(out: Path, until: Path, every: float = 0.2) -> dict:
                 continue
             key, raw = (pid, state[0]), _cmdline(pid)
             if key not in live or live[key][3] != raw:
-                described = _describe(pid, raw)
+                modules = {k[0]: v[1] for k, v in live.items()}
+                described = _describe(pid, raw, modules)
                 if described is None:
                     continue
                 live[key] = [*described, 0.0, raw]

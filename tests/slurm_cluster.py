@@ -77,7 +77,7 @@ class Cluster:
 
     def stop(self) -> None:
         """Cancel the cluster's jobs and wait for them to go, then end its three daemons and remove
-        its folder."""
+        its folder: the daemons end even when cancelling the jobs fails in a way not foreseen."""
         try:
             self.run("scancel", "--full", "--partition", PARTITION, timeout=10)
             deadline = time.monotonic() + 15
@@ -88,6 +88,10 @@ class Cluster:
                 time.sleep(0.5)
         except (OSError, subprocess.SubprocessError):
             pass
+        finally:
+            self._end_daemons()
+
+    def _end_daemons(self) -> None:
         for p in reversed(self.daemons):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)

@@ -220,3 +220,28 @@ def test_a_job_with_no_process_here_says_why_it_has_no_stacks(tmp_path):
     watch = HealthWatch(tmp_path, {"config": {}}, lambda **kw: None)
     d = watch.dump(0, [])
     assert d.files == [] and d.notes == [NO_LOCAL_PROCESS] and "other nodes" in d.notes[0]
+
+
+def test_a_stalled_spells_stacks_are_taken_1_2_4_and_8_thresholds_apart(tmp_path, monkeypatch):
+    """Before its first step a run is idle from its launch: ranks that start slowly on a busy
+    machine and then hang were still starting at dumps one threshold apart (4 thresholds in all,
+    caught in CI once); the waits double, so the 5 dumps reach 15 thresholds past the first."""
+    from lab.engine.health import watch as watching
+    from lab.engine.health.rules import Finding
+
+    assert [watching.dump_wait_s(4.0, n) for n in (1, 2, 3, 4)] == [4.0, 8.0, 16.0, 32.0]
+    now = [100.0]
+    monkeypatch.setattr(watching.time, "monotonic", lambda: now[0])
+    stalled = Finding("stalled", "no new step", "fix", "then", {"threshold_s": 4.0})
+    monkeypatch.setattr(health, "findings", lambda obs, before: [stalled])
+    w = watching.HealthWatch(tmp_path, {"config": {}}, lambda **kw: None)
+    monkeypatch.setattr(
+        w, "observe", lambda alive, dirs: Observation(now=0.0, started=0.0, alive=True)
+    )
+    taken: list[float] = []
+    monkeypatch.setattr(w, "dump", lambda pid, tree: taken.append(now[0]) or stacks.Dump(at="t"))
+    while now[0] < 200:  # a supervisor's sample every second, stalled throughout
+        w.tick(1, [1], {}, [])
+        now[0] += 1.0
+    assert [t - 100 for t in taken] == [0, 4, 12, 28, 60]
+    assert len(taken) == watching.MAX_STALL_DUMPS

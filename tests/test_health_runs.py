@@ -79,7 +79,7 @@ def test_a_ddp_rank_blocked_before_its_first_all_reduce_is_stalled_with_every_st
             mode="ddp",
             nproc=2,
             max_steps=50,
-            stall_after=4.0,
+            stall_after=6.0,
             extra_env=dict(ENV, LAB_TEST_HANG_RANK="1"),
         ),
         runs_dir,
@@ -87,7 +87,8 @@ def test_a_ddp_rank_blocked_before_its_first_all_reduce_is_stalled_with_every_st
     ended.append(run_id)
     d = runs_dir / run_id
 
-    # the first dumps may come while the ranks still start: wait for the hang itself
+    # the first dumps may come while the ranks still start (they count as idle from the launch):
+    # wait for the hang itself; the dumps 6, 12, 24 and 48 s apart reach 96 s past the first
     def caught() -> dict | None:
         f = health_of(run_id, runs_dir).get("stalled")
         files = (f or {}).get("evidence", {}).get("stacks") or []
@@ -97,11 +98,11 @@ def test_a_ddp_rank_blocked_before_its_first_all_reduce_is_stalled_with_every_st
         return f if both else None
 
     found = wait_for(
-        caught, 120, "a stalled finding with rank 1's blocking call and rank 0's all-reduce"
+        caught, 150, "a stalled finding with rank 1's blocking call and rank 0's all-reduce"
     )
     ev = found["evidence"]
     assert state(run_id, runs_dir) == "running"  # alive, and stuck
-    assert ev["threshold_s"] == 4.0 and ev["idle_s"] > 4.0 and ev["last_step"] == 0
+    assert ev["threshold_s"] == 6.0 and ev["idle_s"] > 6.0 and ev["last_step"] == 0
     rank1, rank0 = stack_text(d, ev["stacks"], "rank1"), stack_text(d, ev["stacks"], "rank0")
     assert "faulthandler" in rank1.splitlines()[0] and "hang_if_asked" in rank1
     # rank 0 waits in the gradients' all-reduce for the rank that never came

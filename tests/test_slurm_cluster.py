@@ -401,7 +401,7 @@ def test_a_stalled_slurm_run_gets_the_stalled_finding_with_stacks(runs):
     wait_state(run_id, runs, ("running",))
     run_dir = Path(registry.get_run(run_id, runs).run_dir)
     # Start-up counts from launch, so on a loaded machine the first dump (3 s in) may catch Python
-    # still starting; the watch dumps again every threshold (up to 5 times a spell): wait for a
+    # still starting; the watch dumps again 1, 2, 4 and 8 thresholds later: wait for a
     # dump that holds the trainer's own frames.
     deadline = time.monotonic() + 90
     seen: list[str] = []

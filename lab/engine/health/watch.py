@@ -11,8 +11,8 @@ it was found, in ``RUN_DIR/health/`` (its own folder: the supervisor's
 ``sys/`` counts samples, not steps, and TensorBoard drops points whose step
 goes back within one folder). A stalled run gets every rank's stack
 (``lab.engine.health.stacks``) and the device strip of that moment in its evidence,
-again every threshold while it stays stalled (up to ``MAX_STALL_DUMPS``), so a
-start-up that was slow and then hung is caught in the act. A
+again while it stays stalled (up to ``MAX_STALL_DUMPS``, each wait twice the one before,
+``dump_wait_s``), so a start-up that was slow and then hung is caught in the act. A
 ``stacks.request`` file asks for the stacks now. The torchrun restarts seen
 in the log (``lab.engine.health.restarts``) are kept as status.json's ``restarts``.
 It never raises into the supervisor: a failing check is logged and skipped.
@@ -50,7 +50,7 @@ NO_LOCAL_PROCESS = (
     "none of the run's processes is on this machine (a Slurm job on other nodes): no stacks from "
     "here; py-spy dump --pid on the node shows them"
 )
-MAX_STALL_DUMPS = 5  # stacks saved per stalled spell, one per threshold
+MAX_STALL_DUMPS = 5  # stacks saved per stalled spell: 1, 2, 4 and 8 thresholds apart
 READ_EVERY_S = 2.0  # event files and the log are read at most this often
 _TAGS = (
     tags.TRAIN_LOSS,
@@ -99,6 +99,15 @@ def writers(folders: dict[str, set[str]], since: float) -> dict[str, Any]:
             seen[t] = seen.get(t, 0) + 1
     shared = sorted(t for t, n in seen.items() if n > 1)
     return {k: v for k, v in (("folders", crowded), ("shared", shared)) if v}
+
+
+def dump_wait_s(threshold_s: float, dumps_taken: int) -> float:
+    """Seconds from a stalled spell's ``dumps_taken``-th stack dump to the next: the threshold, then
+    twice the wait before. Before the first step a run counts as idle from its launch, so ranks that
+    start slowly (importing torch on a busy machine) and then hang are still starting at the first
+    dumps; doubling keeps the 5 dumps' disk bounded and reaches 15 thresholds past the first (15
+    minutes at the default 60 s), where dumps one threshold apart stopped at 4."""
+    return threshold_s * 2 ** max(dumps_taken - 1, 0)
 
 
 class HealthWatch:
@@ -238,7 +247,8 @@ class HealthWatch:
             self._stall_dumps = 0
         elif self._stall_dumps < MAX_STALL_DUMPS and time.monotonic() >= self._next_dump:
             self._stall_dumps += 1
-            self._next_dump = time.monotonic() + stalled.evidence.get("threshold_s", 60.0)
+            threshold = stalled.evidence.get("threshold_s", 60.0)
+            self._next_dump = time.monotonic() + dump_wait_s(threshold, self._stall_dumps)
             d = self.dump(pid, tree)
             ev = dict(
                 stalled.evidence,
