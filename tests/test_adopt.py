@@ -3,7 +3,8 @@ DDP run (torchrun, gloo) whose supervisor gets SIGKILL, as the OOM killer sends 
 ``python -m lab`` command starts a watcher that adopts it: within 15 s ``status --json`` says
 ``running`` with ``watcher: {"pid", "adopted_at"}``, device samples continue in ``sys/``, and
 the run ends ``succeeded`` with its summary (read from the trainer's records: a process
-not our child cannot be waited for). Stopping an adopted run leaves no process; a run whose
+not our child cannot be waited for). Stopping an adopted run (torchrun and two ranks of a script
+that sleeps: the tree is the subject) leaves no process; a run whose
 processes died with the supervisor stays ``lost``."""
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import pytest
 
 from lab.engine import procs
 from lab.engine.launch import launcher
+from lab.engine.spec.run import script_run
 from lab.runfolder import read_json
-from tests.helpers.engine_runs import alive_of, cfg, wait_for, wait_ranks
+from tests.helpers.engine_runs import alive_of, cfg, sleeper, wait_for, wait_ranks
 
 pytestmark = [pytest.mark.proc, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
@@ -84,9 +86,11 @@ def test_killed_supervisor_of_a_ddp_run_is_adopted_and_the_run_succeeds(runs_dir
 
 
 def test_stop_of_an_adopted_run_leaves_no_process(runs_dir):
-    run_id = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
+    # torchrun and two ranks, of a script that sleeps: the process tree is the subject, not the
+    # training (two trainer ranks trained flat out here until stopped)
+    run_id = launcher.launch(script_run(sleeper(runs_dir), mode="ddp", nproc=2), runs_dir)
     d = runs_dir / run_id
-    wait_ranks(d, 2, 240)  # a loaded machine starts torchrun slowly
+    wait_ranks(d, 2, 240, trained=False)  # a loaded machine starts torchrun slowly
     st = _kill_supervisor(d)
     js = _adopted(run_id, st["supervisor_pid"])
     assert launcher.stop(run_id, runs_dir, grace_s=5) == "stopped"
@@ -96,9 +100,9 @@ def test_stop_of_an_adopted_run_leaves_no_process(runs_dir):
 
 
 def test_a_run_whose_processes_died_too_stays_lost(runs_dir):
-    run_id = launcher.launch(cfg(mode="ddp", nproc=2, max_steps=0, epochs=1000), runs_dir)
+    run_id = launcher.launch(script_run(sleeper(runs_dir), mode="ddp", nproc=2), runs_dir)
     d = runs_dir / run_id
-    wait_ranks(d, 2, 240)  # a loaded machine starts torchrun slowly
+    wait_ranks(d, 2, 240, trained=False)  # a loaded machine starts torchrun slowly
     st = _kill_supervisor(d)
     procs.end_tree(st.get("tree") or [], [st["pid"]], 2.0)
     wait_for(lambda: alive_of(d) == [], 10, "the ranks to end")

@@ -22,9 +22,9 @@ import pytest
 
 from lab.engine import logs, ports, procs, registry
 from lab.engine.launch import launcher, sweeps
-from lab.engine.spec.run import ConfigError
+from lab.engine.spec.run import ConfigError, script_run
 from lab.runfolder import now_iso, read_json, write_json_atomic
-from tests.helpers.engine_runs import alive_of, cfg, state, wait_for, wait_ranks
+from tests.helpers.engine_runs import alive_of, cfg, sleeper, state, wait_for, wait_ranks
 
 pytestmark = pytest.mark.slow
 FINAL = ("succeeded", "failed", "stopped", "lost")
@@ -92,7 +92,12 @@ def test_three_modes_launch_at_once_and_succeed(runs_dir):
 
 @pytest.mark.proc
 def test_four_ddp_runs_at_once_do_not_clash(runs_dir):
-    ids = [launcher.launch(cfg(mode="ddp", nproc=2, max_steps=2), runs_dir) for _ in range(4)]
+    """Four torchrun jobs of two ranks at once, each on its own port: torchrun's agent binds it
+    (its rendezvous store, the clash that the retry test below imitates), so the ranks are a
+    script's that sleeps 1 s, not the trainer's (12 processes importing torch were 4 here; the
+    trainer's DDP runs succeed in the tests above)."""
+    nap = script_run(sleeper(runs_dir, 1), mode="ddp", nproc=2)
+    ids = [launcher.launch(nap, runs_dir) for _ in range(4)]
     states = [launcher.wait(r, runs_dir, 240) for r in ids]
     assert states == ["succeeded"] * 4, [registry.get_run(r, runs_dir).diagnosis for r in ids]
     ports = {read_json(runs_dir / r / "status.json")["port"] for r in ids}

@@ -316,3 +316,30 @@ def test_a_weak_scaling_run_is_not_a_repeat_of_the_strong_ones(tmp_path):
         ("sweep-1", "ddp"): ["d1", "d2"],
         ("sweep-1", "ddp (weak)"): ["dw"],
     }
+
+
+def test_a_device_count_sweeps_repeats_group_each_count_apart(tmp_path):
+    """``sweep --modes single,ddp --devices 1,2 --repeats 2``: each count of ddp is a group of its
+    own repeats (``ddp x1``, ``ddp x2``); a mode run at one count keeps its plain name."""
+    root = tmp_path / "r"
+    plan = [("single", 1, 100), ("ddp", 1, 95), ("ddp", 2, 170)] * 2
+    for i, (mode, n, med) in enumerate(plan):
+        spread_run(
+            root,
+            f"{i}-{mode}{n}",
+            med + i,
+            med - 5,
+            med + 5,
+            mode=mode,
+            sweep_id="sweep-d",
+            devices=tuple(f"cpu{k}" for k in range(n)),
+            created_at=f"2026-11-29T07:0{i}:00+00:00",
+        )
+        run_json = root / f"{i}-{mode}{n}" / "run.json"  # DDP's count is its processes
+        doc = json.loads(run_json.read_text())
+        doc["config"]["nproc"] = n
+        run_json.write_text(json.dumps(doc))
+    groups = {g["mode"]: g for g in compare_repeats.by_mode(load_runs(root), None, "0-single1")}
+    assert set(groups) == {"single", "ddp x1", "ddp x2"}
+    assert {g["repeats"] for g in groups.values()} == {2}
+    assert groups["ddp x2"]["run_ids"] == ["5-ddp2", "2-ddp2"]

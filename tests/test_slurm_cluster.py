@@ -24,11 +24,12 @@ import pytest
 from lab.engine import logs, registry
 from lab.engine.launch import launcher
 from lab.engine.launch import slurm_job as slurm
-from lab.engine.spec.run import RunConfig
+from lab.engine.spec.run import RunConfig, script_run
 from lab.engine.supervise.slurm_watch import SlurmWatch
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning
+from tests.helpers.engine_runs import sleeper
 
 pytestmark = pytest.mark.slurm
 # ddp_digits.py's lines
@@ -200,14 +201,28 @@ def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs,
     assert logs.ranks(rec.run_dir) == [0, 1]
 
 
+def _wait_for_program(script: str) -> None:
+    deadline = time.monotonic() + 60
+    while not processes_mentioning(script):
+        assert time.monotonic() < deadline, f"the job never started {script}"
+        time.sleep(0.2)
+
+
+def _left(run_dir: str, script: str) -> list:
+    """The processes still alive of a run folder's watcher and its job's program."""
+    return processes_mentioning(run_dir) + processes_mentioning(script)
+
+
 def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
     from streamlit.testing.v1 import AppTest
 
     from lab.views.text import md_escape
 
-    run_id = launcher.launch(slurm_cfg(epochs=500, max_steps=0), runs)
+    # a script that sleeps, not the trainer training flat out: the job's processes are the subject
+    script = sleeper(runs)
+    run_id = launcher.launch(script_run(script, backend="slurm"), runs)
     rec = wait_state(run_id, runs, ("running",))
-    assert processes_mentioning(rec.run_dir)  # the job's processes, on this node
+    _wait_for_program(script)  # the job's own program, on this node
     at = AppTest.from_file(str(REPO_ROOT / "pages" / "2_Live.py"), default_timeout=30)
     at.run()
     assert at.selectbox(key="live_run").value == run_id
@@ -220,18 +235,20 @@ def test_stop_from_the_live_page_cancels_the_job_and_leaves_nothing(runs):
     rec = registry.get_run(run_id, runs)
     assert rec.state == "stopped" and rec.slurm["state"] == "CANCELLED"
     deadline = time.monotonic() + 5  # the watcher exits right after recording the end
-    while processes_mentioning(rec.run_dir) and time.monotonic() < deadline:
+    while _left(rec.run_dir, script) and time.monotonic() < deadline:
         time.sleep(0.2)
-    # scancel ended every step on the node; the watcher is gone
-    assert processes_mentioning(rec.run_dir) == []
+    # scancel ended every step on the node, the job's program with it; the watcher is gone
+    assert _left(rec.run_dir, script) == []
 
 
 def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
     """The job outlives its watcher (the run reads lost); stop then ends it through Slurm itself."""
     import signal
 
-    run_id = launcher.launch(slurm_cfg(epochs=500, max_steps=0), runs)
+    script = sleeper(runs)
+    run_id = launcher.launch(script_run(script, backend="slurm"), runs)
     rec = wait_state(run_id, runs, ("running",))
+    _wait_for_program(script)
     os.kill(registry.status(rec.run_dir)["supervisor_pid"], signal.SIGKILL)
     rec = wait_state(run_id, runs, ("lost",), timeout_s=10)
     job = rec.slurm["job_id"]
@@ -249,7 +266,7 @@ def test_stop_of_a_run_whose_watcher_died_cancels_the_job(runs, cluster):
             "squeue", "-h", "-t", "all", "-j", job
         ).stdout
         time.sleep(0.3)
-    assert processes_mentioning(rec.run_dir) == []
+    assert _left(rec.run_dir, script) == []
 
 
 def test_more_than_the_partition_allows_waits_with_the_reason_or_is_refused(runs):
@@ -332,12 +349,13 @@ def _lab_sweep(root: Path, *args: str) -> dict:
     return json.loads(res.stdout)
 
 
-SWEEP_TINY = ["--max-steps", "3", "--image-size", "8", "--batch-size", "32", "--log-every", "1"]
-SWEEP_TINY += ["--checkpoint", "none", "--env", "OMP_NUM_THREADS=1"]
-
-
 def test_a_slurm_sweep_runs_one_job_after_another(runs, cluster):
-    doc = _lab_sweep(runs, "--modes", "ddp", "--devices", "1,2", *SWEEP_TINY)
+    # torchrun's jobs of a script that sleeps 2 s: Slurm's ordering is the subject (the trainer's
+    # Slurm runs succeed above; its sweep is submitted below)
+    doc = _lab_sweep(
+        runs, "--script", sleeper(runs, 2), "--modes", "ddp", "--devices", "1,2",
+        "--env", "OMP_NUM_THREADS=1",
+    )  # fmt: skip
     first, second = doc["run_ids"]
     assert (
         f"--dependency=afterany:{registry.get_run(first, runs).slurm['job_id']}"
@@ -361,12 +379,16 @@ def test_a_slurm_sweep_runs_one_job_after_another(runs, cluster):
 
 def test_a_script_sweep_varying_its_own_flag_runs_on_slurm(runs, cluster, tmp_path):
     """A user's script swept over one of its own flags (``--vary lr=...``) as Slurm jobs, one after
-    another, as the trainer's sweep runs: each job gets its value, each run.json records it."""
-    script, work = str(REPO_ROOT / "examples" / "ddp_digits.py"), tmp_path / "work"
-    work.mkdir()  # where the job runs the script: its SummaryWriter() writes there
+    another, as the trainer's sweep runs: each job gets its value (the script prints the arguments
+    it was given), each run.json records it. The script imports nothing: an example's training
+    under Slurm is tested above."""
+    work = tmp_path / "work"
+    work.mkdir()  # where the job runs the script
+    script = work / "args.py"
+    script.write_text("import sys\nprint('ARGS', ' '.join(sys.argv[1:]), flush=True)\n")
     doc = _lab_sweep(
-        runs, "--script", script, "--cwd", str(work), "--modes", "single", "--vary", "lr=0.1,0.02",
-        "--env", "OMP_NUM_THREADS=1", "--", "--epochs", "1", "--max-steps", "3", "--log-every", "1",
+        runs, "--script", str(script), "--cwd", str(work), "--modes", "single",
+        "--vary", "lr=0.1,0.02", "--", "--epochs", "1",
     )  # fmt: skip
     first, second = doc["run_ids"]
     assert "--dependency=afterany:" in (runs / second / JOB_SBATCH).read_text()
@@ -376,6 +398,8 @@ def test_a_script_sweep_varying_its_own_flag_runs_on_slurm(runs, cluster, tmp_pa
         run = read_json(runs / rid / RUN_JSON)
         assert run["kind"] == "script" and run["varied"] == {"lr": lr}
         assert f"--lr {lr}" in (runs / rid / JOB_SBATCH).read_text()
+        said = logs.tail(rec.run_dir, 30)
+        assert "ARGS --epochs 1 --lr " + lr in said, said
 
 
 def test_stopping_a_slurm_sweep_cancels_every_job(runs, cluster):

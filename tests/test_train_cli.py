@@ -61,9 +61,19 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {},
         "python -m torch.distributed.run --nproc-per-node 2 -m training.train --mode ddp",
     ),
+    "fsdp_without_torchrun": (
+        ["--mode", "fsdp"],
+        {},
+        "python -m torch.distributed.run --nproc-per-node 2 -m training.train --mode fsdp",
+    ),
     "lr_zero": (["--lr", "0"], {}, "--lr must be positive"),
     "epochs_zero_no_max_steps": (["--epochs", "0", "--max-steps", "0"], {}, "no --max-steps"),
     "resume_missing_file": (["--resume", "{tmp}/nope.pt"], {}, "no such checkpoint"),
+    "resume_not_a_checkpoint": (
+        ["--resume", "{tmp}/bogus.pt"],
+        {},
+        "bogus.pt: cannot read it as a checkpoint",
+    ),
     "batch_bigger_than_dataset": (["--batch-size", "100000"], {}, "fewer than one batch"),
     "cuda_not_visible": (
         ["--device", "cuda"],
@@ -115,6 +125,7 @@ def _jobs(tmp: Path, names) -> tuple[list, dict[str, tuple[Path, Path | None]]]:
     folder), and each case's (fresh, existing) run folder, under ``tmp``."""
     (tmp / "empty" / "train" / "a").mkdir(parents=True, exist_ok=True)
     (tmp / "empty" / "train" / "b").mkdir(parents=True, exist_ok=True)
+    (tmp / "bogus.pt").write_text("not a checkpoint")
     jobs, folders = [], {}
     for name in names:
         argv, env, _ = CASES[name]

@@ -57,20 +57,30 @@ def single(single_same) -> Path:
     return single_same
 
 
-def agree(single: dict[int, float], other: dict[int, float]) -> None:
-    assert sorted(other) == sorted(single) == list(range(1, 11))
-    for step in range(1, 11):
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Path:
+    """An fsdp run of the same config stopped after step 5, its checkpoints written."""
+    run = tmp_path_factory.mktemp("stopped") / "run"
+    first = trainer(run, "--max-steps", "5")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (run / "checkpoints" / "last.pt").is_file()
+    return run
+
+
+def agree(single: dict[int, float], other: dict[int, float], last: int = 10) -> None:
+    """``other``'s losses are the single run's, step for step, through step ``last``."""
+    assert sorted(other) == list(range(1, last + 1)) and sorted(single) == list(range(1, 11))
+    for step in range(1, last + 1):
         assert abs(other[step] - single[step]) <= 1e-4 * abs(single[step]), (step, single, other)
-    assert single[1] != single[10]  # the losses move, so agreeing is not trivial
+    assert single[1] != single[last]  # the losses move, so agreeing is not trivial
 
 
 @pytest.mark.proc
-def test_fsdp_reproduces_the_single_runs_losses_with_each_rank_holding_half(tmp_path, single):
-    run = tmp_path / "run"
-    done = trainer(run)  # parameters resharded after each block's forward: ZeRO-3
-    assert done.returncode == 0, done.stderr[-3000:]
-    agree(losses(single), losses(run))
-    summary = json.loads((run / "summary.json").read_text())
+def test_fsdp_reproduces_the_single_runs_losses_with_each_rank_holding_half(single, stopped):
+    """The first 5 steps of the run the resume tests below stop (parameters resharded after each
+    block's forward: ZeRO-3); steps 6 to 10 on, after its resume, agree there too."""
+    agree(losses(single), losses(stopped), last=5)
+    summary = json.loads((stopped / "summary.json").read_text())
     assert summary["effective_mode"] == "fsdp" and summary["world_size"] == 2
     one = json.loads((single / "summary.json").read_text())["memory"]["estimate_mib"]["cpu0"]
     for dev in ("cpu0", "cpu1"):  # each rank holds half the parameters, gradients and momentum
@@ -87,16 +97,6 @@ def test_fsdp_keeping_parameters_and_accumulating_reproduces_the_same_losses(tmp
     done = trainer(run, "--reshard-after-forward", "off", "--accum-steps", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     agree(losses(single), losses(run))
-
-
-@pytest.fixture(scope="module")
-def stopped(tmp_path_factory) -> Path:
-    """An fsdp run of the same config stopped after step 5, its checkpoints written."""
-    run = tmp_path_factory.mktemp("stopped") / "run"
-    first = trainer(run, "--max-steps", "5")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert (run / "checkpoints" / "last.pt").is_file()
-    return run
 
 
 @pytest.mark.proc
@@ -179,17 +179,6 @@ def test_a_sharded_save_cut_short_is_never_picked(tmp_path):
     assert checkpoint.resolve("auto", tmp_path) == old
     with pytest.raises(BadInput, match="a sharded one is beside it"):
         checkpoint.resolve(str(folder / "missing.pt"), tmp_path)
-
-
-@pytest.mark.proc
-def test_fsdp_outside_torchrun_is_one_line_and_writes_nothing(tmp_path):
-    run = tmp_path / "run"
-    done = trainer(run, "--mode", "fsdp", ranks=1)
-    assert done.returncode == 2
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "--mode fsdp must be started by torchrun" in errors[0]
-    assert "torch.distributed.run" in errors[0] and "--mode fsdp" in errors[0]  # the fix, runnable
-    assert not run.exists()  # refused before anything was written
 
 
 @pytest.mark.parametrize(

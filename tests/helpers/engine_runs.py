@@ -55,8 +55,23 @@ def alive_of(run_dir: Path) -> list[int]:
     return sorted(out)
 
 
-def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
-    """rank -> pid once the run's tree holds ``n`` ranks that have started training."""
+def sleeper(runs_dir: Path, seconds: float = 600) -> str:
+    """The path of a user's script that imports nothing and sleeps ``seconds``: a run for the tests
+    whose subject is the process tree (stop, kill, adopt, queue, ports), not training, at a
+    hundredth of a trainer's CPU (each trainer process imports torch: about 5 s of CPU here). It
+    lies beside ``runs_dir``, not in it, so the supervisor's walk of a script's folder for event
+    files never walks the runs."""
+    p = runs_dir.parent / "sleeper" / f"sleep_{seconds:g}.py"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(f"import time\ntime.sleep({seconds})\n")
+    return str(p)
+
+
+def wait_ranks(
+    run_dir: Path, n: int, timeout_s: float = 60, trained: bool = True
+) -> dict[int, int]:
+    """rank -> pid once the run's tree holds ``n`` torchrun ranks that have started training (the
+    trainer's progress.json exists; a script's ranks only ``trained=False``)."""
 
     def ranks():
         st = read_json(run_dir / "status.json") or {}
@@ -68,6 +83,7 @@ def wait_ranks(run_dir: Path, n: int, timeout_s: float = 60) -> dict[int, int]:
                 continue
             if "RANK" in env and "TORCHELASTIC_RUN_ID" in env:
                 found[int(env["RANK"])] = p.pid
-        return found if len(found) == n and (run_dir / "progress.json").exists() else None
+        started = not trained or (run_dir / "progress.json").exists()
+        return found if len(found) == n and started else None
 
     return wait_for(ranks, timeout_s, f"{n} training ranks")
