@@ -54,7 +54,12 @@ def test_a_password_guards_every_page_and_then_launch_works(tmp_path):
         _sign_in(page, SECRET)
         expect(page.get_by_text("Launch a run")).to_be_visible(timeout=30_000)
         expect(body).not_to_contain_text("Launching from the page is off")
-        page.get_by_role("button", name="Launch", exact=True).click()
+        # the form below the title: the page's first run in this server (the model list, the
+        # devices, the estimate) took over 30 s once beside a busy worker
+        launch = page.get_by_role("button", name="Launch", exact=True)
+        expect(launch).to_be_visible(timeout=90_000)
+        wait_ready(page)
+        launch.click()
         expect(page.get_by_text("Launched")).to_be_visible(timeout=60_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         runs = list_runs(runs_dir)
