@@ -59,9 +59,9 @@ def test_launch_compares_the_forms_model_over_device_counts_and_compare_draws_it
     with streamlit_server(runs_dir, ARTIFACTS) as server, chromium_page(1400, 2400) as page:
         page.goto(f"{server.url}/Launch")
         wait_ready(page)
-        _pick(page, "Model", "resnet18", search=True)
+        _pick(page, "Model", "squeezenet1_1", search=True)  # a cheap model, not the default
         code = page.locator('[data-testid="stCode"]').first
-        expect(code).to_contain_text("--model resnet18", timeout=30_000)  # the form's config
+        expect(code).to_contain_text("--model squeezenet1_1", timeout=30_000)  # the form's config
         _number(page, "Max steps (0 = no limit)", "3")
         _number(page, "Global batch", "32")
         expect(code).to_contain_text("--batch-size 32", timeout=30_000)
@@ -78,7 +78,7 @@ def test_launch_compares_the_forms_model_over_device_counts_and_compare_draws_it
         expect(page.get_by_text("started:")).to_be_visible(timeout=60_000)
         runs = list_runs(runs_dir)
         configs = [json.loads((runs_dir / r.run_id / "run.json").read_text()) for r in runs]
-        assert {c["config"]["model"] for c in configs} == {"resnet18"}, configs
+        assert {c["config"]["model"] for c in configs} == {"squeezenet1_1"}, configs
         asked = sorted((c["config"]["mode"], c["config"]["nproc"]) for c in configs)
         assert ("ddp", 1) in asked and ("ddp", 2) in asked, asked
         for r in runs:
