@@ -51,13 +51,14 @@ def kind(cmdline: str) -> str:
     return "other python" if "python" in cmdline else "other"
 
 
-def _read(pid: str) -> tuple[str, float] | None:
-    """(start time in ticks, CPU seconds so far) of ``pid``, or None once it is gone."""
+def _read(pid: str) -> tuple[str, float, str] | None:
+    """(start time in ticks, CPU seconds so far, parent pid) of ``pid``, or None once it is
+    gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return fields[19], (int(fields[11]) + int(fields[12])) / TICKS
+    return fields[19], (int(fields[11]) + int(fields[12])) / TICKS, fields[1]
 
 
 def _cmdline(pid: str) -> bytes:
@@ -67,16 +68,10 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def _parent(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-    except (OSError, IndexError):
-        return ""
-
-
-def _describe(pid: str, raw: bytes, modules: dict[str, str]) -> tuple[str, str] | None:
+def _describe(pid: str, raw: bytes, parents_module: str) -> tuple[str, str] | None:
     """(kind, test module) of ``pid`` whose command line is ``raw``, or None when it is gone or
-    has none; ``modules`` is the module of each live process seen so far, by pid."""
+    has none; ``parents_module`` is its parent's, where neither its environment nor its folders
+    name one."""
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         cwd = os.readlink(f"/proc/{pid}/cwd")
@@ -91,7 +86,7 @@ def _describe(pid: str, raw: bytes, modules: dict[str, str]) -> tuple[str, str] 
     folder = TEST_FOLDER.search(f"{cmdline} {cwd}/")
     if folder:
         return kind(cmdline), f"test {folder.group(1)}"
-    return kind(cmdline), modules.get(_parent(pid), "-")
+    return kind(cmdline), parents_module
 
 
 def census(out: Path, until: Path, every: float = 0.2) -> dict:
@@ -100,6 +95,7 @@ def census(out: Path, until: Path, every: float = 0.2) -> dict:
     # (pid, start) -> [kind, module, cpu, command line]: a child between fork and exec still has
     # its parent's command line and environment, so a process is described again when it changes
     live: dict[tuple[str, str], list] = {}
+    module_of: dict[str, str] = {}  # pid -> module of the live processes, for their children
     cpu: Counter = Counter()
     count: Counter = Counter()
 
@@ -128,15 +124,16 @@ def census(out: Path, until: Path, every: float = 0.2) -> dict:
                 continue
             key, raw = (pid, state[0]), _cmdline(pid)
             if key not in live or live[key][3] != raw:
-                modules = {k[0]: v[1] for k, v in live.items()}
-                described = _describe(pid, raw, modules)
+                described = _describe(pid, raw, module_of.get(state[2], "-"))
                 if described is None:
                     continue
                 live[key] = [*described, 0.0, raw]
+                module_of[pid] = described[1]
             live[key][2] = state[1]
             seen.add(key)
         for key in set(live) - seen:  # ended since the last sample
             k, module, used, _ = live.pop(key)
+            module_of.pop(key[0], None)
             cpu[(k, module)] += used
             count[(k, module)] += 1
         if time.monotonic() - written > 30:

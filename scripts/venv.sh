@@ -23,9 +23,9 @@ fi
 PY="$VENV/bin/python"
 # uv installs the same pinned files as pip in about a third of the time here (a fresh venv: 32 s
 # with an empty cache, 20 to 28 s with a warm one, against 98 s for pip, CPU-bound; the same `pip
-# freeze` but for uv itself), so pip installs uv (pinned) and uv the requirements, from the indexes and local
-# wheels that pip is configured with. Anything uv cannot do falls back to pip, which stays the
-# reference. The editable install of the lab stays with pip (uv's differs).
+# freeze` but for uv itself), so pip installs uv (pinned) and uv the requirements, from the
+# indexes and local wheels that pip is configured with. Anything uv cannot do falls back to pip,
+# which stays the reference. The editable install of the lab stays with pip (uv's differs).
 UV_PIN="uv==0.13.9"
 pip_install() {
   # pip warns about every local index folder that lacks a package; only real errors matter here

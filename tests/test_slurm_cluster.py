@@ -29,7 +29,7 @@ from lab.engine.supervise.slurm_watch import SlurmWatch
 from lab.runfolder import JOB_EXIT, JOB_SBATCH, REPO_ROOT, RUN_JSON, read_json, write_json_atomic
 from tests import slurm_cluster
 from tests.e2e_helpers import processes_mentioning
-from tests.helpers.engine_runs import sleeper
+from tests.helpers.engine_runs import sleeper, wait_for
 
 pytestmark = pytest.mark.slurm
 # ddp_digits.py's lines
@@ -202,10 +202,7 @@ def test_user_script_through_launch_script_succeeds_with_its_curves_linked(runs,
 
 
 def _wait_for_program(script: str) -> None:
-    deadline = time.monotonic() + 60
-    while not processes_mentioning(script):
-        assert time.monotonic() < deadline, f"the job never started {script}"
-        time.sleep(0.2)
+    wait_for(lambda: processes_mentioning(script), 60, f"the job to start {script}")
 
 
 def _left(run_dir: str, script: str) -> list:
