@@ -175,8 +175,9 @@ def test_py_spy_missing_or_refused_is_said_exactly(monkeypatch, tmp_path):
 def test_restarts_pair_attempt_folders_with_torchruns_failure_lines(tmp_path):
     for a in (0, 1, 2):
         (tmp_path / "logs" / "job_1" / f"attempt_{a}" / "0").mkdir(parents=True)
+    # a rank's traceback under torchrun: each line prefixed with its rank
     (tmp_path / "logs/job_1/attempt_1/0/stderr.log").write_text(
-        "Traceback ...\nValueError: bad batch\n"
+        "[rank0]: Traceback ...\n[rank0]: ValueError: bad batch\n"
     )
     (tmp_path / "stdout.log").write_text(
         "E1129 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27127) of binary: "

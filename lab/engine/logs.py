@@ -43,6 +43,16 @@ def _tail_text(path: Path, lines: int) -> list[str]:
 
 last_lines = _tail_text  # public: other engine modules read a log file's end the same way
 
+# the prefixes under torchrun: ``[default<n>]:`` on stdout.log's teed lines, and ``[rank<n>]: ``
+# on each line of a rank's traceback, in its own stderr.log too (torch 2.14 here)
+_PREFIX = re.compile(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:\s?)?", re.M)
+
+
+def without_prefixes(text: str) -> str:
+    """``text`` with torchrun's per-line prefixes removed, so an error line reads as written."""
+    return _PREFIX.sub("", text)
+
+
 RANK_FILES = ("stdout.log", "stderr.log")  # torchrun's names inside each rank folder
 
 

@@ -16,7 +16,7 @@ import re
 import signal
 from pathlib import Path
 
-from lab.engine.logs import RANK_FILES, last_lines
+from lab.engine.logs import RANK_FILES, last_lines, without_prefixes
 from lab.runfolder import LOGS_DIR, STDOUT_LOG
 
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
@@ -63,7 +63,8 @@ def cause_of(exit_code: int | None, rank: int | None, attempt_dir: Path | None) 
     last = ""
     if attempt_dir is not None and rank is not None:
         lines = [ln for name in RANK_FILES for ln in last_lines(attempt_dir / str(rank) / name, 40)]
-        errors = [ln.strip() for ln in lines if _ERROR.match(ln.strip())]
+        stripped = (without_prefixes(ln).strip() for ln in lines)
+        errors = [ln for ln in stripped if _ERROR.match(ln)]
         last = f": {errors[-1]}" if errors else ""
     return f"{who} {how}{last}"
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from lab.engine.logs import RANK_FILES, rank_dirs
+from lab.engine.logs import RANK_FILES, rank_dirs, without_prefixes
 from lab.engine.spec.diagnosis import Diagnosis
 from lab.engine.supervise import diskfull
 from lab.engine.supervise.failures import KNOWN
@@ -155,7 +155,7 @@ def _rank_logs(run_dir: Path) -> dict[int, str]:
 
 def _traceback_excerpt(text: str) -> str:
     """The last traceback in ``text`` (torchrun's own prefixes removed), else its last lines."""
-    clean = re.sub(r"^(?:\[default\d+\]:)?(?:\[rank\d+\]:\s?)?", "", text, flags=re.M)
+    clean = without_prefixes(text)
     idx = clean.rfind("Traceback (most recent call last)")
     return _last_lines(clean[idx:] if idx >= 0 else clean)
 
