@@ -66,6 +66,8 @@ def run(cmd: list[str], cwd: Path, timeout: float = 180) -> subprocess.Completed
 
 
 def torchrun(*args: str) -> list[str]:
+    """torchrun of an example in the working folder; its own logs there too (without
+    ``--log-dir`` torchrun makes a folder in /tmp and leaves it there)."""
     return [
         sys.executable,
         "-m",
@@ -76,6 +78,8 @@ def torchrun(*args: str) -> list[str]:
         "127.0.0.1",
         "--master-port",
         str(free_port()),
+        "--log-dir",
+        "torchrun-logs",
         *args,
     ]
 

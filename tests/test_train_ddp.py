@@ -17,13 +17,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers.train_ddp import SAME, free_port, losses, torchrun
+from tests.helpers.train_ddp import SAME, losses, torchrun
 
 pytestmark = pytest.mark.proc
 
@@ -110,31 +109,10 @@ def test_a_stop_reaching_one_rank_stops_both_at_the_same_step(tmp_path):
     import psutil
 
     run = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "training.train",
-        "--mode",
-        "ddp",
-        "--log-dir",
-        str(run),
-        "--epochs",
-        "1000",
-        "--log-every",
-        "1",
-        "--image-size",
-        "8",
-        "--batch-size",
-        "32",
-        "--checkpoint",
-        "none",
-    ]
+    cmd = torchrun(
+        "ddp", run, "--epochs", "1000", "--log-every", "1", "--image-size", "8",
+        "--batch-size", "32", "--checkpoint", "none",
+    )  # fmt: skip
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,

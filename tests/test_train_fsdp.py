@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from tests.helpers.train_ddp import SAME, free_port, losses
+from tests.helpers.train_ddp import torchrun as torchrun_of
 from training import checkpoint, knobs, sharded_checkpoint, sharding
 from training.cli import BadInput, parse_args
 from training.models import build
@@ -42,12 +43,10 @@ def trainer(
 ) -> subprocess.CompletedProcess:
     """The trainer on ``run``: ``ranks`` gloo ranks under torchrun in mode fsdp (1: a single run,
     unless ``torchrun``: fsdp on one rank)."""
-    common = ["-m", "training.train", "--log-dir", str(run), *SAME, *opts]
     if not (ranks > 1 if torchrun is None else torchrun):
-        cmd = [sys.executable, *common]
+        cmd = [sys.executable, "-m", "training.train", "--log-dir", str(run), *SAME, *opts]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks)]
-        cmd += ["--master-port", str(free_port()), *common, "--mode", "fsdp"]
+        cmd = torchrun_of("fsdp", run, *SAME, *opts, nproc=ranks)
     return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=240)
 
 
@@ -232,7 +231,7 @@ def test_fp16s_scaler_skips_the_step_on_every_rank_when_one_shard_overflows(tmp_
     on CUDA only in the trainer; no GPU here): an inf in rank 1's shard skips step 1 everywhere."""
     script = Path(__file__).parent / "helpers" / "fsdp_scaler.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-    cmd += ["--master-port", str(free_port()), str(script)]
+    cmd += ["--master-port", str(free_port()), "--log-dir", "torchrun-logs", str(script)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = [line for r in (0, 1) for line in (tmp_path / f"rank{r}.txt").read_text().splitlines()]

@@ -33,10 +33,12 @@ def free_port() -> int:
 
 def torchrun(mode: str, log_dir: Path, *args: str, nproc: int = 2) -> list[str]:
     """``python -m torch.distributed.run`` of the trainer in ``mode`` (ddp or fsdp) on ``nproc``
-    ranks, a free master port, into ``log_dir``."""
+    ranks, a free master port, into ``log_dir``; torchrun's own log folder beside it (without
+    ``--log-dir`` torchrun makes one in /tmp and leaves it there)."""
     return [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-        "--master-port", str(free_port()), "-m", "training.train", "--mode", mode,
+        "--master-port", str(free_port()), "--log-dir", f"{log_dir}.torchrun",
+        "-m", "training.train", "--mode", mode,
         "--log-dir", str(log_dir), *args,
     ]  # fmt: skip
 
