@@ -51,7 +51,7 @@ mapfile -t serial_files < <(grep -l "mark\.serial" tests/test_*.py)
 "$PY" scripts/coverage_by_package.py
 FAKE_GPU_TESTS=(
   tests/test_devices.py tests/test_devices_limits.py tests/test_engine_cli.py tests/test_app_pages.py
-  tests/test_engine_config.py tests/test_engine_request.py
+  tests/test_engine_config.py tests/test_engine_request.py tests/test_cli_errors.py
   tests/test_engine_runs.py::test_bad_configs_are_refused_before_anything_starts
   tests/test_train_run.py::test_single_run_writes_every_tag_and_learns
   tests/test_train_run.py::test_single_run_summary_and_progress
