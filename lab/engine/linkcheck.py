@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +122,7 @@ def model_of(name: str | None) -> str | None:
 
 
 def _command(
-    p: Plan, part: Path, max_bytes: int, iters: int | None, model: str | None = None
+    p: Plan, part: Path, logs: Path, max_bytes: int, iters: int | None, model: str | None = None
 ) -> list[str]:
     from lab.engine import ports
 
@@ -138,6 +139,9 @@ def _command(
         "127.0.0.1",
         "--master-port",
         str(ports.free_port()),
+        # torchrun's rank folders: without a --log-dir it makes one in /tmp and never removes it
+        "--log-dir",
+        str(logs),
         "-m",
         "training.linkcheck",
         "--out",
@@ -187,9 +191,13 @@ def run(
     part, log = folder / f"{check_id}.part", folder / f"{check_id}.log"
     if max_bytes is not None and not 0 < max_bytes <= LIMIT_BYTES:
         raise LinkCheckError(f"the largest message must be 1 byte to 1 GiB, not {max_bytes}")
-    argv = _command(p, part, int(max_bytes or p.max_bytes), iters, model)
+    logs = folder / f"{check_id}.torchrun"  # empty: the ranks' output is in the .log
+    argv = _command(p, part, logs, int(max_bytes or p.max_bytes), iters, model)
     env = _env(p)
-    rc = run_and_wait(argv, env, log, timeout_s)
+    try:
+        rc = run_and_wait(argv, env, log, timeout_s)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
     got = read_json(part)
     part.unlink(missing_ok=True)
     if rc != 0 or not got or not got.get("results"):
