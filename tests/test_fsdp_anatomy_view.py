@@ -194,5 +194,8 @@ def test_an_unknown_model_is_refused_in_one_line_before_anything_starts(capsys, 
     assert main(["linkcheck", "--nproc", "2", "--model", "tinycnnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did you mean tinycnn" in err[0]
-    argv = linkcheck._command(linkcheck.Plan("gloo", 2, ()), tmp_path / "x", 1024, None, "tinycnn")
-    assert argv[-2:] == ["--model", "tinycnn"]
+    logs = tmp_path / "x.torchrun"
+    argv = linkcheck._command(
+        linkcheck.Plan("gloo", 2, ()), tmp_path / "x", logs, 1024, None, "tinycnn"
+    )
+    assert argv[-2:] == ["--model", "tinycnn"] and argv[argv.index("--log-dir") + 1] == str(logs)
