@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.train_ddp import torchrun
 from training import models
 from training.cli import BadInput
 
@@ -125,12 +125,6 @@ def test_auxiliary_heads_are_off_so_training_returns_logits(name):
 # ---- real runs ------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def grey_folder(tmp_path_factory) -> Path:
     """train/<class>/ 4 grey 8x8 images each, val/<class>/ 1 each: the smallest set every model can
@@ -151,42 +145,14 @@ def grey_folder(tmp_path_factory) -> Path:
 def train(run: Path, folder: Path, model: str, nproc: int, *opts: str) -> dict:
     """The trainer for 2 steps, alone or as ``nproc`` gloo ranks under torchrun; its
     summary.json."""
-    common = [
-        "-m",
-        "training.train",
-        "--model",
-        model,
-        "--dataset",
-        f"imagefolder:{folder}",
-        "--max-steps",
-        "2",
-        "--log-every",
-        "1",
-        "--checkpoint",
-        "none",
-        "--device",
-        "cpu",
-        "--log-dir",
-        str(run),
-        *opts,
-    ]
+    opts = (
+        "--model", model, "--dataset", f"imagefolder:{folder}", "--max-steps", "2",
+        "--log-every", "1", "--checkpoint", "none", "--device", "cpu", *opts,
+    )  # fmt: skip
     if nproc == 1:
-        cmd = [sys.executable, *common]
+        cmd = [sys.executable, "-m", "training.train", "--log-dir", str(run), *opts]
     else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(nproc),
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(free_port()),
-            *common,
-            "--mode",
-            "ddp",
-        ]
+        cmd = torchrun("ddp", run, *opts, nproc=nproc)
     proc = subprocess.Popen(
         cmd,
         cwd=REPO,
