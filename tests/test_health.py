@@ -173,16 +173,26 @@ def test_py_spy_missing_or_refused_is_said_exactly(monkeypatch, tmp_path):
 
 
 def test_restarts_pair_attempt_folders_with_torchruns_failure_lines(tmp_path):
-    for a in (0, 1, 2):
+    for a in (0, 1, 2, 3):
         (tmp_path / "logs" / "job_1" / f"attempt_{a}" / "0").mkdir(parents=True)
     # a rank's traceback under torchrun: each line prefixed with its rank
     (tmp_path / "logs/job_1/attempt_1/0/stderr.log").write_text(
         "[rank0]: Traceback ...\n[rank0]: ValueError: bad batch\n"
     )
+    # rank 0 failed only because its peer died (a CI run: rank 1 SIGKILLed, torchrun named rank 0)
+    gloo = (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+        "[127.0.0.1]:62181: Connection reset by peer"
+    )
+    (tmp_path / "logs/job_1/attempt_2/0/stderr.log").write_text(
+        f"[rank0]: Traceback ...\n[rank0]: {gloo}\n"
+    )
     (tmp_path / "stdout.log").write_text(
         "E1129 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27127) of binary: "
         "/bin/python\n"
         "E1129 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 27200) of binary: "
+        "/bin/python\n"
+        "E1129 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 27300) of binary: "
         "/bin/python\n"
     )
     got = restarts.restarts(tmp_path)
@@ -193,6 +203,12 @@ def test_restarts_pair_attempt_folders_with_torchruns_failure_lines(tmp_path):
             "rank": 0,
             "exit_code": 1,
             "cause": "local rank 0 exited with code 1: ValueError: bad batch",
+        },
+        {
+            "attempt": 3,
+            "rank": 0,
+            "exit_code": 1,
+            "cause": f"local rank 0 exited with code 1: {gloo} ({restarts.LOST_PEER})",
         },
     ]
     assert restarts.restarts(tmp_path / "none") == []

@@ -53,6 +53,14 @@ def without_prefixes(text: str) -> str:
     return _PREFIX.sub("", text)
 
 
+# what a rank says when a peer died under it (gloo, NCCL, the rendezvous store): its failure only
+# follows another rank's, so the failure diagnosis and the restart record look past it
+PEER_LOST = re.compile(
+    r"Connection (?:reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
+    r"Socket Timeout|peer closed",
+    re.I,
+)
+
 RANK_FILES = ("stdout.log", "stderr.log")  # torchrun's names inside each rank folder
 
 

@@ -16,12 +16,13 @@ import re
 import signal
 from pathlib import Path
 
-from lab.engine.logs import RANK_FILES, last_lines, without_prefixes
+from lab.engine.logs import PEER_LOST, RANK_FILES, last_lines, without_prefixes
 from lab.runfolder import LOGS_DIR, STDOUT_LOG
 
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _ERROR = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception|Interrupt)\b.*|^error: .*")
 _ATTEMPT = re.compile(r"attempt_(\d+)")
+LOST_PEER = "it lost a peer: the failure began on another rank"
 MAX_LOG_BYTES = 8 * 2**20  # torchrun's lines are read from this much of stdout.log's end at most
 
 
@@ -66,6 +67,10 @@ def cause_of(exit_code: int | None, rank: int | None, attempt_dir: Path | None) 
         stripped = (without_prefixes(ln).strip() for ln in lines)
         errors = [ln for ln in stripped if _ERROR.match(ln)]
         last = f": {errors[-1]}" if errors else ""
+        if errors and PEER_LOST.search(errors[-1]):
+            # torchrun logs one failure per attempt, the first it saw: this rank's, though it only
+            # lost its peer; the rank that failed first (killed, say) is not in torchrun's log
+            last += f" ({LOST_PEER})"
     return f"{who} {how}{last}"
 
 

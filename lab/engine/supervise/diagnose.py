@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from lab.engine.logs import RANK_FILES, rank_dirs, without_prefixes
+from lab.engine.logs import PEER_LOST, RANK_FILES, rank_dirs, without_prefixes
 from lab.engine.spec.diagnosis import Diagnosis
 from lab.engine.supervise import diskfull
 from lab.engine.supervise.failures import KNOWN
@@ -52,12 +52,6 @@ _ENTRY = re.compile(
     r".*?(?=^\[\d+\]:\s*$|^-{10,}|^={10,}|\Z)",
     re.S | re.M,
 )
-# what a rank says when a peer died under it: the peer's death is the cause, not this
-_PEER_LOST = re.compile(
-    r"Connection (?:reset|closed) by peer|Broken pipe|ECONNRESET|remote process exited|"
-    r"Socket Timeout|peer closed",
-    re.I,
-)
 
 
 def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
@@ -84,7 +78,7 @@ def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
     # a root that died of a signal is its own story, except torchrun's teardown SIGTERM (-15): it
     # reaches a rank already failing because it lost its peer (a CI run: rank 0's "Connection
     # reset by peer" read -15 and came first by its error file's earlier second, rank 1 read -9)
-    if root is None or (code < 0 and code != -15) or not _PEER_LOST.search(said(root)):
+    if root is None or (code < 0 and code != -15) or not PEER_LOST.search(said(root)):
         return root
     summary = stdout[: root.start()]
     start = summary.rfind("Failures:")
@@ -95,7 +89,7 @@ def _root_cause(stdout: str, ranks: Mapping[int, str]) -> re.Match | None:
     own = [
         m
         for m in entries
-        if int(m.group(3)) != 0 and "Traceback" in said(m) and not _PEER_LOST.search(said(m))
+        if int(m.group(3)) != 0 and "Traceback" in said(m) and not PEER_LOST.search(said(m))
     ]
     return (killed or own or [root])[0]
 
