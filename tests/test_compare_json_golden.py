@@ -1,4 +1,4 @@
-"""``lab compare --json`` on each recorded sample sweep (sample_data/runs) gives exactly what it gave
+"""``lab compare --json`` on each recorded sample sweep (sample_data/runs) gives what it gave
 when the golden files in tests/data/compare_json_golden/ were written: the pin that holds the
 Compare page's numbers and words while the code that reads run.json, status.json and summary.json
 changes (issue 54). In this process (``lab.cli.main``), on a copy of the sample runs.
