@@ -6,7 +6,8 @@ trainer's SGD with momentum keeps one buffer per parameter) and one batch of act
 tensor autograd saves for the backward of one forward and loss, each storage counted once and the
 parameters left out (``torch.autograd.graph.saved_tensors_hooks``). The forward runs the model on
 PyTorch's ``meta`` device: the same operators, shapes and saved tensors as on the CPU, nothing
-allocated. With AMP the activations are half precision plus autocast's copy of the weights.
+allocated. With AMP the activations are half precision plus autocast's copy of the weights
+(``weight_copy``; none under FSDP, which runs without autocast).
 
 ``estimate_bytes`` spreads it over the run's devices the way each mode does, honouring every knob
 (precision, the accumulation's micro-batch, DDP's buckets unless ``--grad-as-bucket-view``): the
@@ -20,6 +21,20 @@ loss. FSDP: every rank a ``shards``-th of the parameters, gradients and optimize
 parameters all-gathered in flight (``gathered_bytes``: the root's, which FSDP2 keeps gathered from
 its forward to its backward, and the largest block's, in the compute precision; with
 ``--reshard-after-forward off`` every block's, since none is freed until its backward).
+
+What FSDP2 holds (torch 2.14.1, ``torch/distributed/fsdp/_fully_shard/``), which the fsdp estimate
+follows: no autocast (``training.knobs.autocast`` is off under fsdp): ``MixedPrecisionPolicy``
+casts each shard to ``param_dtype`` as it is all-gathered (``FSDPParam.all_gather_inputs``), so
+the half weights are the gathered block, already at 2 bytes a parameter, and there is no other
+half copy. Under accumulation, ``set_requires_gradient_sync(False)`` turns ``reduce_grads`` off:
+``FSDPParamGroup.post_backward`` then returns before the reduce-scatter and keeps each unsharded
+gradient (``unsharded_param.grad``, or ``unsharded_accumulated_grad`` upcast to the fp32
+``reduce_dtype``) on every rank until the last micro-batch's backward scatters it: the whole fp32
+gradients, not a shard. ``CPUOffloadPolicy`` (``--fsdp-cpu-offload``) keeps the sharded
+parameters on the CPU (``FSDPParam._init_sharded_param``), copies them to the device only to
+all-gather them, and offloads the reduced gradient shards (``foreach_reduce``); the optimizer
+steps the CPU shards, so its state is there too: the device holds the gathered parameters, the
+activations and, while accumulating, the unsharded gradients.
 
 What is measured (``Measure``): on CUDA the caching allocator's peak
 (``torch.cuda.max_memory_allocated``), from a baseline of what was allocated before the model was
@@ -48,9 +63,17 @@ DP_EXTRA = ("replica_gradients", "input_batch", "gathered_outputs", "loss")
 
 
 def forward_bytes(
-    model: str, channels: int, classes: int, batch: int, image_size: int, amp: bool = False
+    model: str,
+    channels: int,
+    classes: int,
+    batch: int,
+    image_size: int,
+    amp: bool = False,
+    weight_copy: bool = True,
 ) -> dict[str, int]:
-    """Bytes of ``PARTS`` for ``model`` at ``batch`` images of ``image_size`` px (one device)."""
+    """Bytes of ``PARTS`` for ``model`` at ``batch`` images of ``image_size`` px (one device).
+    ``amp``: the forward in half precision; ``weight_copy``: and autocast's half copy of the
+    weights with it (False under FSDP: its policy casts the gathered parameters instead)."""
     dtype = torch.float16 if amp else torch.float32
     with torch.device("meta"):
         net = models.build(model, channels, classes)
@@ -71,7 +94,7 @@ def forward_bytes(
     y = torch.randint(0, classes, (batch,), device="meta")
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         nn.functional.cross_entropy(net(x), y)
-    act = sum(saved.values()) + (param_bytes // 2 if amp else 0)  # autocast's half weights
+    act = sum(saved.values()) + (param_bytes // 2 if amp and weight_copy else 0)  # autocast's
     return {
         "parameters": param_bytes,
         "gradients": param_bytes,
@@ -107,6 +130,8 @@ def estimate_bytes(
     grad_as_bucket_view: bool = False,
     shards: int = 1,
     reshard_after_forward: bool = True,
+    accum_steps: int = 1,
+    cpu_offload: bool = False,
 ) -> list[dict[str, int]]:
     """Bytes by part on each of a run's ``devices`` (device 0 first): the one estimate of the
     trainer's summary.json and the lab's pre-flight (``lab.engine.preflight.estimate.per_gpu``).
@@ -118,19 +143,27 @@ def estimate_bytes(
     views into the buckets). DP: every device a replica's parameters and gradients and its share;
     device 0 the optimizer's state, one more gradient-sized buffer (the sum NCCL's reduce-add
     writes there; the replicas' own gradients stay on their GPUs), the whole micro-batch it
-    scatters, the outputs gathered back to it and the loss. FSDP: every rank a ``shards``-th of
-    the parameters, gradients and optimizer state, plus the parameters all-gathered in flight
-    (``gathered_bytes``).
+    scatters, the outputs gathered back to it and the loss. FSDP (what FSDP2 holds: the module's
+    docstring): every rank a ``shards``-th of the parameters, gradients and optimizer state, plus
+    the parameters all-gathered in flight (``gathered_bytes``), and no autocast copy of the
+    weights; with ``accum_steps`` above 1 the whole fp32 gradients (unsharded until the last
+    micro-batch); with ``cpu_offload`` the shards and the optimizer's state on the CPU, not here.
     """
     half = precision in ("fp16", "bf16")
     micro = max(1, batch)
-    b = forward_bytes(model, channels, classes, micro, image_size, half)
+    b = forward_bytes(model, channels, classes, micro, image_size, half, mode != "fsdp")
     if mode == "ddp":
         return [{**b, "buckets": 0 if grad_as_bucket_view else b["gradients"]}] * devices
     if mode == "fsdp":  # parameters, gradients and optimizer state each split over the ranks
         n = max(1, shards)
         split = {k: -(-b[k] // n) for k in ("parameters", "gradients", "optimizer")}
+        if accum_steps > 1:  # set_requires_gradient_sync(False): unsharded fp32 gradients
+            split["gradients"] = b["gradients"]
         gathered = gathered_bytes(model, channels, classes, half, reshard_after_forward)
+        if cpu_offload:  # the device all-gathers from the CPU's shards, even on one rank
+            off = {"parameters": 0, "optimizer": 0}
+            off["gradients"] = split["gradients"] if accum_steps > 1 else 0
+            return [{**b, **off, "gathered": gathered}] * devices
         return [{**b, **split, "gathered": gathered if n > 1 else 0}] * devices
     if mode == "dp" and devices > 1:
         batch = micro * devices
@@ -161,10 +194,13 @@ def device_estimates(
     micro_batch: int | None = None,
     grad_as_bucket_view: bool = False,
     reshard_after_forward: bool = True,
+    accum_steps: int = 1,
+    cpu_offload: bool = False,
 ) -> dict[str, dict[str, float]]:
     """This process's devices: ``{name: {part: MiB, ..., "total": MiB}}`` (``placement`` is a
     ``training.distributed.Placement``; ``precision`` as it runs, fp32, fp16 or bf16;
-    ``micro_batch``: what a forward takes per device under accumulation, else the whole share)."""
+    ``micro_batch``: what a forward takes per device under accumulation, else the whole share;
+    ``accum_steps`` and ``cpu_offload``: what FSDP keeps on the device, ``estimate_bytes``)."""
     names = placement.device_names
     parts = estimate_bytes(
         placement.effective_mode,
@@ -178,6 +214,8 @@ def device_estimates(
         grad_as_bucket_view,
         getattr(placement, "world_size", 1),  # what FSDP shards over
         reshard_after_forward,
+        accum_steps,
+        cpu_offload,
     )
     return {n: _mib(p) for n, p in zip(names, parts)}
 

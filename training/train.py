@@ -205,6 +205,8 @@ def _set_up(argv: Sequence[str] | None):
         knobs.micro_batch(args, placement.per_device_batch),
         args.grad_as_bucket_view,
         args.reshard_after_forward != "off",
+        args.accum_steps,
+        bool(getattr(args, "fsdp_cpu_offload", False)),
     )
     if placement.is_main:  # rank 0's event writer loads tensorboard: a library, not training
         import torch.utils.tensorboard  # noqa: F401

@@ -18,7 +18,8 @@ it over a run's GPUs the way each mode does, honouring every knob: it is
 ``training.memory.estimate_bytes``, the one estimate the trainer's summary.json
 gives for the same config (precision, the accumulation's micro-batch, DDP's
 buckets unless ``grad_as_bucket_view``, DP's extras on its first GPU, FSDP's shards and its
-parameters all-gathered in flight);
+parameters all-gathered in flight, with no autocast copy, the whole gradients while it accumulates
+and nothing but the gathered parameters and activations under ``--fsdp-cpu-offload``);
 ``torch_cuda_version`` is the
 CUDA PyTorch was built for. torch is imported only inside these functions, so
 the supervisor and the command line pay nothing for importing this module.
@@ -104,7 +105,9 @@ def estimate(model: str, batch: int, image_size: int, amp: bool = False) -> Esti
 def per_gpu(config: RunConfig) -> dict[int, Estimate]:
     """Physical GPU -> what the run needs there: ``training.memory.estimate_bytes``, the same
     estimate the trainer writes into summary.json, for this config (precision, the accumulation's
-    micro-batch, DDP's buckets unless gradients are bucket views, DP's extras on its first GPU).
+    micro-batch, DDP's buckets unless gradients are bucket views, DP's extras on its first GPU;
+    under FSDP its shards, no autocast copy, the whole gradients while accumulating, and what
+    ``--fsdp-cpu-offload`` moves to the CPU).
     """
     c = config
     gpus = list(c.gpus)
@@ -121,8 +124,19 @@ def per_gpu(config: RunConfig) -> dict[int, Estimate]:
     view = bool(c.grad_as_bucket_view) and mode == DDP
     shards = c.nproc * c.nnodes if mode == FSDP else 1
     reshard = c.reshard_after_forward != "off"
+    offload = bool(c.fsdp_cpu_offload) and mode == FSDP
     each = _spread(
-        mode, n, max(1, share), c.model, c.image_size, precision, accum, view, shards, reshard
+        mode,
+        n,
+        max(1, share),
+        c.model,
+        c.image_size,
+        precision,
+        accum,
+        view,
+        shards,
+        reshard,
+        offload,
     )
     return dict(zip(gpus, each))
 
@@ -139,12 +153,25 @@ def _spread(
     view: bool,
     shards: int = 1,
     reshard: bool = True,
+    offload: bool = False,
 ) -> tuple[Estimate, ...]:
     from training import memory  # the one estimate, shared with the trainer's summary.json
 
     micro = max(1, share // accum)  # what each forward takes
     parts = memory.estimate_bytes(
-        mode, n, micro, model, CHANNELS, CLASSES, image_size, precision, view, shards, reshard
+        mode,
+        n,
+        micro,
+        model,
+        CHANNELS,
+        CLASSES,
+        image_size,
+        precision,
+        view,
+        shards,
+        reshard,
+        accum,
+        offload,
     )
     return tuple(_of(p, micro) for p in parts)
 
