@@ -31,13 +31,10 @@ from lab.runfolder import (
     LINKCHECKS_DIR,
     LIVE_STATES,
     LOST,
-    PROGRESS_JSON,
     QUEUED,
     RUN_FILES,
-    RUN_JSON,
     STATUS_JSON,
     SUCCEEDED,
-    SUMMARY_JSON,
     TB_DIR,
     TRAINER,
     UNREADABLE,
@@ -45,11 +42,10 @@ from lab.runfolder import (
     check_run_id,
     damaged_files,
     is_live,
-    read_json,
-    read_json_kept,
     root_or_default,
     settled_signature,
 )
+from lab.runrecords import RunFile, read_progress, read_run, read_status, read_summary
 
 # a run is queued from the moment run.json is written until its supervisor
 # records a pid; only after this long without one is the run considered lost
@@ -108,7 +104,7 @@ def _reconcile(run_dir: Path, st: dict) -> dict:
     Writes nothing."""
     if not is_live(st.get("state")) or not _supervisor_gone(st):
         return st
-    fresh = read_json(run_dir / STATUS_JSON) or st  # it may have finished between our reads
+    fresh = read_status(run_dir).data or st  # it may have finished between our reads
     if not is_live(fresh.get("state")) or not _supervisor_gone(fresh):
         return fresh
     return dict(fresh, state=LOST, lost_reason=LOST_REASON)
@@ -119,17 +115,18 @@ def status(run_dir: Path | str) -> dict:
     without status.json implies (``queued`` when run.json is there; a trainer run made by hand, with
     only summary.json, ``succeeded`` or ``unknown``). Empty when the folder holds none of them."""
     run_dir = Path(run_dir)
-    st = read_json_kept(run_dir / STATUS_JSON)
+    recorded = read_status(run_dir, kept=True)
+    st = recorded.data if recorded.found else None
     if st is None and (run_dir / STATUS_JSON).is_file() and STATUS_JSON in damaged_files(run_dir):
         return {"state": UNREADABLE, "unreadable": [STATUS_JSON]}
     if st is None:
-        run = read_json_kept(run_dir / RUN_JSON)
-        summary = read_json_kept(run_dir / SUMMARY_JSON)
-        if run is not None:  # queued until its supervisor writes status.json
-            st = {"state": QUEUED, "updated_at": run.get("created_at")}
+        run = read_run(run_dir, kept=True)
+        summary = read_summary(run_dir, kept=True)
+        if run.found:  # queued until its supervisor writes status.json
+            st = {"state": QUEUED, "updated_at": run.created_at}
         # python -m training.train --log-dir by hand: only the trainer's files
-        elif summary is not None:
-            st = {"state": SUCCEEDED if summary.get("completed") else "unknown"}
+        elif summary.found:
+            st = {"state": SUCCEEDED if summary.completed else "unknown"}
         elif damaged_files(run_dir):
             return {"state": UNREADABLE}
         else:
@@ -174,35 +171,31 @@ def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | Non
     st = status(run_dir)
     if not st:
         return None
-    run = read_json_kept(run_dir / RUN_JSON) or {}
+    run = read_run(run_dir, kept=True)
     state, damaged = _state(run_dir, st)
     health = st.get("health")
-    summary = read_json_kept(run_dir / SUMMARY_JSON)
-    cfg = (
-        run.get("config")
-        if isinstance(run.get("config"), dict)
-        else (summary or {}).get("config") or {}
-    )
+    summary = read_summary(run_dir, kept=True)
+    cfg = run.config if run.config is not None else summary.config or {}
     return RunRecord(
         run_id=run_dir.name,
         run_dir=str(run_dir),
         state=state,
-        mode=cfg.get("mode") or (summary or {}).get("mode"),
-        name=str(run.get("name") or ""),
-        created_at=run.get("created_at") or (summary or {}).get("started_at"),
+        mode=cfg.get("mode") or summary.mode,
+        name=run.name,
+        created_at=run.created_at or summary.started_at,
         exit_code=st.get("exit_code"),
         diagnosis=st.get("diagnosis"),
         config=cfg,
-        sweep_id=run.get("sweep_id"),
-        progress=read_json_kept(run_dir / PROGRESS_JSON) or _script_progress(st, cfg),
-        summary=summary,
-        kind=str(st.get("kind") or run.get("kind") or TRAINER),
+        sweep_id=run.sweep_id,
+        progress=read_progress(run_dir, kept=True) or _script_progress(st, cfg),
+        summary=summary.data if summary.found else None,
+        kind=str(st.get("kind") or run.kind or TRAINER),
         events_dirs=_events_dirs(run_dir, st, run),
         backend=str(cfg.get("backend") or "local"),
         slurm=st.get("slurm"),
         health=list(health) if isinstance(health, list) else [],
         restarts=list(st.get("restarts") or []),
-        resumed_from=st.get("resumed_from") or run.get("resumed_from"),
+        resumed_from=st.get("resumed_from") or run.resumed_from,
         resumed_by=resumed_by if resumed_by is not None else _resumed_by(run_dir),
         unreadable=damaged,
     )
@@ -223,16 +216,16 @@ def _resumed_by(run_dir: Path) -> list[str]:
     return sorted(
         d.name
         for d in _run_dirs(run_dir.parent)
-        if (read_json_kept(d / RUN_JSON) or {}).get("resumed_from") == run_dir.name
+        if read_run(d, kept=True).resumed_from == run_dir.name
     )
 
 
-def _events_dirs(run_dir: Path, st: dict, run: dict) -> list[str]:
+def _events_dirs(run_dir: Path, st: dict, run: RunFile) -> list[str]:
     """status.json's ``events_dirs``; a run from before it was recorded: its tb/ when the trainer
     wrote one."""
     if isinstance(st.get("events_dirs"), list):
         return [str(d) for d in st["events_dirs"]]
-    if (run.get("kind") or TRAINER) == TRAINER and (run_dir / TB_DIR).is_dir():
+    if (run.kind or TRAINER) == TRAINER and (run_dir / TB_DIR).is_dir():
         return [str(run_dir / TB_DIR)]
     return []
 
@@ -262,7 +255,7 @@ def list_runs(root: Path | None = None) -> list[RunRecord]:
     dirs = _run_dirs(root_or_default(root))
     links: dict[str, list[str]] = {}
     for d in dirs:  # the links back (resumed_by), from every run.json
-        src = (read_json_kept(os.path.join(d, RUN_JSON)) or {}).get("resumed_from")
+        src = read_run(d, kept=True).resumed_from
         if src:
             links.setdefault(str(src), []).append(d.name)
     out = [r for r in (_record(d, sorted(links.get(d.name, []))) for d in dirs) if r is not None]
@@ -307,10 +300,10 @@ def removable(run_id: str, root: Path | None = None) -> RunRecord:
     rec = get_run(check_run_id(run_id), root)
     if rec.state in LIVE_STATES:
         raise RunIsLive(f"run {run_id} is {rec.state}: stop it first (python -m lab stop {run_id})")
-    st = read_json(Path(rec.run_dir) / STATUS_JSON) or {}
+    st = read_status(rec.run_dir)
     # a Slurm job, last seen
-    job_live = STATE_MAP.get(str((st.get("slurm") or {}).get("state"))) in LIVE_STATES
-    if rec.state == LOST and (procs.alive(st.get("pid"), st.get("pid_ct")) or job_live):
+    job_live = STATE_MAP.get(str((st.slurm or {}).get("state"))) in LIVE_STATES
+    if rec.state == LOST and (procs.alive(st.pid, st.pid_ct) or job_live):
         raise RunIsLive(
             f"run {run_id} is lost but its training processes still run: stop it first (python -m "
             f"lab stop {run_id})"
@@ -323,13 +316,13 @@ def run_pids(root: Path | None = None) -> dict[int, str]:
     tree)."""
     out: dict[int, str] = {}
     for run_dir in _run_dirs(root_or_default(root)):
-        st = read_json(run_dir / STATUS_JSON)
-        if not st or st.get("state") not in HAS_PROCESSES:
+        st = read_status(run_dir)
+        if st.state not in HAS_PROCESSES:
             continue
-        for key in ("supervisor_pid", "pid"):
-            if st.get(key):
-                out[int(st[key])] = run_dir.name
-        for pid, _ct in st.get("tree") or []:
+        for pid in (st.supervisor_pid, st.pid):
+            if pid:
+                out[int(pid)] = run_dir.name
+        for pid, _ct in st.tree:
             out[int(pid)] = run_dir.name
     return out
 
@@ -365,11 +358,9 @@ def gpu_users(root: Path | None = None) -> Callable[[int], tuple[str, ...]]:
         if by_gpu is None:
             by_gpu = {}
             for run_dir in _run_dirs(root_or_default(root)):
-                if (read_json(run_dir / STATUS_JSON) or {}).get("state") not in HAS_PROCESSES:
+                if read_status(run_dir).state not in HAS_PROCESSES:
                     continue
-                for g in ((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).get(
-                    "gpus"
-                ) or ():
+                for g in read_run(run_dir).gpus:
                     by_gpu[int(g)] = by_gpu.get(int(g), ()) + (run_dir.name,)
         return by_gpu.get(index, ())
 
