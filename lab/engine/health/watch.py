@@ -35,15 +35,8 @@ from lab.engine.health.memory import RunMemory
 from lab.engine.health.rules import Finding, Observation
 from lab.engine.spec import modes
 from lab.events.reader import file_origin
-from lab.runfolder import (
-    HEALTH_DIR,
-    PROGRESS_JSON,
-    STACKS_REQUEST,
-    TB_DIR,
-    TRAINER,
-    read_json,
-    stamp,
-)
+from lab.runfolder import HEALTH_DIR, STACKS_REQUEST, TB_DIR, TRAINER, stamp
+from lab.runrecords import read_progress
 
 log = logging.getLogger(__name__)
 NO_LOCAL_PROCESS = (
@@ -161,7 +154,7 @@ class HealthWatch:
         if now - self._read_at >= READ_EVERY_S:
             self._read_at = now
             self._read(dirs)
-        sc, prog = self._scalars, read_json(self.run_dir / PROGRESS_JSON) or {}
+        sc, prog = self._scalars, read_progress(self.run_dir) or {}
         walls = [float(np.asarray(s.wall_time)[-1]) for s in sc.values() if len(s)]
         updated = (
             prog.get("updated_at") if isinstance(prog.get("updated_at"), (int, float)) else None

@@ -23,7 +23,8 @@ from lab.engine.slurm import cmd as slurm_cmd
 from lab.engine.slurm import diagnoses as slurm_diagnoses
 from lab.engine.spec import backends as facts
 from lab.engine.spec.run import RunConfig
-from lab.runfolder import JOB_SBATCH, SCRIPT, STATUS_JSON, read_json
+from lab.runfolder import JOB_SBATCH, SCRIPT
+from lab.runrecords import read_status
 
 Command = tuple[list[str], dict[str, str]]
 
@@ -87,7 +88,7 @@ class Slurm(facts.Slurm):
     def refusal(self, run_dir: Path) -> str | None:
         """Why the job was not submitted (sbatch refused it, or Slurm could not be asked), as
         the watcher recorded it; None once it was."""
-        d = (read_json(run_dir / STATUS_JSON) or {}).get("diagnosis") or {}
+        d = read_status(run_dir).diagnosis or {}
         if d.get("key") in slurm_diagnoses.NOT_SUBMITTED:
             return f"{d['cause']} {d['fix']}"  # the run folder keeps job.sbatch and why
         return None

@@ -35,7 +35,6 @@ from lab.runfolder import (
     LOST,
     QUEUED,
     REPO_ROOT,
-    RUN_JSON,
     RUNNING,
     SCRIPT,
     STACKS_REQUEST,
@@ -46,10 +45,10 @@ from lab.runfolder import (
     SUPERVISOR_LOG,
     is_final,
     now_iso,
-    read_json,
     root_or_default,
     write_json_atomic,
 )
+from lab.runrecords import read_run, read_status
 
 _UP_TIMEOUT_S = 30.0
 _SUPERVISOR = "lab.engine.supervise.supervisor"  # a local run's, and a sweep's
@@ -153,17 +152,13 @@ def start_command(args: list[str], log_path: Path, runs_root: Path) -> spawn.Pop
 
 def _wait_up(p: spawn.Popen, run_dir: Path, log_path: Path) -> None:
     def up() -> bool:
-        st = read_json(run_dir / STATUS_JSON) or {}
-        return (
-            st.get("state") not in (None, QUEUED)
-            or bool(st.get("supervisor_pid"))
-            or p.poll() is not None
-        )
+        st = read_status(run_dir)
+        return st.state not in (None, QUEUED) or bool(st.supervisor_pid) or p.poll() is not None
 
     procs.wait_until(up, _UP_TIMEOUT_S)
-    st = read_json(run_dir / STATUS_JSON) or {}
+    st = read_status(run_dir)
     why = None
-    if p.poll() is not None and st.get("state") in (None, QUEUED):
+    if p.poll() is not None and st.state in (None, QUEUED):
         tail = (
             log_path.read_text(errors="replace").strip().splitlines()[-1:]
             if log_path.exists()
@@ -171,14 +166,14 @@ def _wait_up(p: spawn.Popen, run_dir: Path, log_path: Path) -> None:
         )
         output = " ".join(tail) or "no output"
         why = f"the supervisor exited before starting the run ({output}): see {log_path}"
-    elif not (st.get("state") not in (None, QUEUED) or st.get("supervisor_pid")):
+    elif not (st.state not in (None, QUEUED) or st.supervisor_pid):
         why = f"the supervisor did not start within {_UP_TIMEOUT_S:.0f} s: see {log_path}"
         p.kill()
     if why:
         diagnosis = supervisor_failure(
             why, "read the supervisor log, fix what it names, launch again", p.poll()
         )
-        _record_without_supervisor(run_dir, st, FAILED, diagnosis=diagnosis.to_dict())
+        _record_without_supervisor(run_dir, st.data, FAILED, diagnosis=diagnosis.to_dict())
         raise LaunchError(why)
 
 
@@ -203,7 +198,7 @@ def start_supervisor(run_dir: Path | str) -> None:
 
 def _config_of(run_dir: Path) -> dict[str, Any]:
     """run.json's ``config`` of a run folder (empty when unreadable)."""
-    return (read_json(run_dir / RUN_JSON) or {}).get("config") or {}
+    return read_run(run_dir).config or {}
 
 
 def launch(
@@ -275,7 +270,7 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
             if st.get("state") in ENDED_STATES:
                 return st["state"]
     # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
-    st = read_json(run_dir / STATUS_JSON) or {}
+    st = read_status(run_dir).data
     procs.end_recorded(st, grace_s)
     backends.of(_config_of(run_dir)).end_leftover(st)
     _record_without_supervisor(run_dir, st, STOPPED)

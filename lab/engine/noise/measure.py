@@ -16,7 +16,8 @@ from typing import Any
 from lab.engine.launch import launcher, sweeps
 from lab.engine.noise import record
 from lab.engine.spec.run import RunConfig, world_size
-from lab.runfolder import SUCCEEDED, SUMMARY_JSON, read_json, stamp
+from lab.runfolder import SUCCEEDED, stamp
+from lab.runrecords import read_summary
 
 
 class NoiseError(RuntimeError):
@@ -39,10 +40,7 @@ def start(config: RunConfig, n: int, root: Path) -> tuple[str, list[str]]:
 
 def throughput(run_dir: Path) -> float | None:
     """A run's steady-state throughput in samples/s, or None."""
-    summary = read_json(run_dir / SUMMARY_JSON) or {}
-    steady = (summary.get("throughput") or {}).get("median")
-    value = steady if steady is not None else summary.get("steady_throughput_samples_per_sec")
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    return read_summary(run_dir).throughput_samples_per_sec
 
 
 def finish(

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from lab.engine import procs
 from lab.engine.queue.lock import locked
-from lab.runfolder import RUN_JSON, STATUS_JSON, read_json, write_json_atomic
+from lab.runfolder import RUN_JSON, read_json, write_json_atomic
+from lab.runrecords import read_run, read_status
 
 QUEUE_DIR = ".queue"  # in the runs root
 QUEUE_JSON = "queue.json"
@@ -48,8 +49,8 @@ def _alive(root: Path, e: dict) -> bool:
         return True
     if e.get("state") != RUNNING:
         return False
-    sts = [read_json(Path(root) / r / STATUS_JSON) or {} for r in e.get("runs") or []]
-    return any(procs.alive(st.get("pid"), st.get("pid_ct")) for st in sts if st.get("pid"))
+    sts = [read_status(Path(root) / r) for r in e.get("runs") or []]
+    return any(procs.alive(st.pid, st.pid_ct) for st in sts if st.pid)
 
 
 def read(root: Path) -> list[dict]:
@@ -103,14 +104,14 @@ def move_first(root: Path, run_id: str, find: Callable[[dict], bool] | None = No
 def ask_exclusive(run_dir: Path) -> None:
     """Record in a new run's run.json (before its supervisor starts) that it asked for the machine
     to itself (``--exclusive``): the queue starts it alone."""
-    run = read_json(Path(run_dir) / RUN_JSON) or {}
+    run = read_run(run_dir).data
     write_json_atomic(Path(run_dir) / RUN_JSON, dict(run, exclusive=True))
 
 
 def ask_idle(run_dir: Path) -> None:
     """Record in a new run's run.json that it waits for foreign work to end too
     (``--wait-for-idle``, ``lab.engine.queue.idle``)."""
-    run = read_json(Path(run_dir) / RUN_JSON) or {}
+    run = read_run(run_dir).data
     write_json_atomic(Path(run_dir) / RUN_JSON, dict(run, wait_for_idle=True))
 
 
