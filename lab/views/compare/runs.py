@@ -25,20 +25,17 @@ from lab.runfolder import (
     PREFLIGHT,
     RUN_JSON,
     SCRIPT,
-    STATUS_JSON,
     SUCCEEDED,
-    SUMMARY_JSON,
     SYS_DIR,
     read_json_kept,
 )
+from lab.runrecords import RunFile, holds_run_files, read_run, read_status
 from lab.views.live.script_run import outside_dirs
 from lab.views.runscalars import many_folder_scalars
 
 SAMPLE_PREFIX = "sample/"
 # a CompareRun's kind for foreign logs (a registry record's is "trainer" or "script")
 FOREIGN = "foreign"
-# the files that make a folder a lab run (any one of them): foreign logs have none
-_RUN_FILES = (STATUS_JSON, RUN_JSON, SUMMARY_JSON)
 
 
 NO_RUNS = "No runs to compare yet: launch a sweep on the Launch page (or restore sample_data/runs)."
@@ -141,22 +138,21 @@ class CompareRun:
 
 def from_record(record: RunRecord, *, sample: bool = False) -> CompareRun:
     """A registry record as a ``CompareRun`` (``sample`` runs get keys of their own)."""
-    meta = read_json_kept(Path(record.run_dir) / RUN_JSON) or {}
-    st = read_json_kept(Path(record.run_dir) / STATUS_JSON) or {}
-    interference = st.get("interference")
+    meta = read_run(record.run_dir, kept=True)
+    st = read_status(record.run_dir, kept=True)
     return CompareRun(
         key=(SAMPLE_PREFIX if sample else "") + record.run_id,
         record=record,
         sample=sample,
-        recorded_on=meta.get("recorded_on"),
-        host=meta.get("host") or (record.summary or {}).get("hostname"),
-        scaling=meta.get("scaling"),
+        recorded_on=meta.recorded_on,
+        host=meta.host or (record.summary or {}).get("hostname"),
+        scaling=meta.scaling,
         cpu_cores=_cores(meta),
-        started_at=st.get("started_at"),
-        ended_at=st.get("ended_at"),
-        interference=interference if isinstance(interference, dict) else None,
-        varied=meta.get("varied") if isinstance(meta.get("varied"), dict) else None,
-        train_processes=_int(st.get("train_processes")),
+        started_at=st.started_at,
+        ended_at=st.ended_at,
+        interference=st.interference,
+        varied=meta.varied,
+        train_processes=_int(st.train_processes),
         expectations=expectations(Path(record.run_dir)),
         sweep_index=_sweep_index(record),
     )
@@ -194,13 +190,13 @@ def shown_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _cores(meta: dict) -> int | None:
+def _cores(meta: RunFile) -> int | None:
     """The cores the launcher shared out to the run: OMP_NUM_THREADS per process times its
     processes."""
-    config = meta.get("config") or {}
+    config = meta.config or {}
     asked = SimpleNamespace(mode=config.get("mode"), nproc=config.get("nproc") or 1)
     try:
-        threads = int((meta.get("env") or {}).get("OMP_NUM_THREADS"))
+        threads = int(meta.env.get("OMP_NUM_THREADS"))
         procs = int(processes(asked))
     except (TypeError, ValueError):
         return None
@@ -208,7 +204,8 @@ def _cores(meta: dict) -> int | None:
 
 
 def _holds_run(folder: Path) -> bool:
-    return any(read_json_kept(folder / name) is not None for name in _RUN_FILES)
+    # a lab run has one of its records (status.json, run.json, summary.json); foreign logs none
+    return holds_run_files(folder)
 
 
 def _foreign(folder: Path) -> CompareRun:

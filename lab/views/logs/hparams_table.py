@@ -3,7 +3,7 @@
 Owns TensorBoard's HParams table view, computed without a browser: rows come
 from the hparams sessions ``lab.events.hparams`` reads (``add_hparams`` of
 torch and tensorboardX, Keras' ``hp.hparams``) and, for the lab's own run
-folders, the config in ``run.json`` (read with ``lab.runfolder.read_json_kept``).
+folders, the config in ``run.json`` (read with ``lab.runrecords.read_run``).
 A row stands for the runs choosing it selects: the run holding the session,
 the run it describes (``add_hparams`` writes into a child folder of the
 writer's run, which ``fold_sessions`` folds into that run as ``tb/`` and
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lab import tags
-from lab.runfolder import RUN_JSON, read_json_kept
+from lab.runrecords import read_run
 from lab.views.runscalars import PARTS
 
 if TYPE_CHECKING:  # pandas is imported where a table is built, not when the page imports this
@@ -104,9 +104,8 @@ def config_hparams(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def lab_config(run_dir: Path) -> dict[str, Any] | None:
     """The hyperparameters of a lab run folder (its run.json config); None when it has none."""
-    data = read_json_kept(Path(run_dir) / RUN_JSON)
-    config = data.get("config") if data else None
-    return config_hparams(config) if isinstance(config, dict) else None
+    config = read_run(run_dir, kept=True).config
+    return config_hparams(config) if config is not None else None
 
 
 def last_value(series: Any) -> float | None:
