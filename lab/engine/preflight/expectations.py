@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.spec import backends, modes
-from lab.runfolder import PREFLIGHT, SCRIPT, read_json, write_json_atomic
+from lab.runfolder import PREFLIGHT, SCRIPT, read_json, read_json_kept, write_json_atomic
 
 log = logging.getLogger(__name__)
 CORES_SHARED, DP_ONE_DEVICE = "cores_shared", "dp_one_device"
@@ -83,6 +83,7 @@ def write(run_dir: Path, config: Any) -> None:
         log.warning("could not write %s: %s", Path(run_dir) / PREFLIGHT, e)
 
 
-def read(run_dir: Path) -> dict[str, Any] | None:
-    """A run's preflight.json, or None (an older run, or unreadable)."""
-    return read_json(Path(run_dir) / PREFLIGHT)
+def read(run_dir: Path, *, kept: bool = False) -> dict[str, Any] | None:
+    """A run's preflight.json, or None (an older run, or unreadable). ``kept``: through
+    ``runfolder.read_json_kept`` (a listing's read; the object is shared, never change it)."""
+    return (read_json_kept if kept else read_json)(Path(run_dir) / PREFLIGHT)

@@ -16,18 +16,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from lab.engine.preflight import expectations as preflight
 from lab.engine.registry import RunRecord
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.spec.run import processes
 from lab.events import discover
 from lab.events.reader import file_origin
 from lab.runfolder import (
-    PREFLIGHT,
     RUN_JSON,
     SCRIPT,
     SUCCEEDED,
     SYS_DIR,
-    read_json_kept,
 )
 from lab.runrecords import RunFile, holds_run_files, read_run, read_status
 from lab.views.live.script_run import outside_dirs
@@ -178,7 +177,7 @@ def _int(value: Any) -> int | None:
 
 def expectations(run_dir: Path) -> tuple[str, ...]:
     """The pre-flight's expectations saved in the run folder (``preflight.json``), as texts."""
-    data = read_json_kept(run_dir / PREFLIGHT) or {}
+    data = preflight.read(run_dir, kept=True) or {}
     items = data.get("expectations") if isinstance(data, dict) else None
     return tuple(str(x["text"]) for x in items or [] if isinstance(x, dict) and x.get("text"))
 
