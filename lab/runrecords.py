@@ -73,7 +73,11 @@ class RunFile:
 
 def read_run(run_dir: Path | str, *, kept: bool = False) -> RunFile:
     """run.json of ``run_dir`` (a record with ``found`` False when missing or torn)."""
-    d = _object(run_dir, RUN_JSON, kept)
+    return run_file(_object(run_dir, RUN_JSON, kept))
+
+
+def run_file(d: dict | None) -> RunFile:
+    """A run.json object as its record (None: not found)."""
     if d is None:
         return RunFile()
     return RunFile(
@@ -124,11 +128,20 @@ class StatusFile:
     interference: dict | None = None
     train_processes: Any = None
     script_step: Any = None
+    queue: dict | None = None  # its place in the queue while it waits: {"position", "waiting_for"}
+    watcher: dict | None = None  # after an adoption: {"pid", "adopted_at"}
+    stacks: dict | None = None  # the last stacks taken: {"at", "files", "notes"}
+    lost_reason: Any = None  # the registry's, never written: why it says ``lost``
 
 
 def read_status(run_dir: Path | str, *, kept: bool = False) -> StatusFile:
     """status.json of ``run_dir`` (a record with ``found`` False when missing or torn)."""
-    d = _object(run_dir, STATUS_JSON, kept)
+    return status_file(_object(run_dir, STATUS_JSON, kept))
+
+
+def status_file(d: dict | None) -> StatusFile:
+    """A status.json object as its record (None: not found); also the registry's status, with the
+    state a folder without one implies, or ``lost``."""
     if d is None:
         return StatusFile()
     events_dirs = d.get("events_dirs")
@@ -155,6 +168,10 @@ def read_status(run_dir: Path | str, *, kept: bool = False) -> StatusFile:
         interference=_dict(d.get("interference")),
         train_processes=d.get("train_processes"),
         script_step=d.get("script_step"),
+        queue=_dict(d.get("queue")),
+        watcher=_dict(d.get("watcher")),
+        stacks=_dict(d.get("stacks")),
+        lost_reason=d.get("lost_reason"),
     )
 
 
@@ -181,7 +198,11 @@ class SummaryFile:
 
 def read_summary(run_dir: Path | str, *, kept: bool = False) -> SummaryFile:
     """summary.json of ``run_dir`` (a record with ``found`` False when missing or torn)."""
-    d = _object(run_dir, SUMMARY_JSON, kept)
+    return summary_file(_object(run_dir, SUMMARY_JSON, kept))
+
+
+def summary_file(d: dict | None) -> SummaryFile:
+    """A summary.json object as its record (None: not found)."""
     if d is None:
         return SummaryFile()
     return SummaryFile(

@@ -104,9 +104,9 @@ def _header(rec, scalars) -> None:
     note = live.fallback_note(rec)
     if note:
         st.warning(note)
-    from lab.engine.registry import status
+    from lab.engine.registry import status_record
 
-    busy = noise.busy_note(status(rec.run_dir).get("interference"))
+    busy = noise.busy_note(status_record(rec.run_dir).interference)
     if busy:
         st.warning(busy, icon="⚠️")
     with st.expander("What was asked"):

@@ -16,11 +16,11 @@ def cmd_stacks(a: argparse.Namespace) -> int:
     from lab.engine import registry
     from lab.engine.launch import launcher
 
-    before = registry.status(registry.get_run(a.run, root()).run_dir).get("stacks")
+    before = registry.status_record(registry.get_run(a.run, root()).run_dir).stacks
     run_dir = launcher.request_stacks(a.run, root())
     end = time.monotonic() + a.wait
     while time.monotonic() < end:
-        got = registry.status(run_dir).get("stacks")
+        got = registry.status_record(run_dir).stacks
         if got and got != before:
             for f in got.get("files") or []:
                 print(Path(run_dir, f))

@@ -33,13 +33,13 @@ def cmd_status(a: argparse.Namespace) -> int:
     # the registry's record, and the supervisor's interference, train_processes and queue records
     # from status.json
     def js(rec) -> dict:
-        st = registry.status(rec.run_dir)  # watcher: {"pid", "adopted_at"} after an adoption
+        st = registry.status_record(rec.run_dir)  # watcher: {"pid", "adopted_at"} once adopted
         return dict(
             rec.to_json(),
-            interference=st.get("interference"),
-            train_processes=st.get("train_processes"),
-            queue=st.get("queue"),
-            watcher=st.get("watcher"),
+            interference=st.interference,
+            train_processes=st.train_processes,
+            queue=st.queue,
+            watcher=st.watcher,
         )
 
     if a.run and a.run.startswith("sweep-"):

@@ -116,7 +116,7 @@ def follow(
     buf = b""
     wanted = None if rank is None else f"[default{int(rank)}]:"
     while True:
-        done = is_final(registry.status(run_dir).get("state"))  # a lost run is over too
+        done = is_final(registry.status_record(run_dir).state)  # a lost run is over too
         try:
             with open(path, "rb") as f:
                 f.seek(pos)

@@ -45,7 +45,15 @@ from lab.runfolder import (
     root_or_default,
     settled_signature,
 )
-from lab.runrecords import RunFile, read_progress, read_run, read_status, read_summary
+from lab.runrecords import (
+    RunFile,
+    StatusFile,
+    read_progress,
+    read_run,
+    read_status,
+    read_summary,
+    status_file,
+)
 
 # a run is queued from the moment run.json is written until its supervisor
 # records a pid; only after this long without one is the run considered lost
@@ -134,11 +142,16 @@ def status(run_dir: Path | str) -> dict:
     return _reconcile(run_dir, st)
 
 
-def _state(run_dir: Path, st: dict) -> tuple[str, list[str]]:
+def status_record(run_dir: Path | str) -> StatusFile:
+    """``status`` as a typed record: ``found`` False when the folder holds no run."""
+    return status_file(status(run_dir) or None)
+
+
+def _state(run_dir: Path, st: StatusFile) -> tuple[str, list[str]]:
     """The state a record shows, and the damaged run files: ``unreadable`` when any of the four
     is damaged, unless status.json is whole and says the run still runs (a live run's figures
     come back with the trainer's next write)."""
-    state = str(st.get("state", "unknown"))
+    state = "unknown" if st.state is None else str(st.state)
     damaged = damaged_files(run_dir)
     if damaged and (state not in LIVE_STATES or STATUS_JSON in damaged):
         state = UNREADABLE
@@ -168,12 +181,11 @@ def _record(run_dir: Path, resumed_by: list[str] | None = None) -> RunRecord | N
 
 
 def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | None:
-    st = status(run_dir)
-    if not st:
+    st = status_record(run_dir)
+    if not st.found:
         return None
     run = read_run(run_dir, kept=True)
     state, damaged = _state(run_dir, st)
-    health = st.get("health")
     summary = read_summary(run_dir, kept=True)
     cfg = run.config if run.config is not None else summary.config or {}
     return RunRecord(
@@ -183,28 +195,28 @@ def _read_record(run_dir: Path, resumed_by: list[str] | None) -> RunRecord | Non
         mode=cfg.get("mode") or summary.mode,
         name=run.name,
         created_at=run.created_at or summary.started_at,
-        exit_code=st.get("exit_code"),
-        diagnosis=st.get("diagnosis"),
+        exit_code=st.exit_code,
+        diagnosis=st.diagnosis,
         config=cfg,
         sweep_id=run.sweep_id,
         progress=read_progress(run_dir, kept=True) or _script_progress(st, cfg),
         summary=summary.data if summary.found else None,
-        kind=str(st.get("kind") or run.kind or TRAINER),
+        kind=str(st.kind or run.kind or TRAINER),
         events_dirs=_events_dirs(run_dir, st, run),
         backend=str(cfg.get("backend") or "local"),
-        slurm=st.get("slurm"),
-        health=list(health) if isinstance(health, list) else [],
-        restarts=list(st.get("restarts") or []),
-        resumed_from=st.get("resumed_from") or run.resumed_from,
+        slurm=st.slurm,
+        health=list(st.health),
+        restarts=list(st.restarts),
+        resumed_from=st.resumed_from or run.resumed_from,
         resumed_by=resumed_by if resumed_by is not None else _resumed_by(run_dir),
         unreadable=damaged,
     )
 
 
-def _script_progress(st: dict, cfg: dict) -> dict | None:
+def _script_progress(st: StatusFile, cfg: dict) -> dict | None:
     """A script run's progress: the newest step of its events (the health watch's
     ``script_step``) out of its ``--total-steps``, where known."""
-    step = st.get("script_step")
+    step = st.script_step
     if not isinstance(step, int):
         return None
     return {"step": step, "total_steps": cfg.get("total_steps") or None}
@@ -220,11 +232,11 @@ def _resumed_by(run_dir: Path) -> list[str]:
     )
 
 
-def _events_dirs(run_dir: Path, st: dict, run: RunFile) -> list[str]:
+def _events_dirs(run_dir: Path, st: StatusFile, run: RunFile) -> list[str]:
     """status.json's ``events_dirs``; a run from before it was recorded: its tb/ when the trainer
     wrote one."""
-    if isinstance(st.get("events_dirs"), list):
-        return [str(d) for d in st["events_dirs"]]
+    if st.events_dirs is not None:
+        return [str(d) for d in st.events_dirs]
     if (run.kind or TRAINER) == TRAINER and (run_dir / TB_DIR).is_dir():
         return [str(run_dir / TB_DIR)]
     return []

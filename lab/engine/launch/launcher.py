@@ -258,17 +258,17 @@ def stop(run_id: str, runs_dir: Path | None = None, grace_s: float = 5) -> str:
     """
     root = root_or_default(runs_dir)
     run_dir = Path(registry.get_run(run_id, root).run_dir)
-    st = registry.status(run_dir)
-    if st.get("state") in ENDED_STATES:
-        return st["state"]
+    st = registry.status_record(run_dir)
+    if st.state in ENDED_STATES:
+        return st.state
     request_stop(run_dir, grace_s)  # also keeps a supervisor that comes up late from starting it
-    if st.get("state") != LOST and procs.alive(st.get("supervisor_pid"), st.get("supervisor_ct")):
+    if st.state != LOST and procs.alive(st.supervisor_pid, st.supervisor_ct):
         if procs.wait_until(
-            lambda: is_final(registry.status(run_dir).get("state")), grace_s + 10, 0.1
+            lambda: is_final(registry.status_record(run_dir).state), grace_s + 10, 0.1
         ):
-            st = registry.status(run_dir)
-            if st.get("state") in ENDED_STATES:
-                return st["state"]
+            st = registry.status_record(run_dir)
+            if st.state in ENDED_STATES:
+                return st.state
     # no supervisor to do it (gone, or it did not answer): end what was recorded ourselves
     st = read_status(run_dir).data
     procs.end_recorded(st, grace_s)

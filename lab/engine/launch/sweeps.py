@@ -93,7 +93,7 @@ def _job_chain(
             run_ids.append(launcher.new_run(launcher.ready(c), root, sweep_id, where, sc, varied=v))
             sweep_record.write(root, sweep_id, run_ids, scaling)  # stop_sweep finds them all
             launcher.start_supervisor(root / run_ids[-1])
-            previous = (registry.status(root / run_ids[-1]).get("slurm") or {}).get("job_id")
+            previous = (registry.status_record(root / run_ids[-1]).slurm or {}).get("job_id")
             if not previous:
                 raise launcher.LaunchError(
                     f"run {run_ids[-1]} was not submitted: see its supervisor.log"
@@ -112,6 +112,6 @@ def stop_sweep(sweep_id: str, runs_dir: Path | None = None, grace_s: float = 5) 
         raise KeyError(f"no sweep {sweep_id!r} in {root}")
     run_ids = list(sweep.get("run_ids") or [])
     for rid in run_ids:  # queued first, so the supervisor never starts them
-        if registry.status(root / rid).get("state") == QUEUED:
+        if registry.status_record(root / rid).state == QUEUED:
             launcher.request_stop(root / rid, grace_s)
     return {rid: launcher.stop(rid, root, grace_s) for rid in run_ids}
