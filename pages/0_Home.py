@@ -14,7 +14,7 @@ import streamlit as st
 from lab import runfolder as paths
 from lab.engine.launch.access import launch_access
 from lab.engine.noise import record as noise_record
-from lab.engine.supervise.adopt import adopt_orphans
+from lab.engine.supervise.adopt import keep_adopting
 from lab.engine.sweep.plan import MAX_REPEATS
 from lab.views import device_strip as strip
 from lab.views import linkcheck as linkcheck_view
@@ -29,7 +29,8 @@ from ui.gate import require_password
 
 st.set_page_config(page_title="Home · Parallel Training Lab", page_icon="🧪", layout="wide")
 require_password()
-adopt_orphans(paths.runs_dir())  # a run whose supervisor died gets a new watcher
+# a run whose supervisor died gets a new watcher, from a thread: drawing starts no process
+keep_adopting(paths.runs_dir())
 st.title("Parallel Training Lab")
 st.markdown(
     "Launch PyTorch training on one device, with `nn.DataParallel` or with "

@@ -55,10 +55,19 @@ def test_where_a_run_ran_is_this_machine_or_the_jobs_nodes():
 def test_each_backend_says_what_stop_does_and_which_program_watches_its_runs():
     local, job = facts.named("local"), facts.named("slurm")
     assert "SIGTERM" in local.stop_help and "scancel" in job.stop_help
-    assert local.watcher == "lab.engine.supervise.supervisor"
-    assert job.watcher == "lab.engine.supervise.slurm_watch"
-    for b in (local, job):  # each watcher is a module that exists
-        assert (Path(__file__).parents[1] / (b.watcher.replace(".", "/") + ".py")).is_file()
+    # one program watches a run of either backend; the backend names the watch it runs
+    assert local.watcher == job.watcher == "lab.engine.supervise.supervisor"
+    assert (Path(__file__).parents[1] / (local.watcher.replace(".", "/") + ".py")).is_file()
+    from lab.engine.supervise.supervisor import WATCHES
+
+    assert (local.watch, job.watch) == ("start", "submit")
+    run, sweep = Path("/runs/a"), Path("/runs/.sweeps/s.json")
+    # a waiting run whose watcher died: a local one queues again (a sweep's runs together), a
+    # submitted job is followed, never submitted again
+    assert local.rewatch(run, None) == ("/runs/a",)
+    assert local.rewatch(run, sweep) == ("--sweep", "/runs/.sweeps/s.json")
+    assert job.rewatch(run, sweep) == job.rewatch(run, None) == ("/runs/a", "--watch", "follow")
+    assert {local.watch, job.watch, job.rewatch(run, None)[-1]} <= set(WATCHES)
 
 
 def test_a_local_command_is_its_processes_and_a_slurm_one_the_submission(tmp_path):

@@ -441,3 +441,47 @@ def test_a_stalled_slurm_run_gets_the_stalled_finding_with_stacks(runs):
         time.sleep(0.5)  # polling status.json
     launcher.stop(run_id, runs)
     assert wait_state(run_id, runs, ("stopped",)).state == "stopped"
+
+
+def _jobs_named(cluster, run_id: str) -> list[str]:
+    """The ids of every job, in any state, that the run's job script submitted (its job name)."""
+    out = cluster.run("squeue", "-h", "-t", "all", "-n", f"lab-{run_id}", "-o", "%i").stdout
+    return out.split()
+
+
+def test_the_watcher_of_a_pending_job_that_dies_is_replaced_without_submitting_again(runs, cluster):
+    """A job that waits (two nodes asked of a one-node partition) outlives its watcher (the OOM
+    killer). The next command's requeue asks the run's backend which watch to start: a Slurm
+    run's new watcher follows the job already submitted; it never runs sbatch again (a second
+    job), and the run does not read ``succeeded`` because an sbatch exited 0."""
+    import signal
+
+    from lab.engine import procs
+    from lab.engine.supervise.adopt import adopt_orphans
+
+    run_id = launcher.launch(slurm_cfg(mode="ddp", nproc=1, nnodes=2), runs)
+    deadline = time.monotonic() + 30
+    while (registry.get_run(run_id, runs).slurm or {}).get("reason") != "PartitionNodeLimit":
+        assert time.monotonic() < deadline, registry.get_run(run_id, runs).slurm
+        time.sleep(0.3)
+    [job] = _jobs_named(cluster, run_id)
+    dead = registry.status(runs / run_id)["supervisor_pid"]
+    os.kill(dead, signal.SIGKILL)
+    assert procs.wait_until(lambda: not procs.alive(dead), 10)
+    assert adopt_orphans(runs) == [run_id]  # what the next `lab` command does
+    assert adopt_orphans(runs) == []  # and the one after it: the run is watched again, once
+    st = registry.status(runs / run_id)
+    assert procs.wait_until(
+        lambda: procs.alive(
+            registry.status(runs / run_id).get("supervisor_pid"),
+            registry.status(runs / run_id).get("supervisor_ct"),
+        ),
+        15,
+    ), st
+    time.sleep(3)  # several of the new watcher's polls (LAB_SLURM_POLL_S=0.5)
+    rec = registry.get_run(run_id, runs)
+    assert _jobs_named(cluster, run_id) == [job]  # the one job, never submitted again
+    assert rec.state == "queued" and rec.slurm["job_id"] == job, (rec.state, rec.slurm)
+    assert rec.slurm["reason"] == "PartitionNodeLimit"
+    assert launcher.stop(run_id, runs) == "stopped"  # the new watcher cancels it
+    assert registry.get_run(run_id, runs).slurm["state"] == "CANCELLED"

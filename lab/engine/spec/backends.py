@@ -5,18 +5,22 @@ is its ``Backend``: ``runs_here`` (its processes run on this machine, so its GPU
 free ports and GPU links are this machine's and the pre-flight reads them; a job's are its nodes',
 which Slurm gives it, and it finds its first node itself), ``node_gpus`` (the GPUs each node
 gives a run), ``cores`` (what each node's processes share), ``where`` (run.json's
-``recorded_on``), ``watcher`` (the program that supervises one of its runs) and ``stop_help``
-(what Stop does). What a backend does (its commands, its job script, starting and stopping) is
-``lab.engine.launch.backends``'; these are the words and numbers only, so every engine package
-may ask them.
+``recorded_on``), ``watch`` (which watch the one supervisor program, ``watcher``, runs over a new
+run), ``rewatch`` (the supervisor's arguments for a waiting run whose watcher died) and
+``stop_help`` (what Stop does). What a backend does (its commands, its job script, starting and
+stopping) is ``lab.engine.launch.backends``'; these are the words and numbers only, so every
+engine package may ask them.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 LOCAL, SLURM = "local", "slurm"
 BACKENDS = (LOCAL, SLURM)  # where a run goes: this machine, or a job on a Slurm cluster
+# the one program that watches a run, of either backend (``python -m`` it with the run folder)
+SUPERVISOR = "lab.engine.supervise.supervisor"
 
 
 class Backend:
@@ -25,8 +29,14 @@ class Backend:
     name: str
     label: str  # in a sentence: "a Slurm run"
     runs_here: bool
-    watcher: str
+    watcher = SUPERVISOR
+    watch: str  # the supervisor's ``--watch`` for a new run (lab.engine.supervise.supervisor)
     stop_help: str
+
+    def rewatch(self, run_dir: Path, sweep: Path | None) -> tuple[str, ...]:
+        """The supervisor's arguments for a waiting run whose watcher died (``sweep``: its sweep's
+        file, when it has one)."""
+        raise NotImplementedError
 
     def node_gpus(self, c: Any) -> int:
         """How many GPUs each node gives the run."""
@@ -43,8 +53,12 @@ class Backend:
 
 class Local(Backend):
     name, label, runs_here = LOCAL, "local", True
-    watcher = "lab.engine.supervise.supervisor"
+    watch = "start"  # wait for its turn in the runs folder's queue, then start its command
     stop_help = "SIGTERM to the run's processes, SIGKILL after 5 s"
+
+    def rewatch(self, run_dir: Path, sweep: Path | None) -> tuple[str, ...]:
+        # not started yet: a new supervisor queues it again, a sweep's waiting runs together
+        return ("--sweep", str(sweep)) if sweep else (str(run_dir),)
 
     def node_gpus(self, c: Any) -> int:
         return len(tuple(getattr(c, "gpus", ()) or ()))
@@ -58,8 +72,12 @@ class Local(Backend):
 
 class Slurm(Backend):
     name, label, runs_here = SLURM, "Slurm", False
-    watcher = "lab.engine.supervise.slurm_watch"
+    watch = "submit"  # sbatch its job script, then follow the job
     stop_help = "scancel of the Slurm job"
+
+    def rewatch(self, run_dir: Path, sweep: Path | None) -> tuple[str, ...]:
+        # submitted already (waiting in Slurm's queue): follow that job, never sbatch it again
+        return (str(run_dir), "--watch", "follow")
 
     def node_gpus(self, c: Any) -> int:
         return int(getattr(c, "gpus_per_node", 0) or 0)

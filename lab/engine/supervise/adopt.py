@@ -2,35 +2,40 @@
 
 The OOM killer's SIGKILL to a run's supervisor leaves its training processes
 running with nobody sampling devices, watching health or recording the end.
-``adopt_orphans(root)`` is called by every ``python -m lab`` command and by the
-Home page: for each run whose status.json says starting/running, whose
-supervisor is gone and whose training root process (``pid``/``pid_ct``) still
-lives, it starts ``python -m lab.engine.supervise.adopt RUN_DIR`` detached. That
+``adopt_orphans(root)`` is called by every ``python -m lab`` command and, every
+``ADOPT_EVERY_S`` and never while a page draws, by the dashboard (``keep_adopting``): for each
+run whose status.json says starting/running, whose supervisor is gone and whose training root
+process (``pid``/``pid_ct``) still lives, it starts the supervisor's ``adopt`` watch
+(``python -m lab.engine.supervise.supervisor RUN_DIR --watch adopt``) detached. That
 watcher takes an exclusive lock on ``RUN_DIR/adopt.lock`` (a second one exits),
 checks again, writes itself as the supervisor with ``watcher: {"pid",
-"adopted_at"}`` and ``state: running``, and runs the supervisor's own watch loop
-(device samples into ``sys/``, health, the process tree, stop requests). A
-process that is not its child cannot be waited for, so the end is read from the
-trainer's records: ``succeeded`` when summary.json says ``completed``, else
-``failed`` with the usual diagnosis (error.json, the logs); ``exit_code`` stays
-null. Runs whose processes are gone stay ``lost``.
+"adopted_at"}`` and ``state: running``, and runs the one watch loop
+(``lab.engine.supervise.watch``: device samples into ``sys/``, health, the process
+tree, stop requests). A process that is not its child cannot be waited for, so the
+end is read from the trainer's records: ``succeeded`` when summary.json says
+``completed``, else ``failed`` with the usual diagnosis (error.json, the logs);
+``exit_code`` stays null. Runs whose processes are gone stay ``lost``. A waiting run
+whose supervisor died is requeued (``requeue_orphans``) with the watch its backend
+names (``rewatch``): a local run waits its turn again, a Slurm job already submitted
+is followed, never submitted again.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 from lab.engine import procs, spawn
 from lab.engine.queue import book
+from lab.engine.spec import backends
 from lab.engine.spec import sweep as sweep_record
 from lab.engine.supervise.status import Status
-from lab.engine.supervise.supervisor import RunSupervisor
+from lab.engine.supervise.watch import Here, RunWatch
 from lab.runfolder import (
     ADOPT_LOCK,
     ADOPT_LOG,
@@ -49,8 +54,8 @@ from lab.runfolder import (
 )
 
 log = logging.getLogger("lab.engine.supervise.adopt")
-_MODULE = "lab.engine.supervise.adopt"
-SUPERVISOR = "lab.engine.supervise.supervisor"
+SUPERVISOR = backends.SUPERVISOR
+ADOPT_EVERY_S = 10.0  # how often the dashboard looks for orphans (keep_adopting)
 
 
 def orphaned(st: dict) -> bool:
@@ -94,7 +99,7 @@ def adopt_orphans(root: Path | str | None = None) -> list[str]:
     for d in _run_dirs(root):  # each status.json read once per command
         st = read_json(d / STATUS_JSON) or {}
         if orphaned(st):
-            _detached([_MODULE, str(d)], d / ADOPT_LOG)
+            _detached([SUPERVISOR, str(d), "--watch", "adopt"], d / ADOPT_LOG)
             started.append(d.name)
         elif waiting_orphan(d, st):
             waiting.append(d)
@@ -102,11 +107,12 @@ def adopt_orphans(root: Path | str | None = None) -> list[str]:
 
 
 def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[str]:
-    """A waiting run whose supervisor died gets a new one, which joins the queue again at its end
-    (and waits there behind whatever still runs): a sweep's waiting runs one sweep supervisor for
-    the rest of the sweep, any other run its own. ``candidates``: the run folders seen so (all of
-    ``root``'s are read when not given); each is checked again and marked under the queue's lock,
-    so two commands at once requeue a run once."""
+    """A waiting run whose supervisor died gets a new one, with the watch the run's backend names
+    (``rewatch``): a local run's joins the queue again at its end (and waits there behind whatever
+    still runs), a sweep's waiting runs one sweep supervisor for the rest of the sweep, any other
+    run its own; a Slurm run's follows the job already submitted. ``candidates``: the run folders
+    seen so (all of ``root``'s are read when not given); each is checked again and marked under
+    the queue's lock, so two commands at once requeue a run once."""
     found: dict[tuple[str, ...], list[str]] = {}  # the new supervisor's arguments -> its runs
     logs: dict[tuple[str, ...], Path] = {}
     if candidates is None:
@@ -119,12 +125,12 @@ def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[st
         for d in candidates:
             if not waiting_orphan(d, read_json(d / STATUS_JSON) or {}):
                 continue
-            sweep_id = (read_json(d / RUN_JSON) or {}).get("sweep_id")
+            run = read_json(d / RUN_JSON) or {}
+            sweep_id = run.get("sweep_id")
             sweep = sweep_record.path(root, sweep_id) if sweep_id else None
-            if sweep is not None and sweep.is_file():
-                key, logs[key] = ("--sweep", str(sweep)), sweep.with_suffix(".log")
-            else:
-                key, logs[key] = (str(d),), d / SUPERVISOR_LOG
+            sweep = sweep if sweep is not None and sweep.is_file() else None
+            key = backends.of(run.get("config") or {}).rewatch(d, sweep)
+            logs[key] = sweep.with_suffix(".log") if "--sweep" in key else d / SUPERVISOR_LOG
             found.setdefault(key, []).append(d.name)
             # no dead supervisor on it any more: the next command does not requeue it again
             Status(d).update(supervisor_pid=None, supervisor_ct=None, queue=None, requeued=True)
@@ -135,8 +141,8 @@ def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[st
 
 
 class _Orphan:
-    """The run's training root as ``RunSupervisor.watch`` follows a child: not ours, so
-    its exit code is unknown; ``poll`` says 0 once it is gone (the end is read from files)."""
+    """The run's training root as the one loop follows a child: not ours, so its exit code is
+    unknown; ``poll`` says 0 once it is gone (the end is read from files)."""
 
     def __init__(self, pid: int, ct: float | None) -> None:
         self.pid, self.ct = int(pid), ct
@@ -153,8 +159,8 @@ class _Orphan:
 
 
 def watch_adopted(run_dir: Path, interval_s: float) -> str:
-    """Adopt ``run_dir``'s run and watch it to its end; "" when another watcher has it or it
-    needs none."""
+    """The supervisor's ``adopt`` watch: adopt ``run_dir``'s run and watch it to its end; "" when
+    another watcher has it or it needs none."""
     lock = open(run_dir / ADOPT_LOCK, "a")  # held for this process's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -163,47 +169,52 @@ def watch_adopted(run_dir: Path, interval_s: float) -> str:
     st = read_json(run_dir / STATUS_JSON) or {}
     if not orphaned(st):
         return ""
-    sup = RunSupervisor(run_dir, interval_s)
-    me = sup.me
-    sup.status.update(
+    w = RunWatch(run_dir, interval_s)
+    w.status.update(
         state=RUNNING,
-        supervisor_pid=me[0],
-        supervisor_ct=me[1],
-        watcher={"pid": me[0], "adopted_at": now_iso()},
+        supervisor_pid=w.me[0],
+        supervisor_ct=w.me[1],
+        watcher={"pid": w.me[0], "adopted_at": now_iso()},
     )
     log.info("adopted run %s (pid %s)", run_dir.name, st["pid"])
-    child = _Orphan(st["pid"], st.get("pid_ct"))
-    sampler = sup.sampler()
+    w.start_sampler()
     try:
-        _rc, req = sup.watch(child, sampler)
+        _rc, req = w.watch(Here(_Orphan(st["pid"], st.get("pid_ct")), st.get("pid_ct")))
     finally:
-        if sampler is not None:
-            sampler.close()
+        w.close_sampler()
     if req is None:  # its end, from the trainer's own record
         time.sleep(0.5)  # summary.json is written just before the trainer exits
         done = bool((read_json(run_dir / SUMMARY_JSON) or {}).get("completed"))
         rc = 0 if done else 1
     else:
         rc = -15
-    state = sup.finish(rc, req)
-    sup.status.update(exit_code=None, signal=None)
+    state = w.finish(rc, req)
+    w.status.update(exit_code=None, signal=None)
+    log.info("adopted run ended: %s", state or "not adopted")
     return state
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m {_MODULE}", description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir")
-    ap.add_argument(
-        "--interval", type=float, default=float(os.environ.get("LAB_SAMPLE_INTERVAL_S", "1.0"))
-    )
-    args = ap.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    state = watch_adopted(Path(args.run_dir), args.interval)
-    log.info("adopted run ended: %s", state or "not adopted")
-    return 0
+_keepers: dict[Path, tuple[threading.Thread, threading.Event]] = {}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def keep_adopting(root: Path | str | None = None, every_s: float | None = None) -> threading.Event:
+    """Adopt and requeue ``root``'s orphans every ``every_s`` (``ADOPT_EVERY_S``) from a thread
+    of this process, the dashboard's, so that a page never starts a process while it draws; once
+    per root, the first look one interval from now. Setting the event it returns ends it."""
+    root = root_or_default(root)
+    if root in _keepers and _keepers[root][0].is_alive():
+        return _keepers[root][1]
+    every = ADOPT_EVERY_S if every_s is None else every_s
+    done = threading.Event()
+
+    def keep() -> None:
+        while not done.wait(every):
+            try:
+                adopt_orphans(root)
+            except Exception as e:  # never the dashboard's end: the next look tries again
+                log.warning("could not adopt orphaned runs: %s", e)
+
+    thread = threading.Thread(target=keep, name=f"adopt {root}", daemon=True)
+    _keepers[root] = (thread, done)
+    thread.start()
+    return done

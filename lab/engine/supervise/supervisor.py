@@ -1,15 +1,20 @@
-"""The background supervisor of one run (or of a sweep of runs, one after another).
+"""The supervisor: the one program that watches a run (or a sweep of runs, one after another).
 
 ``python -m lab.engine.supervise.supervisor RUN_DIR`` (or ``--sweep FILE``), started detached by
-the launcher so a run outlives the dashboard, starts run.json's command as its child in a new
-session (output to RUN_DIR/stdout.log, in run.json's ``cwd`` if any) and follows it, or an adopted
-orphan (``lab.engine.supervise.adopt``), in one loop (``RunSupervisor.watch``): status.json kept
-up to date (atomically; a full disk never crashes it; ``kind``, ``events_dirs``, ``resumed_from``),
-devices sampled into RUN_DIR/sys, what else used the machine (``interference``), the health watch
-(``lab.engine.health.watch``: ``health``, ``restarts``, stacks), a stop on ``stop.request`` or
-SIGTERM (SIGTERM to the groups, SIGKILL after the grace, stragglers by the recorded tree), and a
-diagnosis of a non-zero exit. It is status.json's writer (docs/contracts.md). It never imports
-torch."""
+the launcher so a run outlives the dashboard, runs one of the ``WATCHES`` over the run, all of
+them the one loop of ``lab.engine.supervise.watch`` over a different source: ``start`` (a local
+run: wait for its turn in the runs folder's queue, then start run.json's command as its child in a
+new session, output to RUN_DIR/stdout.log, in run.json's ``cwd`` if any, on a fresh port when the
+recorded one was taken), ``submit`` (a Slurm run: sbatch its job and follow the job,
+``lab.engine.supervise.slurm_watch``), ``follow`` (a Slurm job a watcher that died submitted) and
+``adopt`` (an orphan whose supervisor died, ``lab.engine.supervise.adopt``). ``--watch`` names
+it; without, the run's backend does (``watch``; requeueing asks its ``rewatch``). The loop keeps
+status.json up to date (atomically; a full disk never crashes it; ``kind``, ``events_dirs``,
+``resumed_from``), samples devices into RUN_DIR/sys, records what else used the machine
+(``interference``), runs the health watch (``lab.engine.health.watch``: ``health``, ``restarts``,
+stacks), stops the run on ``stop.request`` or SIGTERM (a local run: SIGTERM to the groups, SIGKILL
+after the grace, stragglers by the recorded tree; a job: scancel) and diagnoses a failed end. It
+is status.json's writer (docs/contracts.md). It never imports torch."""
 
 from __future__ import annotations
 
@@ -20,16 +25,18 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from lab.engine import procs, spawn
-from lab.engine.health.watch import HealthWatch
 from lab.engine.queue.idle import wait_idle
 from lab.engine.queue.ticket import turn
-from lab.engine.spec.diagnosis import Diagnosis, supervisor_failure
+from lab.engine.spec import backends
+from lab.engine.spec.diagnosis import supervisor_failure
+from lab.engine.supervise import adopt, slurm_watch
 from lab.engine.supervise.attempts import fresh_port, set_aside_attempt
-from lab.engine.supervise.diagnose import GENERIC, diagnose
-from lab.engine.supervise.linked import EventLinker
+from lab.engine.supervise.diagnose import diagnose
 from lab.engine.supervise.status import Status
+from lab.engine.supervise.watch import Flags, Here, RunWatch, stop_request
 from lab.runfolder import (
     FAILED,
     QUEUED,
@@ -41,7 +48,6 @@ from lab.runfolder import (
     STDOUT_LOG,
     STOP_REQUEST,
     STOPPED,
-    SUCCEEDED,
     SUPERVISOR_LOG,
     now_iso,
     read_json,
@@ -49,221 +55,83 @@ from lab.runfolder import (
 
 log = logging.getLogger("lab.engine.supervise.supervisor")
 
-_TICK_S = 0.2  # how fast a stop request is noticed; each wake-up costs the trainer a little CPU
-_INTERFERENCE_EVERY = 5  # samples between interference records in status.json (each is a rewrite)
 _PORT_RETRIES = 2
 
 
-class _Flags:
-    stop_all = False  # set by SIGTERM: stop the current run and cancel the rest
+def _start(w: RunWatch, argv: list[str]) -> spawn.Popen:
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in (w.run.get("env") or {}).items()})
+    # a script's own folder
+    child = spawn.start(argv, w.run_dir / STDOUT_LOG, cwd=w.run.get("cwd") or REPO_ROOT, env=env)
+    w.status.update(
+        state=RUNNING,
+        pid=child.pid,
+        pgid=child.pid,
+        pid_ct=procs.create_time(child.pid),
+        tree=[],
+        exit_code=None,
+        signal=None,
+    )
+    log.info("started pid %s: %s", child.pid, argv)
+    return child
 
 
-def _stop_request(run_dir: Path) -> dict | None:
-    req = run_dir / STOP_REQUEST
-    if _Flags.stop_all:
-        return {"grace_s": 5.0}
-    if req.exists():
-        return read_json(req) or {"grace_s": 5.0}
-    return None
-
-
-class RunSupervisor:
-    """Runs one run folder to a final state."""
-
-    def __init__(self, run_dir: Path, interval_s: float, on_tick=None) -> None:
-        self.run_dir = run_dir
-        self.interval_s = interval_s
-        self.on_tick = on_tick or (lambda: None)
-        self.run = read_json(run_dir / RUN_JSON) or {}
-        self.status = Status(run_dir)
-        self.me = [os.getpid(), procs.create_time(os.getpid())]
-        self.linker = EventLinker(self.run, run_dir)  # events_dirs: where the run's curves are
-        self.health = HealthWatch(
-            run_dir, self.run, self.status.update, self.status.data.get("health")
-        )
-
-    def _start(self, argv: list[str]) -> spawn.Popen:
-        env = dict(os.environ)
-        env.update({k: str(v) for k, v in (self.run.get("env") or {}).items()})
-        # a script's own folder
-        child = spawn.start(
-            argv, self.run_dir / STDOUT_LOG, cwd=self.run.get("cwd") or REPO_ROOT, env=env
-        )
-        self.status.update(
-            state=RUNNING,
-            pid=child.pid,
-            pgid=child.pid,
-            pid_ct=procs.create_time(child.pid),
-            tree=[],
-            exit_code=None,
-            signal=None,
-        )
-        log.info("started pid %s: %s", child.pid, argv)
-        return child
-
-    def watch(self, child: spawn.Process, sampler) -> tuple[int, dict | None]:
-        """The one loop of a run on this machine, started here or adopted: poll ``child``, sample
-        every interval, record the tree, tick the health watch, stop it on a request; return
-        (exit code, stop request)."""
-        next_sample = 0.0
-        known: list[list[float]] = []
-        while True:
-            rc = child.poll()
-            if rc is not None:
-                return rc, None
-            req = _stop_request(self.run_dir)
-            if req is not None:
-                return self._stop(child, known, float(req.get("grace_s", 5.0))), req
-            if time.monotonic() >= next_sample:
-                next_sample = time.monotonic() + self.interval_s
-                tree = procs.tree(child.pid)
-                # the union of every member seen: a straggler may outlive its parent
-                new = [i for i in procs.identities(tree) if i[0] not in {p for p, _ in known}]
-                if new:
-                    known = sorted(known + new)
-                    self.status.update(tree=known)
-                self.linker.note(p for p, _ in known)
-                if self.linker.scan():
-                    self.status.update(events_dirs=self.linker.dirs)
-                values: dict[str, float] = {}
-                if sampler is not None:
-                    try:
-                        values = sampler.sample(tree)
-                        if sampler.step % _INTERFERENCE_EVERY == 0:
-                            self.status.update(
-                                interference=sampler.interference(),
-                                train_processes=sampler.train_processes(),
-                            )
-                    except Exception as e:  # a sampling hiccup must never fail the run
-                        log.warning("sampling failed: %s", e)
-                self.health.tick(child.pid, tree, values, self.linker.dirs)
-            self.on_tick()
-            time.sleep(_TICK_S)
-
-    def _stop(self, child: spawn.Process, known: list[list[float]], grace_s: float) -> int:
-        log.info("stopping pid %s (grace %.1f s)", child.pid, grace_s)
-        by_pid = {int(p): ct for p, ct in known + procs.identities(procs.tree(child.pid))}
-        by_pid.setdefault(child.pid, self.status.data.get("pid_ct"))
-        members = [[p, ct] for p, ct in sorted(by_pid.items())]
-        self.status.update(stopping=True, tree=members)
-        procs.end_tree(members, [child.pid], grace_s)
-        try:
-            return child.wait(timeout=5)
-        except spawn.TimeoutExpired:
-            child.kill()
-            return child.wait()
-
-    def sampler(self):
-        """The device sampler of the run's GPUs (None when it cannot start: the run goes on)."""
-        gpus = tuple((self.run.get("config") or {}).get("gpus") or ())
-        try:
-            from lab.engine.supervise.sampler import SysSampler
-
-            return SysSampler(self.run_dir, gpus)
-        except Exception as e:  # the run goes on without sys/ events rather than not at all
-            log.warning("no device sampling for this run: %s", e)
-            return None
-
-    def run_to_end(self) -> str:
-        if _stop_request(self.run_dir) is not None:
-            self.status.update(
-                state=STOPPED,
-                ended_at=now_iso(),
-                supervisor_pid=self.me[0],
-                supervisor_ct=self.me[1],
-            )
-            return STOPPED
-        self.status.update(
-            state=STARTING,
-            supervisor_pid=self.me[0],
-            supervisor_ct=self.me[1],
-            started_at=now_iso(),
-            kind=self.linker.kind,
-            events_dirs=self.linker.dirs,
-            resumed_from=self.run.get("resumed_from"),
-        )
-        sampler = None
-        argv = list(self.run.get("argv") or [])
-        try:
-            for attempt in range(_PORT_RETRIES + 1):
-                argv, port = fresh_port(argv, force=attempt > 0)
-                if port:
-                    self.status.update(port=port)
-                started = time.monotonic()
-                child = self._start(argv)
-                if sampler is None:
-                    sampler = self.sampler()  # after the start: tensorboard takes ~0.5 s to import
-                rc, req = self.watch(child, sampler)
-                if (
-                    req is None
-                    and rc != 0
-                    and attempt < _PORT_RETRIES
-                    and port
-                    and time.monotonic() - started < 60
-                ):
-                    d = diagnose(self.run_dir, rc)
-                    if d is not None and d.key == "port_in_use":
-                        log.warning("port %s was taken; retrying on another", port)
-                        set_aside_attempt(self.run_dir, attempt)
-                        continue
-                break
-            if sampler is not None:
-                # written with the final state
-                self.status.data["interference"] = sampler.interference()
-                self.status.data["train_processes"] = sampler.train_processes()
-            return self.finish(rc, req)
-        finally:
-            if sampler is not None:
-                sampler.close()
-
-    def finish(self, rc: int, req: dict | None) -> str:
-        """Record the run's end: its state from ``rc`` and the stop request ``req``, with the
-        diagnosis of a failure and what the health watch found."""
-        self.linker.scan(force=True)  # a script that ran less than a scan interval is linked too
-        self.health.finish(self.linker.dirs)  # what the ended run left: a NaN loss, its restarts
-        fields = dict(
-            exit_code=rc,
-            signal=-rc if rc < 0 else None,
-            ended_at=now_iso(),
-            stopping=False,
-            events_dirs=self.linker.dirs,
-        )
-        if req is not None:
-            state, diag = STOPPED, None
-        elif rc == 0:
-            state, diag = SUCCEEDED, None
-        else:
-            state = FAILED
-            try:
-                diag = diagnose(self.run_dir, rc)
-            except Exception as e:  # a diagnosis bug must not hide the failure itself
-                log.exception("diagnosis failed")
-                diag = Diagnosis(
-                    "unknown",
-                    f"the run exited with code {rc}",
-                    f"diagnosis failed: {e}",
-                    exit_code=rc,
-                )
-            found = self.health.diagnosis()  # a health finding explains more than a generic crash
-            if found and (diag is None or diag.key in GENERIC):
-                diag = Diagnosis("nan_loss", *found, exit_code=rc)
-        self.status.update(state=state, diagnosis=diag.to_dict() if diag else None, **fields)
-        log.info("run %s: %s (exit %s)", self.run_dir.name, state, rc)
-        return state
+def run_to_end(w: RunWatch) -> str:
+    """Start run.json's command (again on another port when the recorded one was taken) and watch
+    it to its end."""
+    me = dict(supervisor_pid=w.me[0], supervisor_ct=w.me[1])
+    if stop_request(w.run_dir) is not None:
+        w.status.update(state=STOPPED, ended_at=now_iso(), **me)
+        return STOPPED
+    w.status.update(
+        state=STARTING,
+        started_at=now_iso(),
+        kind=w.linker.kind,
+        events_dirs=w.linker.dirs,
+        resumed_from=w.run.get("resumed_from"),
+        **me,
+    )
+    argv = list(w.run.get("argv") or [])
+    try:
+        for attempt in range(_PORT_RETRIES + 1):
+            argv, port = fresh_port(argv, force=attempt > 0)
+            if port:
+                w.status.update(port=port)
+            started = time.monotonic()
+            child = _start(w, argv)
+            if w.sampler is None:
+                w.start_sampler()  # after the start: tensorboard takes ~0.5 s to import
+            rc, req = w.watch(Here(child, w.status.data.get("pid_ct")))
+            if (
+                req is None
+                and rc != 0
+                and attempt < _PORT_RETRIES
+                and port
+                and time.monotonic() - started < 60
+            ):
+                d = diagnose(w.run_dir, rc)
+                if d is not None and d.key == "port_in_use":
+                    log.warning("port %s was taken; retrying on another", port)
+                    set_aside_attempt(w.run_dir, attempt)
+                    continue
+            break
+        return w.finish(rc, req)
+    finally:
+        w.close_sampler()
 
 
 def supervise(run_dir: Path, interval_s: float, on_tick=None) -> str:
     """Run one run to its end; a supervisor error is recorded as the run's failure, never left
     "running"."""
-    sup = RunSupervisor(run_dir, interval_s, on_tick)
+    w = RunWatch(run_dir, interval_s, on_tick)
     try:
-        return sup.run_to_end()
+        return run_to_end(w)
     except Exception as e:
         log.exception("supervisor failed")
-        procs.end_recorded(sup.status.data, 2.0)
+        procs.end_recorded(w.status.data, 2.0)
         log_path = run_dir / SUPERVISOR_LOG
         where = log_path if log_path.exists() else "the sweep log under .sweeps/"
-        sup.status.update(
+        w.status.update(
             state=FAILED,
             ended_at=now_iso(),
             diagnosis=supervisor_failure(f"the supervisor failed: {e}", f"see {where}").to_dict(),
@@ -299,13 +167,13 @@ def supervise_queued(run_dir: Path, interval_s: float) -> str:
         _gpus([run_dir]),
         exclusive,
         mark,
-        lambda: _stop_request(run_dir) is not None,
+        lambda: stop_request(run_dir) is not None,
     ):
         if run.get("wait_for_idle"):  # its turn came; now until foreign work is gone too
             wait_idle(
                 _gpus([run_dir]),
                 lambda why: mark({"position": 0, "waiting_for": [why]}),
-                lambda: _stop_request(run_dir) is not None,
+                lambda: stop_request(run_dir) is not None,
             )
         return supervise(run_dir, interval_s)  # a cancelled wait: it records the run stopped
 
@@ -341,21 +209,30 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
         _gpus(run_dirs),
         bool(sweep.get("exclusive", True)),  # a sweep measures: the machine to itself
         mark,
-        lambda: _Flags.stop_all or all((d / STOP_REQUEST).exists() for d in run_dirs if queued(d)),
+        lambda: Flags.stop_all or all((d / STOP_REQUEST).exists() for d in run_dirs if queued(d)),
     ):
         _run_sweep_runs(run_dirs, interval_s, queued, cancel_requested)
 
 
 def _run_sweep_runs(run_dirs: list[Path], interval_s: float, queued, cancel_requested) -> None:
     for d in (d for d in run_dirs if queued(d)):
-        if _Flags.stop_all:
+        if Flags.stop_all:
             _mark(d, state=STOPPED, ended_at=now_iso())
         else:
             supervise(d, interval_s, on_tick=cancel_requested)
 
 
+# each watch: (run folder, sample interval) -> the run's end ("error": the watcher failed)
+WATCHES: dict[str, Callable[[Path, float], str]] = {
+    "start": supervise_queued,  # a local run: its turn, then its command as the child
+    "submit": slurm_watch.submit_and_follow,  # a Slurm run: sbatch, then follow the job
+    "follow": slurm_watch.follow_submitted,  # a Slurm job a watcher that died submitted
+    "adopt": adopt.watch_adopted,  # an orphan: a run whose supervisor died while it lives
+}
+
+
 def _on_sigterm(signum, frame) -> None:
-    _Flags.stop_all = True
+    Flags.stop_all = True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_dir", nargs="?", help="the run folder to supervise")
     ap.add_argument(
         "--sweep", help="a sweep file (runs/.sweeps/<id>.json): run its runs one after another"
+    )
+    ap.add_argument(
+        "--watch",
+        choices=sorted(WATCHES),
+        help="which watch to run over RUN_DIR (default: its backend's, from run.json)",
     )
     ap.add_argument(
         "--interval",
@@ -383,7 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.run_dir:
         ap.error("give RUN_DIR or --sweep FILE")
-    return 0 if supervise_queued(Path(args.run_dir), args.interval) != "error" else 1
+    run_dir = Path(args.run_dir)
+    name = (
+        args.watch or backends.of((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).watch
+    )
+    return 0 if WATCHES[name](run_dir, args.interval) != "error" else 1
 
 
 if __name__ == "__main__":
