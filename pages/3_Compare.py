@@ -277,7 +277,7 @@ def _memory(chosen, names: dict[str, str]) -> list:
     if table is not None:
         st.subheader(compare_memory.CAPTION)
         st.dataframe(table, hide_index=True, key="cmp_memory")
-        st.caption(compare_memory.INTRO)
+        st.caption(compare_memory.intro(chosen, names))
     trade = compare_memory.frontier_view(chosen)
     if trade is None:
         return []

@@ -43,11 +43,18 @@ the process's resident set: the peak is Linux's ``VmHWM``, reset to the current 
 before the model is built (``/proc/self/clear_refs``), and the baseline is the resident set then
 (the interpreter, torch's libraries, the data set), so peak - baseline is what training added.
 DataLoader workers are other processes and not counted. Where the reset is refused the peak is
-the process's lifetime peak (``ru_maxrss``) and ``reset`` says so.
+the process's lifetime peak (``ru_maxrss``) and ``reset`` says so. So that the resident set follows
+what is live, ``Measure`` first sets glibc's mmap threshold on the CPU (``follow_live_heap``:
+``mallopt(M_MMAP_THRESHOLD, 65536)``, what ``MALLOC_MMAP_THRESHOLD_=65536`` does): every block of
+64 KiB or more is then its own mapping, given back to the system when freed, where glibc's default
+(a threshold that rises with each freed block, up to 32 MiB) keeps freed tensors in its heap and the
+peak counts them again; FSDP frees and allocates its gathered blocks every step, so without it its
+peak reads above DDP's. summary.json's ``memory.cpu_allocator`` records it.
 """
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +67,8 @@ from training.metrics import local_memory_mib
 MIB = 2**20
 PARTS = ("parameters", "gradients", "optimizer", "activations")
 DP_EXTRA = ("replica_gradients", "input_batch", "gathered_outputs", "loss")
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+MMAP_THRESHOLD = 65536
 
 
 def forward_bytes(
@@ -220,19 +229,37 @@ def device_estimates(
     return {n: _mib(p) for n, p in zip(names, parts)}
 
 
+def follow_live_heap() -> dict[str, int] | None:
+    """glibc's mmap threshold set to ``MMAP_THRESHOLD``, so that freed blocks of that size or more
+    go back to the system and the resident set follows what is live (the module says why);
+    ``{"mmap_threshold": bytes}``, or None where the C library has no ``mallopt`` or refuses."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):  # not glibc (musl, macOS): the resident set as it comes
+        return None
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
+        return None
+    return {"mmap_threshold": MMAP_THRESHOLD}
+
+
 class Measure:
-    """The baseline taken before the model is built, and the peaks since (see the module)."""
+    """The baseline taken before the model is built, and the peaks since (see the module); on the
+    CPU it first makes the resident set follow what is live (``follow_live_heap``:
+    ``allocator``, summary.json's ``memory.cpu_allocator``; None on CUDA)."""
 
     def __init__(self, placement: Any) -> None:
         self.placement = placement
         self.cuda = placement.device.type == "cuda"
         self.reset = False
+        self.allocator: dict[str, int] | None = None
         if self.cuda:
             ids = placement.device_ids or [placement.device.index or 0]
             self.baseline = {
                 n: torch.cuda.memory_allocated(i) / MIB for n, i in zip(placement.device_names, ids)
             }
             return
+        self.allocator = follow_live_heap()  # before the reset and the baseline
         try:  # Linux 4.0+: "5" resets the peak resident set (VmHWM) to the current one
             Path("/proc/self/clear_refs").write_text("5")
             self.reset = True
@@ -258,15 +285,26 @@ class Measure:
         if self.cuda:
             return "cuda: torch.cuda.max_memory_allocated; baseline: allocated before the model"
         since = "since just before the model was built" if self.reset else "of the whole process"
+        heap = (
+            f"; freed blocks of {self.allocator['mmap_threshold'] // 1024} KiB or more given back "
+            "(glibc mmap threshold)"
+            if self.allocator
+            else ""
+        )
         return (
             f"cpu: the process's peak resident set (VmHWM) {since}; baseline: its resident set "
-            "then (interpreter, libraries, data); DataLoader workers not counted"
+            f"then (interpreter, libraries, data); DataLoader workers not counted{heap}"
         )
 
 
-def block(per_device: dict[str, dict[str, Any]], measured: str) -> dict[str, Any]:
+def block(
+    per_device: dict[str, dict[str, Any]],
+    measured: str,
+    cpu_allocator: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """summary.json's ``memory`` from ``{name: {"estimate": {...}, "peak", "baseline"}}``; ``ratio``
-    is (peak - baseline) / estimated total."""
+    is (peak - baseline) / estimated total; ``cpu_allocator`` (``Measure.allocator``), where the
+    CPU's C library was told to give freed blocks back, is kept as it is."""
     est = {n: d["estimate"] for n, d in per_device.items()}
     peak = {n: round(d["peak"], 3) for n, d in per_device.items()}
     base = {n: round(d["baseline"], 3) for n, d in per_device.items()}
@@ -274,13 +312,16 @@ def block(per_device: dict[str, dict[str, Any]], measured: str) -> dict[str, Any
         n: round((peak[n] - base[n]) / est[n]["total"], 4) if est[n].get("total") else None
         for n in per_device
     }
-    return {
+    out = {
         "estimate_mib": est,
         "peak_mib": peak,
         "baseline_mib": base,
         "ratio": ratio,
         "measured": measured,
     }
+    if cpu_allocator:
+        out["cpu_allocator"] = dict(cpu_allocator)
+    return out
 
 
 def local(estimates: dict[str, dict[str, float]], measure: Measure) -> dict[str, dict[str, Any]]:

@@ -316,7 +316,9 @@ def _main(argv: Sequence[str] | None) -> int:
         )
         summary.update(reserved_record(mem))
         est, measure = loop.memory
-        summary["memory"] = memory.block(memory.local(est, measure), measure.measured())
+        summary["memory"] = memory.block(
+            memory.local(est, measure), measure.measured(), measure.allocator
+        )
         recorder.summary(summary)
         recorder.close()
         return SIGTERM_EXIT
@@ -327,7 +329,7 @@ def _main(argv: Sequence[str] | None) -> int:
     est, measure = loop.memory
     # a collective in DDP: every rank's devices
     parts = merge_memory(gather_objects(memory.local(est, measure)))
-    summary["memory"] = memory.block(parts, measure.measured())
+    summary["memory"] = memory.block(parts, measure.measured(), measure.allocator)
     recorder.summary(summary)
     recorder.close()
     if placement.is_main:

@@ -8,6 +8,9 @@ peak; on the CPU it is how far the process's resident set rose from just before 
 built, which also holds what the estimate leaves out (the backward's short-lived gradients, the
 C library's kept heap, kernels paged in on first use): README.md states the factor the CPU's
 figures keep to. Runs without a ``memory`` (older runs, scripts, foreign logs) have no rows.
+``intro`` says how the chosen runs were measured: a CPU run whose ``memory.cpu_allocator`` says
+the trainer gave freed blocks back to the system (glibc's mmap threshold) has a peak that follows
+what was live; an older CPU run's may also hold glibc's kept heap, which reads fsdp above DDP.
 
 ``frontier`` is the trade the modes make, one point per mode and device count: the peak memory
 per device (the most loaded device's measured rise, the median over the group's runs; the estimate
@@ -37,6 +40,16 @@ INTRO = (
     "state + a batch's activations, and under DP device 0's extra) beside what was measured: the "
     "allocator's peak on a GPU, the rise of the process's resident set on the CPU. A measured "
     "figure far above the estimate is memory the model's anatomy does not explain."
+)
+LIVE_HEAP = (
+    "On the CPU the resident set follows what is live: the trainer sets glibc's mmap threshold "
+    "({kib} KiB, as MALLOC_MMAP_THRESHOLD_ does), so freed tensors go back to the system instead "
+    "of staying in the C library's heap."
+)
+KEPT_HEAP = (
+    "{runs}: recorded without it, so {their} CPU peak may also hold the C library's kept heap (an "
+    "fsdp run's more than DDP's: it frees and gathers its blocks every step) unless the run's "
+    "environment set MALLOC_MMAP_THRESHOLD_."
 )
 PART_NAMES = {
     "parameters": "parameters",
@@ -90,6 +103,30 @@ def run_rows(label: str, summary: Mapping[str, Any] | None) -> list[MemoryRow]:
         ratio = used / total if used is not None and total > 0 else None
         rows.append(MemoryRow(label, dev, total, used, ratio, _parts(est)))
     return rows
+
+
+def _cpu_heap(summary: Mapping[str, Any] | None) -> tuple[bool, int | None] | None:
+    """A CPU run's measure: (True, the mmap threshold) when the trainer set it, (False, None)
+    when it did not; None for a GPU run or one without a ``memory``."""
+    mem = (summary or {}).get("memory")
+    if not isinstance(mem, dict) or not str(mem.get("measured") or "").startswith("cpu"):
+        return None
+    threshold = _num((mem.get("cpu_allocator") or {}).get("mmap_threshold"))
+    return (True, int(threshold)) if threshold else (False, None)
+
+
+def intro(runs: Sequence[Any], names: Mapping[str, str]) -> str:
+    """``INTRO`` and how the chosen runs' CPU figures were measured (the module says why)."""
+    heaps = {names.get(r.key, r.key): _cpu_heap(r.summary) for r in runs}
+    live = sorted({h[1] for h in heaps.values() if h and h[0]})
+    kept = [name for name, h in heaps.items() if h and not h[0]]
+    words = [INTRO]
+    if live:
+        words.append(LIVE_HEAP.format(kib=", ".join(str(t // 1024) for t in live)))
+    if kept:
+        their = "their" if len(kept) > 1 else "its"
+        words.append(KEPT_HEAP.format(runs=", ".join(kept), their=their))
+    return " ".join(words)
 
 
 def rows(runs: Sequence[Any], names: Mapping[str, str]) -> list[MemoryRow]:
