@@ -42,16 +42,13 @@ from lab.runfolder import (
     HAS_PROCESSES,
     QUEUED,
     REPO_ROOT,
-    RUN_JSON,
     RUNNING,
-    STATUS_JSON,
     STOP_REQUEST,
-    SUMMARY_JSON,
     SUPERVISOR_LOG,
     now_iso,
-    read_json,
     root_or_default,
 )
+from lab.runrecords import read_run, read_status, read_summary
 
 log = logging.getLogger("lab.engine.supervise.adopt")
 SUPERVISOR = backends.SUPERVISOR
@@ -97,7 +94,7 @@ def adopt_orphans(root: Path | str | None = None) -> list[str]:
     root = root_or_default(root)
     started, waiting = [], []
     for d in _run_dirs(root):  # each status.json read once per command
-        st = read_json(d / STATUS_JSON) or {}
+        st = read_status(d).data
         if orphaned(st):
             _detached([SUPERVISOR, str(d), "--watch", "adopt"], d / ADOPT_LOG)
             started.append(d.name)
@@ -116,20 +113,18 @@ def requeue_orphans(root: Path, candidates: list[Path] | None = None) -> list[st
     found: dict[tuple[str, ...], list[str]] = {}  # the new supervisor's arguments -> its runs
     logs: dict[tuple[str, ...], Path] = {}
     if candidates is None:
-        candidates = [
-            d for d in _run_dirs(root) if waiting_orphan(d, read_json(d / STATUS_JSON) or {})
-        ]
+        candidates = [d for d in _run_dirs(root) if waiting_orphan(d, read_status(d).data)]
     if not candidates:
         return []  # the usual case: no lock taken, nothing written
     with book.editing(root):
         for d in candidates:
-            if not waiting_orphan(d, read_json(d / STATUS_JSON) or {}):
+            if not waiting_orphan(d, read_status(d).data):
                 continue
-            run = read_json(d / RUN_JSON) or {}
-            sweep_id = run.get("sweep_id")
+            run = read_run(d)
+            sweep_id = run.sweep_id
             sweep = sweep_record.path(root, sweep_id) if sweep_id else None
             sweep = sweep if sweep is not None and sweep.is_file() else None
-            key = backends.of(run.get("config") or {}).rewatch(d, sweep)
+            key = backends.of(run.config or {}).rewatch(d, sweep)
             logs[key] = sweep.with_suffix(".log") if "--sweep" in key else d / SUPERVISOR_LOG
             found.setdefault(key, []).append(d.name)
             # no dead supervisor on it any more: the next command does not requeue it again
@@ -166,7 +161,7 @@ def watch_adopted(run_dir: Path, interval_s: float) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return ""
-    st = read_json(run_dir / STATUS_JSON) or {}
+    st = read_status(run_dir).data
     if not orphaned(st):
         return ""
     w = RunWatch(run_dir, interval_s)
@@ -184,7 +179,7 @@ def watch_adopted(run_dir: Path, interval_s: float) -> str:
         w.close_sampler()
     if req is None:  # its end, from the trainer's own record
         time.sleep(0.5)  # summary.json is written just before the trainer exits
-        done = bool((read_json(run_dir / SUMMARY_JSON) or {}).get("completed"))
+        done = read_summary(run_dir).completed
         rc = 0 if done else 1
     else:
         rc = -15

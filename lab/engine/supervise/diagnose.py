@@ -23,7 +23,8 @@ from lab.engine.logs import PEER_LOST, RANK_FILES, rank_dirs, without_prefixes
 from lab.engine.spec.diagnosis import Diagnosis
 from lab.engine.supervise import diskfull
 from lab.engine.supervise.failures import KNOWN
-from lab.runfolder import ERROR_JSON, LOGS_DIR, RUN_JSON, SCRIPT, STDOUT_LOG, read_json
+from lab.runfolder import ERROR_JSON, LOGS_DIR, SCRIPT, STDOUT_LOG
+from lab.runrecords import read_run
 
 _TAIL_BYTES = 256 * 1024
 _EXCERPT_LINES = 12
@@ -254,11 +255,7 @@ def _argparse_refusal(
     found = _ARGPARSE_ERROR.findall(text) if code == 2 and _USAGE.search(text) else []
     if not found:
         return None
-    who = (
-        "The script"
-        if (read_json(run_dir / RUN_JSON) or {}).get("kind") == SCRIPT
-        else "The program"
-    )
+    who = "The script" if read_run(run_dir).kind == SCRIPT else "The program"
     return Diagnosis(
         "bad_input",
         f"{who} refused its arguments: {found[-1]}",

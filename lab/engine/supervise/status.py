@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.engine.supervise.diskfull import write_status
-from lab.runfolder import QUEUED, STATUS_JSON, now_iso, read_json
+from lab.runfolder import QUEUED, STATUS_JSON, now_iso
+from lab.runrecords import read_status
 
 
 class Status:
@@ -14,7 +15,7 @@ class Status:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / STATUS_JSON
-        self.data = read_json(self.path) or {"state": QUEUED}
+        self.data = read_status(run_dir).data or {"state": QUEUED}
 
     def update(self, **kw) -> None:
         self.data.update(kw)

@@ -41,10 +41,8 @@ from lab.runfolder import (
     FAILED,
     QUEUED,
     REPO_ROOT,
-    RUN_JSON,
     RUNNING,
     STARTING,
-    STATUS_JSON,
     STDOUT_LOG,
     STOP_REQUEST,
     STOPPED,
@@ -52,6 +50,7 @@ from lab.runfolder import (
     now_iso,
     read_json,
 )
+from lab.runrecords import read_run, read_status
 
 log = logging.getLogger("lab.engine.supervise.supervisor")
 
@@ -144,15 +143,14 @@ def _mark(run_dir: Path, **kw) -> None:
 
 
 def _gpus(run_dirs: list[Path]) -> list[int]:
-    cfgs = [(read_json(d / RUN_JSON) or {}).get("config") or {} for d in run_dirs]
-    return sorted({int(g) for c in cfgs for g in c.get("gpus") or []})
+    return sorted({int(g) for d in run_dirs for g in read_run(d).gpus})
 
 
 def supervise_queued(run_dir: Path, interval_s: float) -> str:
     """Wait for the run's turn in the runs folder's queue (``lab.engine.queue``), then run it."""
     me = [os.getpid(), procs.create_time(os.getpid())]
-    run = read_json(run_dir / RUN_JSON) or {}
-    exclusive = bool(run.get("exclusive"))
+    run = read_run(run_dir)
+    exclusive = run.exclusive
 
     def mark(queue: dict | None) -> None:
         # The supervisor's pid goes in with the wait's place in line, or with the start: the
@@ -169,7 +167,7 @@ def supervise_queued(run_dir: Path, interval_s: float) -> str:
         mark,
         lambda: stop_request(run_dir) is not None,
     ):
-        if run.get("wait_for_idle"):  # its turn came; now until foreign work is gone too
+        if run.wait_for_idle:  # its turn came; now until foreign work is gone too
             wait_idle(
                 _gpus([run_dir]),
                 lambda why: mark({"position": 0, "waiting_for": [why]}),
@@ -185,7 +183,8 @@ def run_sweep(sweep_file: Path, interval_s: float) -> None:
     me = [os.getpid(), procs.create_time(os.getpid())]
 
     def queued(d: Path) -> bool:
-        return (read_json(d / STATUS_JSON) or {"state": QUEUED}).get("state") == QUEUED
+        st = read_status(d)
+        return not st.data or st.state == QUEUED  # no status.json yet: queued
 
     # recorded so the registry can tell a dead sweep's queued runs are lost (and a sweep started
     # again, lab.engine.supervise.adopt.requeue_orphans, leaves its ended runs as they are)
@@ -266,9 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_dir:
         ap.error("give RUN_DIR or --sweep FILE")
     run_dir = Path(args.run_dir)
-    name = (
-        args.watch or backends.of((read_json(run_dir / RUN_JSON) or {}).get("config") or {}).watch
-    )
+    name = args.watch or backends.of(read_run(run_dir).config or {}).watch
     return 0 if WATCHES[name](run_dir, args.interval) != "error" else 1
 
 

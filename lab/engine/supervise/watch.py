@@ -29,13 +29,13 @@ from lab.engine.supervise.linked import EventLinker
 from lab.engine.supervise.status import Status
 from lab.runfolder import (
     FAILED,
-    RUN_JSON,
     STOP_REQUEST,
     STOPPED,
     SUCCEEDED,
     now_iso,
     read_json,
 )
+from lab.runrecords import read_run
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class RunWatch:
         self.run_dir = run_dir
         self.interval_s = interval_s
         self.on_tick = on_tick or (lambda: None)
-        self.run = read_json(run_dir / RUN_JSON) or {}
+        self.run = read_run(run_dir).data  # a dict: the linker and health watch read its keys
         self.status = Status(run_dir)
         self.me = [os.getpid(), procs.create_time(os.getpid())]
         self.linker = EventLinker(self.run, run_dir)  # events_dirs: where the run's curves are
