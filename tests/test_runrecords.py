@@ -113,3 +113,52 @@ def test_progress_and_what_makes_a_folder_a_run(tmp_path):
     assert not holds_run_files(tmp_path)  # progress alone: not one of the run's records
     (tmp_path / SUMMARY_JSON).write_text("{}")
     assert holds_run_files(tmp_path)
+
+
+# -- the records are read only here --------------------------------------------------------------
+RECORD_NAMES = {"RUN_JSON", "STATUS_JSON", "SUMMARY_JSON", "PROGRESS_JSON"}
+RECORD_FILES = {"run.json", "status.json", "summary.json", "progress.json"}
+OWN = {"lab/runfolder.py", "lab/runrecords.py"}
+
+
+def record_reads(source: str) -> list[int]:
+    """The lines of ``source`` that call ``read_json``/``read_json_kept`` on a run record's file
+    (named by its constant or spelled out) instead of the record's reader."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if called not in ("read_json", "read_json_kept"):
+            continue
+        inner = [n for a in node.args for n in ast.walk(a)]
+        if any(isinstance(n, ast.Name) and n.id in RECORD_NAMES for n in inner) or any(
+            isinstance(n, ast.Constant) and n.value in RECORD_FILES for n in inner
+        ):
+            out.append(node.lineno)
+    return out
+
+
+def test_run_records_are_read_only_through_their_readers():
+    from lab.runfolder import REPO_ROOT
+
+    files = [p for d in ("lab", "pages", "ui") for p in (REPO_ROOT / d).rglob("*.py")]
+    found = [
+        f"{p.relative_to(REPO_ROOT)}:{line}"
+        for p in files + [REPO_ROOT / "app.py"]
+        if str(p.relative_to(REPO_ROOT)) not in OWN
+        for line in record_reads(p.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"read run.json/status.json/summary.json with lab.runrecords: {found}"
+
+
+def test_the_check_finds_a_planted_read():
+    planted = (
+        "st = read_json(run_dir / STATUS_JSON) or {}\n"
+        "run = runfolder.read_json_kept(os.path.join(d, 'run.json'))\n"
+        "q = read_json(queue_dir / QUEUE_JSON)\n"
+    )
+    assert sorted(record_reads(planted)) == [1, 2]
