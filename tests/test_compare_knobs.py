@@ -8,6 +8,7 @@ supervisor write them); no process is started.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,11 @@ def _run(
     (trainer config keys: precision, accum_steps, ...)."""
     d = root / run_id
     d.mkdir(parents=True)
-    world = nproc if mode == "ddp" else 1
+    world = nproc if mode in ("ddp", "fsdp") else 1
     batch = per_device * world if scaling == "weak" else per_device
     config = {"mode": mode, "model": "tinycnn", "dataset": "digits", "batch_size": batch}
     config.update({"seed": 0, **knobs})
-    config.update({"nproc": nproc, "nnodes": 1} if mode == "ddp" else {})
+    config.update({"nproc": nproc, "nnodes": 1} if mode in ("ddp", "fsdp") else {})
     meta = {"run_id": run_id, "name": run_id, "config": config, "created_at": AT.format(minute)}
     meta.update({"host": "box", "sweep_id": sweep_id, "scaling": scaling, "varied": varied})
     (d / "run.json").write_text(json.dumps(meta))
@@ -173,3 +174,31 @@ def test_batchnorm_over_different_batches_is_not_the_same_training(tmp_path):
     assert "--sync-bn" in warns["batchnorm"]
     _summary_add(tmp_path, "ddp", sync_bn=True)
     assert "batchnorm" not in {w.key for w in _compare(tmp_path).warnings}
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_half_precision_under_autocast_against_fsdps_policy_is_noted(tmp_path, recorded):
+    """ddp bf16 (autocast: norms, softmax and loss in fp32) against fsdp bf16 (FSDP's policy:
+    all in bf16): a note naming the precision policy, from summary.json's ``precision_policy``
+    or, for summaries written before it, from the mode and precision; ddp against ddp: none."""
+    _run(tmp_path, "ddp", 1000.0, mode="ddp", nproc=2, sweep_id=None, minute=0, precision="bf16")
+    _run(tmp_path, "fsdp", 900.0, mode="fsdp", nproc=2, sweep_id=None, minute=1, precision="bf16")
+    if recorded:
+        _summary_add(tmp_path, "ddp", precision="bf16", precision_policy="autocast")
+        _summary_add(tmp_path, "fsdp", precision="bf16", precision_policy="fsdp")
+    warns = list(_compare(tmp_path).warnings)
+    assert [w.key for w in warns] == ["precision_policy"], warns
+    assert "The runs differ in precision policy (" in warns[0].message
+    assert "autocast: ddp" in warns[0].message
+    assert "FSDP's MixedPrecisionPolicy: fsdp" in warns[0].message
+    assert "norms, softmax and loss in fp32" in warns[0].message
+    assert warning_summary(warns) == "1 note: 1 precision policy differs"
+    shutil.rmtree(tmp_path / "fsdp")  # the same ddp bf16 twice: one computation
+    _run(tmp_path, "ddp2", 1010.0, mode="ddp", nproc=2, sweep_id=None, minute=1, precision="bf16")
+    assert [w.key for w in _compare(tmp_path).warnings] == []
+
+
+def test_fp32_against_half_precision_is_the_precision_note_alone(tmp_path):
+    _run(tmp_path, "ddp", 1000.0, mode="ddp", nproc=2, sweep_id=None, minute=0)
+    _run(tmp_path, "fsdp", 900.0, mode="fsdp", nproc=2, sweep_id=None, minute=1, precision="bf16")
+    assert [w.key for w in _compare(tmp_path).warnings] == ["amp"]

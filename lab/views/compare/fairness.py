@@ -2,11 +2,12 @@
 cause, each naming the runs and their values and saying what to compare instead.
 
 Runs that differ in model, dataset, global batch, seed, precision (what ran: fp32, fp16, bf16),
-accumulation steps, memory format, DDP's own options (among the ddp runs), NCCL preset, device
-count or host; a mode not run as asked; a trainer run without summary.json; runs compared across
-scalings (``lab.views.compare.scaling``); DataParallel's "only GPU 0 works"
-(``lab.views.compare.utilisation``); and figures the lab derived or cannot see of a user's script
-or foreign logs.
+precision policy (among the half-precision runs: autocast under single, DP and DDP, FSDP's
+``MixedPrecisionPolicy`` under fsdp), accumulation steps, memory format, DDP's own options (among
+the ddp runs), NCCL preset, device count or host; a mode not run as asked; a trainer run without
+summary.json; runs compared across scalings (``lab.views.compare.scaling``); DataParallel's "only
+GPU 0 works" (``lab.views.compare.utilisation``); and figures the lab derived or cannot see of a
+user's script or foreign logs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ DATASET_WHY = "losses and accuracies are not comparable."
 BATCH_WHY = "steps mean different amounts of data; compare loss against samples seen."
 SEED_WHY = "loss curves differ by chance as well as by mode."
 AMP_WHY = "mixed precision changes both speed and memory."
+POLICY_WHY = (
+    "autocast keeps the norms, softmax and loss in fp32, FSDP's MixedPrecisionPolicy runs them in "
+    "half precision too: another computation, so the difference in speed and loss is not the "
+    "mode's alone."
+)
+POLICY_CAUSE = "precision policy differs"
+POLICY_WORDS = {"autocast": "autocast", "fsdp": "FSDP's MixedPrecisionPolicy"}
 KNOB_WHY = "it changes the speed of each step (and memory)."
 DDP_KNOB_WHY = "DDP's options change when and how the gradients are all-reduced, so the speed."
 NCCL_WHY = "its NCCL variables change how the collectives run."
@@ -125,6 +133,19 @@ def precision(r: CompareRun) -> str:
     return "amp" if r.option("amp") else "fp32"
 
 
+def precision_policy(r: CompareRun) -> str | None:
+    """How the run's half precision was applied: summary.json's ``precision_policy`` ("autocast",
+    "fsdp", null in fp32); for a summary written before it, derived from the precision and the mode
+    that ran (fsdp: FSDP's policy; any other mode: autocast)."""
+    s = r.summary or {}
+    if "precision_policy" in s:
+        policy = s["precision_policy"]
+        return policy if isinstance(policy, str) and policy else None
+    if precision(r) == "fp32":
+        return None
+    return "fsdp" if (s.get("effective_mode") or r.option("mode")) == FSDP else "autocast"
+
+
 def _knob(r: CompareRun, key: str) -> Any:
     """An option's value with its default filled in, so that "not given" equals the default."""
     v = r.option(key)
@@ -140,6 +161,11 @@ def _knobs(seen: Sequence[CompareRun], names: Mapping[str, str]) -> list[Fairnes
     """Precision, accumulation, memory format, DDP's options among the ddp runs, the NCCL preset:
     every option that changes speed (``varied.exempt`` drops the one a sweep varied)."""
     out = _differ(names, "amp", "precision", {r.key: precision(r) for r in seen}, AMP_WHY)
+    # among the half-precision runs only: against fp32 the precision's own note says it
+    policies = {r.key: POLICY_WORDS.get(p, p) for r in seen if (p := precision_policy(r))}
+    out += _differ(
+        names, "precision_policy", "precision policy", policies, POLICY_WHY, POLICY_CAUSE
+    )
     for mode, fields, why in ((None, KNOBS, KNOB_WHY), *MODE_KNOBS):
         ones = [r for r in seen if mode is None or r.option("mode") == mode]
         for f in fields:
