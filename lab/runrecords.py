@@ -77,8 +77,8 @@ def read_run(run_dir: Path | str, *, kept: bool = False) -> RunFile:
 
 
 def run_file(d: dict | None) -> RunFile:
-    """A run.json object as its record (None: not found)."""
-    if d is None:
+    """A run.json object as its record (None, or not an object: not found)."""
+    if not isinstance(d, dict):
         return RunFile()
     return RunFile(
         found=True,
@@ -140,9 +140,9 @@ def read_status(run_dir: Path | str, *, kept: bool = False) -> StatusFile:
 
 
 def status_file(d: dict | None) -> StatusFile:
-    """A status.json object as its record (None: not found); also the registry's status, with the
-    state a folder without one implies, or ``lost``."""
-    if d is None:
+    """A status.json object as its record (None, or not an object: not found); also the
+    registry's status, with the state a folder without one implies, or ``lost``."""
+    if not isinstance(d, dict):
         return StatusFile()
     events_dirs = d.get("events_dirs")
     return StatusFile(
@@ -183,7 +183,9 @@ class SummaryFile:
     data: dict[str, Any] = field(default_factory=dict)
     completed: bool = False
     config: dict | None = None  # what ran (the trainer's own view of its options)
-    mode: Any = None
+    mode: Any = None  # as asked
+    effective_mode: Any = None  # as it ran (DP on one device runs as single)
+    effective_mode_reason: Any = None
     started_at: Any = None
     hostname: Any = None
 
@@ -202,8 +204,8 @@ def read_summary(run_dir: Path | str, *, kept: bool = False) -> SummaryFile:
 
 
 def summary_file(d: dict | None) -> SummaryFile:
-    """A summary.json object as its record (None: not found)."""
-    if d is None:
+    """A summary.json object as its record (None, or not an object: not found)."""
+    if not isinstance(d, dict):
         return SummaryFile()
     return SummaryFile(
         found=True,
@@ -211,6 +213,8 @@ def summary_file(d: dict | None) -> SummaryFile:
         completed=bool(d.get("completed")),
         config=_dict(d.get("config")),
         mode=d.get("mode"),
+        effective_mode=d.get("effective_mode"),
+        effective_mode_reason=d.get("effective_mode_reason"),
         started_at=d.get("started_at"),
         hostname=d.get("hostname"),
     )

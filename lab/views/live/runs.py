@@ -18,6 +18,7 @@ from typing import Any
 
 from lab.engine.spec import backends
 from lab.runfolder import FAILED, LIVE_STATES, LOST, QUEUED, RUNNING, STARTING, parse_time
+from lab.runrecords import summary_file
 
 # What the Live page lists of a run's config, in this order.
 CONFIG_KEYS = (
@@ -126,12 +127,12 @@ def fallback_note(record: Any) -> str | None:
     The silent fall back to one device is a trap the seeds warn about; the
     trainer records it in summary.json (``effective_mode``, ``effective_mode_reason``).
     """
-    summ = getattr(record, "summary", None) or {}
-    asked = summ.get("mode") or getattr(record, "mode", None)
-    ran = summ.get("effective_mode")
+    summ = summary_file(getattr(record, "summary", None) or None)
+    asked = summ.mode or getattr(record, "mode", None)
+    ran = summ.effective_mode
     if not ran or not asked or ran == asked:
         return None
-    why = summ.get("effective_mode_reason")
+    why = summ.effective_mode_reason
     return f"Asked for {asked}, ran as {ran}" + (f": {why}." if why else ".")
 
 
