@@ -1,6 +1,8 @@
 """The run folder's records as typed values: run.json (``RunFile``, the launcher's), status.json
 (``StatusFile``, the supervisor's), summary.json (``SummaryFile``, the trainer's), and the one
-reader of each (``read_run``, ``read_status``, ``read_summary``; progress.json's ``read_progress``).
+reader of each (``read_run``, ``read_status``, ``read_summary``; progress.json's ``read_progress``),
+each over one parser of the object read (``run_file``, ``status_file``, ``summary_file``: also for
+an object the registry made, ``registry.status_record``).
 
 A reader never raises on what it finds: a missing, half-written or non-object file is a record
 with ``found`` False and every field at its empty value, and a field of the wrong type (a damaged
