@@ -44,6 +44,10 @@ LOGS_DIR = "logs"  # torchrun --log-dir: logs/<attempt>/<rank>/{stdout,stderr}.l
 CHECKPOINTS_DIR = "checkpoints"
 # trainer: the newest checkpoint, what a resume starts from
 LAST_CHECKPOINT = f"{CHECKPOINTS_DIR}/last.pt"
+# an fsdp run's sharded checkpoint (training.sharded_checkpoint): whole once DCP's index and the
+# trainer's record are both in it
+SHARDED_CHECKPOINT = f"{CHECKPOINTS_DIR}/last.dcp"
+SHARDED_CHECKPOINT_FILES = (".metadata", "trainer.json")
 # trainer, with --profile-steps: trace_rank<i>.json.gz and breakdown.json
 PROFILE_DIR = "profile"
 BREAKDOWN_JSON = f"{PROFILE_DIR}/breakdown.json"
@@ -262,3 +266,12 @@ def damaged_files(run_dir: Path) -> list[str]:
         if read_json_kept(path) is None and path.is_file() and read_json(path) is None:
             out.append(name)
     return out
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether ``--resume`` can read ``path``: a file (``last.pt``; the trainer checks its
+    contents) or a whole sharded checkpoint folder (``last.dcp``), of any mode: the trainer
+    moves both between single, dp, ddp and fsdp."""
+    if path.is_dir():
+        return all((path / name).is_file() for name in SHARDED_CHECKPOINT_FILES)
+    return path.is_file()

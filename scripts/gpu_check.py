@@ -28,6 +28,12 @@ In this order, within about 8 minutes on one or a few GPUs:
 5. print one line per run: samples/s, peak memory per GPU, effective mode,
    AMP's skipped steps.
 
+With ``--matrix`` it runs instead the option matrix's GPU tier (``python -m training.matrix
+--tier gpu``: every pair of mode, model family, precision with fp16, channels-last, accumulation,
+compile, FSDP's resharding and CPU offload, DDP's static graph and sync BatchNorm, an uneven
+validation and another mode's checkpoint, on two GPUs with NCCL) and writes its table to
+``sample_data/runs-gpu/<label>/option-matrix.md`` (docs/option-matrix.md).
+
 Exit 0 only when every step passed.
 """
 
@@ -37,6 +43,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -217,16 +224,53 @@ def stop_check(tmp: Path, gpus: tuple[int, ...]) -> bool:
     return state == "stopped" and summary.get("completed") is False and together and not left
 
 
-def main(argv: list[str] | None = None) -> int:
-    import tempfile
+def matrix_check(gpus: list[int], name: str, driver: str) -> int:
+    """The option matrix's GPU tier on two of the GPUs: every row trains or is refused as planned
+    (``training.matrix``); the table is written beside the recorded runs."""
+    import torch
 
+    from training import matrix
+
+    if len(gpus) < matrix.RANKS:
+        print(f"gpu_check --matrix: needs {matrix.RANKS} GPUs, {len(gpus)} here", flush=True)
+        return 1
+    out = OUT_ROOT / label_for(len(gpus), name, driver, torch.__version__)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = matrix.plan(matrix.Tier("gpu"))
+    print(f"== option matrix, GPU tier: {len(plan.trains)} rows to train, {len(plan.refused)} "
+          "to refuse", flush=True)  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = matrix.run(plan, Path(tmp), timeout_s=3000)
+    text = matrix.table(plan, outcomes)
+    (out / "option-matrix.md").write_text(
+        f"# The option matrix on {len(gpus)}x {name}, driver {driver}, torch {torch.__version__}"
+        f"\n\n{text}"
+    )
+    print(text, flush=True)
+    wrong = matrix.problems(plan, outcomes)
+    for line in wrong:
+        print(f"  FAILED: {line}")
+    print("gpu_check --matrix: " + ("all passed" if not wrong else f"{len(wrong)} FAILED"))
+    return 1 if wrong else 0
+
+
+def main(argv: list[str] | None = None) -> int:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=150, help="optimizer steps per recorded run")
     ap.add_argument("--skip-tests", action="store_true", help="record only")
+    ap.add_argument(
+        "--matrix",
+        action="store_true",
+        help="run only the option matrix's GPU tier (python -m training.matrix --tier gpu): "
+        "fp16, CPU offload, sync BatchNorm, NCCL and torchvision's models; its table goes to "
+        "sample_data/runs-gpu/<label>/option-matrix.md",
+    )
     args = ap.parse_args(argv)
     gpus, name, driver = gpu_or_exit()
+    if args.matrix:
+        return matrix_check(gpus, name, driver)
     n = len(gpus)
     label = label_for(n, name, driver, torch.__version__)
     print(

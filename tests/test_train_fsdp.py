@@ -132,8 +132,9 @@ def test_an_fsdp_checkpoint_is_sharded_by_each_rank_and_reads_whole_into_a_plain
         ("auto", 2, True, "each of the 2 ranks read its own shards"),
         ("auto", 1, True, "the shards of 2 ranks resharded onto 1"),
         ("last.pt", 1, False, "resumed from"),
+        ("last.dcp", 1, False, "the shards of 2 fsdp ranks read whole into this single run"),
     ],
-    ids=["sharded-2-ranks", "sharded-onto-1-rank", "gathered-single"],
+    ids=["sharded-2-ranks", "sharded-onto-1-rank", "gathered-single", "sharded-single"],
 )
 def test_a_stopped_fsdp_run_resumes_from_its_checkpoint_with_the_same_losses(
     tmp_path, single, stopped, resume, ranks, torchrun, says
@@ -151,6 +152,45 @@ def test_a_stopped_fsdp_run_resumes_from_its_checkpoint_with_the_same_losses(
     assert "step 6/10" in again.stderr and "step 1/10" not in again.stderr, again.stderr[-2000:]
     assert says in again.stderr, again.stderr[-2000:]
     agree(losses(single), losses(run))  # steps 1-5 from the first part, 6-10 resumed
+
+
+@pytest.mark.proc
+def test_a_single_runs_checkpoint_resumes_as_fsdp_on_two_ranks_with_the_same_losses(
+    tmp_path, single
+):
+    """A single run's last.pt keys its optimizer state by position; FSDP reads a whole state by
+    parameter name (``checkpoint.keyed_by_name`` converts it): the momentum comes along, so the
+    fsdp run's steps 6 to 10 are the single run's (before the fix: ``KeyError: '0'`` on rank 1)."""
+    first = tmp_path / "single"
+    done = trainer(first, "--max-steps", "5", ranks=1)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "fsdp"
+    again = trainer(run, "--resume", str(first / "checkpoints" / "last.pt"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "step 6/10" in again.stderr and "step 1/10" not in again.stderr, again.stderr[-2000:]
+    both = {**losses(first), **losses(run)}
+    agree(losses(single), both)
+
+
+def test_a_position_keyed_optimizer_state_is_keyed_by_the_models_parameter_names():
+    """What FSDP's ``set_optimizer_state_dict`` reads whole: state and param groups by name, the
+    i-th position the i-th of ``named_parameters``; a state of another model is a KeyError (the
+    misfit's words), not a silent mismatch."""
+    model = build("tinycnn", 1, 10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(2, 1, 8, 8)).sum().backward()
+    optimizer.step()
+    named = checkpoint.keyed_by_name(optimizer.state_dict(), model)
+    names = [n for n, _ in model.named_parameters()]
+    assert list(named["state"]) == names and named["param_groups"][0]["params"] == names
+    for n, p in model.named_parameters():
+        assert torch.equal(
+            named["state"][n]["momentum_buffer"], optimizer.state[p]["momentum_buffer"]
+        )
+    assert named["param_groups"][0]["lr"] == 0.1
+    other = build("mobilenet_v3_small", 3, 10)
+    with pytest.raises(KeyError, match="the optimizer holds 6 parameters"):
+        checkpoint.keyed_by_name(optimizer.state_dict(), other)
 
 
 def test_a_sharded_save_cut_short_is_never_picked(tmp_path):
@@ -195,6 +235,62 @@ def test_bad_fsdp_options_are_refused_with_the_fix(monkeypatch, argv, says):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(BadInput, match=re.escape(says)):
         parse_args([*argv, "--log-dir", "x"])
+
+
+def test_channels_last_under_fsdp_is_refused_by_the_trainer_and_the_lab_in_one_line(monkeypatch):
+    """FSDP2 shards contiguous parameters only (before: rank 1 died at start with
+    NotImplementedError); the trainer and the lab's form share the one check."""
+    from lab.engine.launch.knobs import knob_problems
+    from lab.engine.spec.run import RunConfig
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(BadInput, match="--channels-last does not work with --mode fsdp") as e:
+        parse_args(["--mode", "fsdp", "--channels-last", "--log-dir", "x"])
+    assert "\n" not in str(e.value) and "use --mode ddp" in str(e.value)
+    parse_args(["--mode", "ddp", "--channels-last", "--log-dir", "x"])  # ddp takes it
+    said = dict(knob_problems(RunConfig(mode="fsdp", nproc=2, channels_last=True)))
+    assert said["channels_last"] == str(e.value)
+    assert "channels_last" not in dict(knob_problems(RunConfig(mode="ddp", channels_last=True)))
+
+
+def test_cpu_offload_starts_gloo_beside_nccl_for_the_collectives_on_cpu_tensors():
+    """With the shards on the CPU, the gradient norm's ``full_tensor()`` and the scaler's
+    found-inf all-reduce run on CPU tensors: a lone NCCL group fails them. Only the backend string
+    is checked here (no GPU on this machine: the placement says cuda, nothing is started)."""
+    from training.distributed import backend_of
+
+    gpu = SimpleNamespace(device=torch.device("cuda", 0), backend="nccl")
+    assert backend_of(gpu, cpu_collectives=True) == "cuda:nccl,cpu:gloo"
+    assert backend_of(gpu) == "nccl"
+    cpu = SimpleNamespace(device=torch.device("cpu"), backend="gloo")
+    assert backend_of(cpu, cpu_collectives=True) == "gloo"
+
+
+@pytest.mark.parametrize("world, batch", [(2, 59), (2, 118), (3, 50), (4, 200), (400, 4)])
+def test_every_rank_runs_the_same_number_of_validation_forwards(world, batch):
+    """Under FSDP each forward all-gathers, so ranks must agree on the count (before: 355 images
+    over 2 ranks at 59 a batch gave 4 forwards on rank 0 and 3 on rank 1, and the run hung after
+    training). The real images are each rank's every world-th, each once; padding counts for
+    nothing. 400 ranks over 355 images: some ranks have none and still run the forward."""
+    from training.data import TensorImages
+    from training.loop import Loop
+
+    val = TensorImages(torch.randn(355, 1, 4, 4), torch.arange(355) % 10)
+    counts, seen = set(), []
+    for rank in range(world):
+        fake = SimpleNamespace(
+            p=SimpleNamespace(rank=rank, world_size=world),
+            data=SimpleNamespace(val=val),
+            args=SimpleNamespace(accum_steps=1, workers=0),
+            loader_batch=batch,
+        )
+        batches = list(Loop.val_batches(fake))
+        counts.add(len(batches))
+        seen += [int(v) for _x, y, real in batches if real for v in y]
+        assert all(x.shape[0] == y.shape[0] > 0 for x, y, _ in batches)
+    assert len(counts) == 1, counts
+    assert sorted(seen) == sorted(int(v) for v in val.labels)
 
 
 def test_cpu_offload_on_the_cpu_is_refused_once_the_devices_are_known():

@@ -192,13 +192,35 @@ def restore(
         if "sharded" in state:
             sharded_checkpoint.load_weights(Path(state["sharded"]), model, optimizer)
         elif fsdp or state.get("optimizer_keys") == "names":
-            sharding.load_full_state(model, optimizer, state["model"], state["optimizer"])
+            optim = state["optimizer"]
+            if state.get("optimizer_keys") != "names":  # a single, dp or ddp run's, into shards
+                optim = keyed_by_name(optim, model)
+            sharding.load_full_state(model, optimizer, state["model"], optim)
         else:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as e:
         saved = state["model"] if isinstance(state.get("model"), dict) else {}
         raise BadInput(misfit(e, model.state_dict(), saved, name)) from None
+
+
+def keyed_by_name(optim_state: dict[str, Any], model: nn.Module) -> dict[str, Any]:
+    """An optimizer state keyed by position (``torch.optim.Optimizer.state_dict``: the i-th
+    parameter the optimizer was given) keyed by parameter name instead, the form FSDP's
+    ``set_optimizer_state_dict`` reads whole. Every mode builds its optimizer from the model's
+    parameters in ``named_parameters`` order (the DP and DDP wrappers add none), so position i is
+    the i-th name; a count that differs raises ``KeyError`` for ``misfit`` to word."""
+    names = [n for n, _ in model.named_parameters()]
+    count = sum(len(g["params"]) for g in optim_state["param_groups"])
+    if count != len(names):
+        raise KeyError(f"the optimizer holds {count} parameters, the model {len(names)}")
+    return {
+        "state": {names[int(i)]: v for i, v in optim_state["state"].items()},
+        "param_groups": [
+            {**g, "params": [names[int(i)] for i in g["params"]]}
+            for g in optim_state["param_groups"]
+        ],
+    }
 
 
 def _unprefixed(keys: Iterable[str]) -> set[str]:

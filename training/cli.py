@@ -19,7 +19,14 @@ import shlex
 import sys
 from typing import Sequence
 
-from training.options import DDP_ONLY, FSDP_ONLY, KNOBS, MAX_BUCKET_MB, accumulation_problem
+from training.options import (
+    DDP_ONLY,
+    FSDP_ONLY,
+    KNOBS,
+    MAX_BUCKET_MB,
+    accumulation_problem,
+    pairing_problem,
+)
 
 MODES = ("single", "dp", "ddp", "fsdp")
 DISTRIBUTED = ("ddp", "fsdp")  # a process per device under torchrun, one process group
@@ -200,9 +207,9 @@ def check_knobs(args: argparse.Namespace) -> None:
         raise BadInput(
             f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"
         )
-    accumulation = accumulation_problem(args)
-    if accumulation:
-        raise BadInput(accumulation)
+    problem = accumulation_problem(args) or pairing_problem(args)
+    if problem:
+        raise BadInput(problem)
     if args.amp and args.precision is not None:
         raise BadInput(
             "--amp is --precision fp16 (bf16 autocast on the CPU): give one of them, not both"

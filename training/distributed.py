@@ -190,11 +190,16 @@ def check_free_memory(placement: Placement, need_mib: float = MIN_FREE_MIB) -> N
             )
 
 
-def init_distributed_mode(placement: Placement, timeout_s: float | None = None) -> None:
+def init_distributed_mode(
+    placement: Placement, timeout_s: float | None = None, cpu_collectives: bool = False
+) -> None:
     """Bind the rank's GPU, then join the process group (DDP and FSDP only).
 
     ``timeout_s`` (``--dist-timeout``) is how long a collective may wait for
-    the other ranks before it fails; None keeps PyTorch's default.
+    the other ranks before it fails; None keeps PyTorch's default. ``cpu_collectives``: some
+    collectives run on CPU tensors although the run is on GPUs (``--fsdp-cpu-offload``: the
+    gradient norm's ``full_tensor()`` and the GradScaler's found-inf all-reduce over shards kept on
+    the CPU), so the group has gloo for the CPU beside NCCL (``backend_of``).
     """
     if placement.effective_mode not in DISTRIBUTED:
         return
@@ -205,8 +210,21 @@ def init_distributed_mode(placement: Placement, timeout_s: float | None = None) 
     if restart is not None:
         extra["store"] = restart
     dist.init_process_group(
-        backend=placement.backend, rank=placement.rank, world_size=placement.world_size, **extra
+        backend=backend_of(placement, cpu_collectives),
+        rank=placement.rank,
+        world_size=placement.world_size,
+        **extra,
     )
+
+
+def backend_of(placement: Placement, cpu_collectives: bool = False) -> str:
+    """``init_process_group``'s backend: the placement's (nccl on GPUs, gloo on the CPU), or
+    ``cuda:nccl,cpu:gloo`` when GPU runs also reduce CPU tensors (torchtitan starts the same when
+    it offloads to the CPU); a lone ``nccl`` group has no backend for them ("No backend type
+    associated with device type cpu")."""
+    if cpu_collectives and placement.device.type == "cuda":
+        return f"cuda:{placement.backend},cpu:gloo"
+    return placement.backend
 
 
 def restart_store(timeout_s: float | None = None) -> Any:

@@ -341,26 +341,23 @@ class Loop:
     def validate(self) -> None:
         """Loss and accuracy over the whole validation set, each rank taking every world-th
         image, a micro-batch at a time: a run that needed accumulation to fit its training step
-        must not run out of memory in validation."""
+        must not run out of memory in validation. Every rank runs the same number of forwards
+        (``val_batches``): under FSDP each forward all-gathers, so a rank with one batch fewer
+        would leave the others waiting in a collective for ever; its extra forwards count for
+        nothing."""
         if not len(self.data.val):
             return
         p = self.p
-        shard = Subset(self.data.val, range(p.rank, len(self.data.val), p.world_size))
-        loader = DataLoader(
-            shard,
-            batch_size=knobs.micro_batch(self.args, self.loader_batch),
-            shuffle=False,
-            collate_fn=collate,
-            num_workers=self.args.workers,
-        )
         # DDP's forward hooks are for training; DP keeps its wrapper to use every GPU.
         model = self.model if p.effective_mode == "dp" else self.model_without_ddp
         model.eval()
         totals = torch.zeros(3, device=self.device)
-        for x, y in loader:
+        for x, y, real in self.val_batches():
             x, y = x.to(self.device), y.to(self.device)
             with self.autocast, compiling.eager(self.args):
                 logits = model(x)
+            if not real:
+                continue
             totals[0] += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
             totals[1] += (logits.argmax(1) == y).sum()
             totals[2] += y.shape[0]
@@ -378,6 +375,30 @@ class Loop:
                 self.last_val["loss"],
                 self.last_val["acc"],
             )
+
+    def val_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, bool]]:
+        """This rank's validation batches as ``(x, y, real)``: its every world-th image in
+        micro-batches, then, where another rank has more batches, repeats of its first batch
+        marked not real, so that every rank runs ``ceil(ceil(len / world) / batch)`` forwards."""
+        p, val = self.p, self.data.val
+        batch = knobs.micro_batch(self.args, self.loader_batch)
+        shard = Subset(val, range(p.rank, len(val), p.world_size))
+        loader = DataLoader(
+            shard,
+            batch_size=batch,
+            shuffle=False,
+            collate_fn=collate,
+            num_workers=self.args.workers,
+        )
+        most = math.ceil(math.ceil(len(val) / p.world_size) / batch)
+        first = None
+        for x, y in loader:
+            first = first if first is not None else (x, y)
+            yield x, y, True
+        if first is None:  # fewer images than ranks: this rank's forwards use image 0
+            first = collate([val[0]])
+        for _ in range(most - len(loader)):
+            yield first[0], first[1], False
 
     def _save(self, epoch: int, batch_in_epoch: int) -> None:
         if self.args.checkpoint == "none":

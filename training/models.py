@@ -1,7 +1,10 @@
-"""The trainer's models: ``tinycnn`` and every torchvision classification model.
+"""The trainer's models: ``tinycnn``, ``tinyvit``, ``tinyconvnext`` and every torchvision
+classification model.
 
 Owns which names ``--model`` takes, the image size each needs, and building a
-model for a number of input channels and classes. ``tinycnn`` is
+model for a number of input channels and classes. ``tinyvit`` and ``tinyconvnext`` are a ViT
+and a ConvNeXt of torchvision's own blocks at a size a CPU trains in seconds (the option
+matrix's LayerNorm and stochastic-depth families, ``training.matrix``). ``tinycnn`` is
 deliberately free of BatchNorm and dropout: its forward pass is a pure
 function of the weights and the batch, so a single-device run and a DDP run
 over the same global batch produce the same losses (the trainer's exactness
@@ -19,17 +22,12 @@ a shape error on the first step).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import torch
 from torch import nn
 
 from training.cli import BadInput
+from training.model_names import OWN, input_size, names
 
-OWN = ("tinycnn",)
-# Built for one input size only (their position tables or attention grids are
-# sized at construction): any other size fails on the first step.
-_EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")
 # Training mode would return (logits, aux logits) instead of the logits.
 _NO_AUX = {
     "googlenet": dict(aux_logits=False, init_weights=True),
@@ -56,24 +54,42 @@ class TinyCNN(nn.Module):
         return self.head(torch.flatten(self.features(x), 1))
 
 
-@lru_cache(maxsize=1)
-def names() -> tuple[str, ...]:
-    """Every name ``--model`` takes: ``tinycnn`` first, then torchvision's classification models."""
-    import torchvision.models as tvm
+class TinyViT(nn.Module):
+    """A vision transformer small enough for a CPU: 4x4 patches of 32 channels, a depthwise
+    convolution as position code (so any image size of 4 or more works), two of torchvision's own
+    ``EncoderBlock`` (LayerNorm, attention, MLP: what FSDP shards as units of a ViT), a LayerNorm
+    and a linear head over the mean token. The LayerNorm family of the option matrix."""
 
-    return OWN + tuple(tvm.list_models(module=tvm))
+    def __init__(self, channels: int, num_classes: int, dim: int = 32, depth: int = 2) -> None:
+        super().__init__()
+        from torchvision.models.vision_transformer import EncoderBlock
+
+        self.patches = nn.Conv2d(channels, dim, 4, stride=4)
+        self.position = nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+        self.blocks = nn.Sequential(
+            *(EncoderBlock(2, dim, 2 * dim, 0.0, 0.0) for _ in range(depth))
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patches(x)
+        x = (x + self.position(x)).flatten(2).transpose(1, 2)
+        return self.head(self.norm(self.blocks(x)).mean(1))
 
 
-def input_size(name: str) -> tuple[int, bool]:
-    """``(smallest image side, only that size)`` for a model: torchvision's ``min_size`` of its
-    weights."""
-    if name in OWN:
-        return 4, False
-    import torchvision.models as tvm
+def tiny_convnext(channels: int, num_classes: int) -> nn.Module:
+    """torchvision's ``ConvNeXt`` at two stages of 16 and 32 channels, one ``CNBlock`` each, with
+    stochastic depth (0.1): each block's ``StochasticDepth`` holds its own probability, the float
+    attribute that makes compiled blocks differ; any image size of 8 or more. The stochastic-depth
+    family of the option matrix."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
 
-    sizes = [w.meta.get("min_size", (1, 1)) for w in tvm.get_model_weights(name)]
-    smallest = min((max(s) for s in sizes), default=1)
-    return smallest, name.startswith(_EXACT_SIZE_PREFIXES)
+    setting = [CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)]
+    model = ConvNeXt(setting, stochastic_depth_prob=0.1, num_classes=num_classes)
+    if channels != 3:
+        _first_conv_for(model, channels)
+    return model
 
 
 def check(name: str, image_size: int) -> None:
@@ -127,6 +143,10 @@ def build(name: str, channels: int, num_classes: int) -> nn.Module:
     """A freshly initialised model; seed torch before calling for identical weights."""
     if name == "tinycnn":
         return TinyCNN(channels, num_classes)
+    if name == "tinyvit":
+        return TinyViT(channels, num_classes)
+    if name == "tinyconvnext":
+        return tiny_convnext(channels, num_classes)
     if name not in names():
         raise ValueError(f"unknown model {name!r}")
     import torchvision.models as tvm

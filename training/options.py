@@ -26,6 +26,13 @@ MAX_SNAPSHOT_STEPS = 10_000  # the form's range of --memory-snapshot; the traine
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
 # INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
 STATIC_GRAPH_WITH_ACCUM = "no_sync() fails its first backward"  # why both refuse the pair
+# FSDP2's fully_shard refuses parameters that are not contiguous ("FSDP does not support
+# non-contiguous parameters yet", torch/distributed/fsdp/_fully_shard/_fsdp_param.py), and each
+# all-gather rebuilds a block's parameters contiguous: a channels-last model cannot be sharded
+FSDP_CHANNELS_LAST = (
+    "--channels-last does not work with --mode fsdp (FSDP2 shards contiguous parameters only): "
+    "use --mode ddp for channels-last, or leave out --channels-last"
+)
 _DDP_OPTIONS = "DDP options differ"  # the count of Compare's notes: DDP's switches as one cause
 
 
@@ -57,6 +64,10 @@ class Option:
     differs: str = ""
     cause: str = ""
     vary_example: str = ""  # the values a refused --vary suggests, where the default's do not
+    # the option matrix (``training.matrix``): the values it tries (the first is the run's
+    # default), and those of them that need CUDA (tried by ``scripts/gpu_check.py --matrix`` only)
+    matrix: tuple[Any, ...] = ()
+    gpu_only: tuple[Any, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -93,6 +104,8 @@ KNOBS: tuple[Option, ...] = (
             "fp16 — autocast + GradScaler (CUDA only)",
             "bf16 — autocast (CPU or CUDA)",
         ),
+        matrix=(None, "bf16", "fp16"),
+        gpu_only=("fp16",),
     ),
     Option(
         "accum_steps",
@@ -109,6 +122,7 @@ KNOBS: tuple[Option, ...] = (
         differs="accumulation steps",
         cause="accumulation differs",
         vary_example="1,4",
+        matrix=(1, 2),
     ),
     Option(
         "channels_last",
@@ -118,6 +132,7 @@ KNOBS: tuple[Option, ...] = (
         "The model and its image batches in torch.channels_last.",
         differs="memory format (channels last)",
         cause="memory format differs",
+        matrix=(False, True),
     ),
     Option(
         "bucket_cap_mb",
@@ -154,6 +169,7 @@ KNOBS: tuple[Option, ...] = (
         only_in="ddp",
         differs="DDP's static graph",
         cause=_DDP_OPTIONS,
+        matrix=(False, True),
     ),
     Option(
         "find_unused_parameters",
@@ -178,6 +194,8 @@ KNOBS: tuple[Option, ...] = (
         only_in="ddp",
         differs="sync BatchNorm",
         cause=_DDP_OPTIONS,
+        matrix=(False, True),
+        gpu_only=(True,),
     ),
     Option(
         "reshard_after_forward",
@@ -195,6 +213,7 @@ KNOBS: tuple[Option, ...] = (
         ),
         only_in="fsdp",
         differs="FSDP's reshard after forward",
+        matrix=(None, "off"),
     ),
     Option(
         "fsdp_cpu_offload",
@@ -205,6 +224,8 @@ KNOBS: tuple[Option, ...] = (
         "the CPU (GPUs only; much less GPU memory, much slower).",
         only_in="fsdp",
         differs="FSDP's CPU offload",
+        matrix=(False, True),
+        gpu_only=(True,),
     ),
     Option(
         "compile",
@@ -219,6 +240,7 @@ KNOBS: tuple[Option, ...] = (
         choices=ON_OFF[::-1],
         choice_labels=("off", "on — compile the model (its compile time is shown apart)"),
         differs="torch.compile",
+        matrix=("off", "on"),
     ),
     Option(
         "memory_snapshot",
@@ -253,4 +275,12 @@ def accumulation_problem(args: Any) -> str | None:
             f"--static-graph does not work with --accum-steps {args.accum_steps} "
             f"(DDP's {STATIC_GRAPH_WITH_ACCUM}): leave out --static-graph or use --accum-steps 1"
         )
+    return None
+
+
+def pairing_problem(args: Any) -> str | None:
+    """Two options that cannot meet, whatever the devices: the trainer's refusal
+    (``training.cli.check_knobs``) and the lab's (``lab.engine.launch.knobs``), in one line."""
+    if args.mode == "fsdp" and args.channels_last:
+        return FSDP_CHANNELS_LAST
     return None

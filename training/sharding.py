@@ -95,10 +95,32 @@ def shard(
         else MixedPrecisionPolicy(),
         offload_policy=CPUOffloadPolicy() if cpu_offload else OffloadPolicy(),
     )
+    if param_dtype is not None:
+        # BatchNorm's running statistics are buffers, which FSDP's policy does not cast: its
+        # weight in bf16 beside fp32 buffers makes batch_norm refuse the mix ("expected scalar
+        # type BFloat16 but found Float"). Sharded on their own in fp32 (torchtitan issue 674),
+        # they take the block's half-precision input as batch_norm's mixed-type path allows.
+        for norm in batchnorms(model):
+            fully_shard(norm, **{**kw, "mp_policy": fp32_norm_policy()})
     for unit in units(model):
         fully_shard(unit, **kw)
     fully_shard(model, **kw)
     return model
+
+
+def batchnorms(model: nn.Module) -> list[nn.Module]:
+    """``model``'s BatchNorm layers (their statistics are fp32 buffers, whatever the policy)."""
+    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+def fp32_norm_policy() -> Any:
+    """The policy of a BatchNorm layer sharded apart: parameters and the reduction in fp32, and
+    the input left as the block before it made it (``cast_forward_inputs=False``)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return MixedPrecisionPolicy(
+        param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
 
 
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:

@@ -12,7 +12,8 @@ lab's own (``lab.engine.spec.nccl``: its variables go into the run's environment
 Refused with one line where they make no sense: DDP's options outside ddp and FSDP's outside fsdp
 (``ONLY_IN``), fp16 without a GPU, FSDP's CPU offload without a GPU, ``amp`` together with a
 precision, an accumulation that does not divide each process's batch, DDP's static graph with
-accumulation (PyTorch's reducer fails under ``no_sync()``), an unknown preset, a memory snapshot
+accumulation (PyTorch's reducer fails under ``no_sync()``), channels-last under fsdp
+(``training.options.pairing_problem``), an unknown preset, a memory snapshot
 (CUDA only) without a GPU.
 """
 
@@ -175,6 +176,9 @@ def knob_problems(c: Any) -> list[tuple[str, str]]:
         out.append(("accum_steps", accum))
     elif c.static_graph and c.mode == DDP and _whole(c.accum_steps, 2, MAX_ACCUM):
         out.append(("static_graph", STATIC_GRAPH_WITH_ACCUM))
+    pairing = trainer.pairing_problem(c)
+    if pairing:
+        out.append(("channels_last", pairing))
     if c.sync_bn and c.mode == DDP and not _has_gpus(c):
         out.append(("sync_bn", SYNC_BN_CPU))
     if c.memory_snapshot and not _has_gpus(c):

@@ -1,51 +1,32 @@
 """The trainer's models as the launcher sees them: their names and the image size each needs.
 
-The trainer takes ``tinycnn`` or any name of
+The trainer takes its own models (``tinycnn``, ``tinyvit``, ``tinyconvnext``) or any name of
 ``torchvision.models.list_models(module=torchvision.models)`` (docs/contracts.md
-section 1); this module asks torchvision the same questions so that a
-config is refused before anything starts, with the size named, rather than
-by the trainer a few seconds later. ``names()`` lists them (``tinycnn``
+section 1); the names and sizes are the trainer's own torch-free facts
+(``training.model_names``), so that a config is refused before anything starts, with the size
+named, rather than by the trainer a few seconds later. ``names()`` lists them (the trainer's own
 first, the order of the Launch page's select); ``image_size_need(name)`` is
-``(smallest side, only that size)``: torchvision's ``min_size`` from the
-model's weight metadata, and exactly that size for ViT and MaxViT, as the
-trainer's ``training/models.py`` reads them (the lab never imports the
-trainer). torchvision, and so torch, is imported on the first question about
-a model other than ``tinycnn`` and the answers are kept for the process.
+``(smallest side, only that size)``. torchvision, and so torch, is imported on the first question
+about a model not the trainer's own, and the answers are kept for the process.
 """
 
 from __future__ import annotations
 
 import difflib
-from functools import lru_cache
 
-OWN = ("tinycnn",)
-_EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")  # as training/models.py: built for one input size only
+from training.model_names import OWN, input_size, names
+
 # where the other names come from
 SOURCE = "torchvision.models.list_models(module=torchvision.models)"
 
 
-@lru_cache(maxsize=1)
-def names() -> tuple[str, ...]:
-    """``tinycnn``, then every torchvision classification model, in torchvision's order."""
-    import torchvision.models as tvm
-
-    return OWN + tuple(tvm.list_models(module=tvm))
-
-
 def known(name: str) -> bool:
-    """Whether the trainer takes ``name`` (``tinycnn`` answers without importing torchvision)."""
+    """Whether the trainer takes ``name`` (its own models answer without importing
+    torchvision)."""
     return name in OWN or (isinstance(name, str) and name in names())
 
 
-@lru_cache(maxsize=None)
-def image_size_need(name: str) -> tuple[int, bool]:
-    """``(smallest image side, only that size)`` for a known model."""
-    if name in OWN:
-        return 4, False
-    import torchvision.models as tvm
-
-    sizes = [w.meta.get("min_size", (1, 1)) for w in tvm.get_model_weights(name)]
-    return min((max(s) for s in sizes), default=1), name.startswith(_EXACT_SIZE_PREFIXES)
+image_size_need = input_size  # the trainer's own facts (training.model_names)
 
 
 def model_problem(name: str) -> str | None:

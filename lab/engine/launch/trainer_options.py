@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.engine.spec import modes
-from lab.runfolder import DIGITS
+from lab.runfolder import DIGITS, is_checkpoint
 
 CHECKPOINTS = ("last", "none")
 # the named sets; a folder of images is given as imagefolder:PATH
@@ -147,12 +147,13 @@ def health_problems(c: Any) -> list[tuple[str, str]]:
         )
     if not isinstance(c.resume, str):
         out.append(("resume", "resume must be the path of a checkpoint file"))
-    elif c.resume.strip() and not Path(c.resume.strip()).expanduser().is_file():
+    elif c.resume.strip() and not is_checkpoint(Path(c.resume.strip()).expanduser()):
         out.append(
             (
                 "resume",
-                f"no checkpoint file at {c.resume.strip()!r}: give a last.pt the trainer wrote "
-                "(a run's checkpoints/last.pt), or leave it empty to start fresh",
+                f"no checkpoint at {c.resume.strip()!r}: give a last.pt the trainer wrote (a "
+                "run's checkpoints/last.pt) or an fsdp run's whole checkpoints/last.dcp folder, "
+                "or leave it empty to start fresh",
             )
         )
     return out
