@@ -8,7 +8,12 @@ all-reduces still overlap the backward; fsdp each sharded unit's ``forward`` and
 place (torchtitan's per-block compile): FSDP2's hooks are never traced (``torch._dynamo.disable``),
 so compiling the root alone would leave every unit built of ``torch.nn`` containers eager
 (``tinycnn``: one graph of a flatten), and ``dynamic=False`` because the blocks of a stage share
-their code at other shapes, where symbolic shapes failed in inductor (resnet18 on the CPU).
+their code at other shapes, where symbolic shapes failed in inductor (resnet18 on the CPU). The
+blocks of one class share one code object, and each block is its own compiled entry of it (its
+guards hold its own float attributes: ConvNeXt's, EfficientNet's and Swin's stochastic-depth
+rates differ from block to block): past dynamo's ``recompile_limit`` (8) the rest would run
+eagerly, so under fsdp the limit is raised to cover every sharded module twice (an epoch's
+smaller last batch compiles again), ``recompile_limit_for``, and said in the log.
 Validation runs eagerly (``eager``): eval mode, no gradients and its last, smaller batch would
 compile again, and it is not timed. ``nn.DataParallel`` (dp on two GPUs or more) is refused
 (``check``): it replicates the module at every forward and a compiled module's replicas do not run
@@ -22,7 +27,10 @@ first step of this run up to the first that compiled nothing. Their seconds, fro
 run to the end of the last of them (validation and checkpoints left out), are ``compile_s`` in
 summary.json, ``perf/compile_s`` once (at that step) and one line in rank 0's log (``compiled in X
 s``); the loop's steady span (``steady_throughput_samples_per_sec``) starts after them, as
-``steady_excluded_steps`` counts them.
+``steady_excluded_steps`` counts them. A graph can also compile later (a recompile: a new shape, a
+guard that failed): ``Watch`` hands rank 0's recorder the count of graphs, and every logging window
+during which it rose is left out of summary.json's ``throughput`` (``compile_windows``), however
+small ``--log-every`` is.
 """
 
 from __future__ import annotations
@@ -88,10 +96,36 @@ def compile_model(model: nn.Module, args: Any, mode: str) -> nn.Module:
 
     # FSDP2's hooks are never traced (torch._dynamo.disable): each sharded unit's forward is
     # compiled on its own, the root's too, and the hooks run eagerly between them
-    for m in model.modules():
-        if isinstance(m, FSDPModule):
-            m.forward = torch.compile(m.forward, dynamic=False)
+    sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    limit = raise_recompile_limit(len(sharded))
+    log.info(
+        "--compile on under fsdp: %d sharded modules compiled one by one; dynamo's recompile "
+        "limit %d (blocks of one class share their code)",
+        len(sharded),
+        limit,
+    )
+    for m in sharded:
+        m.forward = torch.compile(m.forward, dynamic=False)
     return model
+
+
+def recompile_limit_for(modules: int) -> int:
+    """Dynamo's ``recompile_limit`` for ``modules`` compiled one by one (FSDP's units and root):
+    each may be an entry of a code object shared with the other blocks of its class, and an
+    epoch's smaller last batch adds one more each."""
+    return 2 * modules
+
+
+def raise_recompile_limit(modules: int) -> int:
+    """``torch._dynamo.config.recompile_limit`` (``cache_size_limit`` is its old alias) raised to
+    ``recompile_limit_for(modules)`` where it is lower, and the accumulated limit with it; the
+    limit now in force."""
+    from torch._dynamo import config
+
+    need = recompile_limit_for(modules)
+    config.recompile_limit = max(config.recompile_limit, need)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, need)
+    return int(config.recompile_limit)
 
 
 def eager(args: Any) -> ContextManager:
@@ -125,6 +159,8 @@ class Watch:
         self.steps = 0
         self._graphs = _graphs() if self.active else 0
         self._span = Span(paused_s)
+        if self.active:  # every logging window that compiles stays out of the throughput
+            recorder.watch_graphs(_graphs)
 
     def step_done(self, paused_s: float, out: Any) -> None:
         """After a step, the device synchronised: if it compiled, its time joins ``seconds`` and

@@ -13,7 +13,8 @@ gradient watch (``GradWatch``: steps GradScaler skipped, the grad-norm warning).
 Also owns a logging window's running sums (``Window``, torchvision's
 ``MetricLogger`` cut down to what we log) and spans of step time that leave
 out validation and checkpoints (``Span``). The recorder keeps every logging
-window's ``perf/samples_per_sec`` (``rate_windows``) for summary.json's
+window's ``perf/samples_per_sec`` (``rate_windows``), and under ``--compile on`` the windows
+during which a graph compiled (``compile_windows``), for summary.json's
 ``throughput`` (``training.throughput``). Nothing here creates a file until
 the first write, so a refused run leaves the run folder untouched.
 """
@@ -29,7 +30,7 @@ import struct
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 import torch
@@ -211,6 +212,11 @@ class Recorder:
         # (step, samples/s) of every logging window, as float32 like the events hold them, so that
         # summary.json's throughput equals what a reader derives from the events
         self.rate_windows: list[tuple[int, float]] = []
+        # --compile on: the step closing each logging window during which dynamo compiled a graph
+        # (``watch_graphs``); summary.json's throughput leaves those windows out
+        self.compile_windows: list[int] = []
+        self._graphs: Callable[[], int] | None = None
+        self._graphs_seen = 0
 
     def _w(self):
         if self._writer is None:
@@ -219,6 +225,11 @@ class Recorder:
             with writing(self.log_dir / "tb"):
                 self._writer = SummaryWriter(log_dir=str(self.log_dir / "tb"), flush_secs=10)
         return self._writer
+
+    def watch_graphs(self, count: Callable[[], int]) -> None:
+        """Note, at every logging window, whether ``count`` (dynamo's compiled graphs so far) rose
+        since the last: ``compile_windows`` (``training.compiling.Watch`` calls it)."""
+        self._graphs, self._graphs_seen = count, count()
 
     def open(self) -> None:
         """Create ``tb/`` now, so importing tensorboard is not timed as part of a step."""
@@ -234,6 +245,11 @@ class Recorder:
             self.rate_windows.append(
                 (step, struct.unpack("f", struct.pack("f", float(values[RATE_TAG])))[0])
             )
+            if self._graphs is not None:
+                seen = self._graphs()
+                if seen != self._graphs_seen:
+                    self.compile_windows.append(step)
+                self._graphs_seen = seen
         with writing(self.log_dir / "tb"):  # the writer's thread's error surfaces here
             for tag, value in values.items():
                 w.add_scalar(tag, float(value), step, walltime=now)

@@ -2,7 +2,9 @@
 
 The trainer logs ``perf/samples_per_sec`` once per logging window; this
 module turns those windows (the first one dropped as warm-up, unless it is
-the only one) into ``{"median", "ci_low", "ci_high", "windows"}``. The
+the only one, and under ``--compile on`` every window during which a graph
+compiled: ``compiled``, summary.json's ``compile_windows``) into
+``{"median", "ci_low", "ci_high", "windows"}``. The
 interval is the distribution-free one of order statistics: between the k-th
 smallest and the k-th largest window, k the largest rank whose two-sided
 binomial tail (p = 1/2) stays under 5%; with too few windows it is the whole
@@ -15,7 +17,7 @@ real run's own events.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 LEVEL = 0.95
 
@@ -33,14 +35,18 @@ def _rank(n: int) -> int:
     return k
 
 
-def window_spread(windows: Sequence[tuple[int, float]]) -> dict[str, float | int] | None:
+def window_spread(
+    windows: Sequence[tuple[int, float]], compiled: Collection[int] = ()
+) -> dict[str, float | int] | None:
     """The steady windows' median samples/s and its 95% interval; None without a finite window.
 
-    ``windows`` are ``(step, samples/s)`` pairs, one per logging window.
+    ``windows`` are ``(step, samples/s)`` pairs, one per logging window; ``compiled`` the steps
+    closing the windows during which a graph compiled, left out (None when only they remain).
     """
     pairs = sorted((int(s), float(r)) for s, r in windows)
     steady = pairs[1:] if len(pairs) > 1 else pairs  # the first window holds the warm-up
-    xs = sorted(r for _, r in steady if math.isfinite(r))
+    skip = {int(s) for s in compiled}
+    xs = sorted(r for s, r in steady if math.isfinite(r) and s not in skip)
     n = len(xs)
     if n == 0:
         return None

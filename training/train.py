@@ -159,7 +159,8 @@ def _summary(
         "steady_excluded_steps": out.steady_excluded_steps,
         "compile_s": loop.watch.seconds,  # --compile on: the steps that compiled, kept apart
         "compile_steps": loop.watch.steps if args.compile == "on" else None,
-        "throughput": window_spread(loop.rec.rate_windows),
+        "throughput": window_spread(loop.rec.rate_windows, loop.rec.compile_windows),
+        "compile_windows": loop.rec.compile_windows if args.compile == "on" else None,
         "epoch_time_s": sum(out.epoch_times) / len(out.epoch_times) if out.epoch_times else None,
         "final": out.final,
         "peak_mem_mib": peak,

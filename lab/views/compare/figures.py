@@ -106,8 +106,9 @@ def run_spread(run: CompareRun, scalars: Mapping[str, Any] | None = None) -> Spr
             round(order_ranks(n)[1], 4),
         )
     series = (scalars or {}).get(tags.SAMPLES_PER_SEC)
+    compiled = (run.summary or {}).get("compile_windows") or ()
     if series is not None and len(series.value):
-        return median_spread(steady_windows(series.step, series.value))
+        return median_spread(steady_windows(series.step, series.value, compiled))
     return None
 
 

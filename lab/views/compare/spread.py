@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -117,11 +117,17 @@ def median_spread(values: Sequence[float], level: float = LEVEL) -> Spread | Non
     return Spread(median, xs[k - 1], xs[n - k], n, round(coverage, 4))
 
 
-def steady_windows(steps: Sequence[float], rates: Sequence[float]) -> list[float]:
-    """The logging windows' rates without the first window (warm-up), unless it is the only one."""
+def steady_windows(
+    steps: Sequence[float], rates: Sequence[float], compiled: Collection[float] = ()
+) -> list[float]:
+    """The logging windows' rates without the first window (warm-up), unless it is the only one,
+    nor those closed at a step of ``compiled`` (a trainer run's summary.json ``compile_windows``:
+    a graph compiled during them)."""
     s, r = np.asarray(steps, dtype=np.float64), np.asarray(rates, dtype=np.float64)
-    ordered = r[np.lexsort((r, s))]  # by step, then rate: as sorting the pairs does
-    return (ordered[1:] if len(ordered) > 1 else ordered).tolist()
+    order = np.lexsort((r, s))  # by step, then rate: as sorting the pairs does
+    s, r = s[order], r[order]
+    s, r = (s[1:], r[1:]) if len(r) > 1 else (s, r)
+    return r[~np.isin(s, np.asarray(list(compiled), dtype=np.float64))].tolist()
 
 
 def ratio(run: Spread | None, baseline: Spread | None) -> Ratio | None:
