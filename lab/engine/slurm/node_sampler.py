@@ -13,6 +13,8 @@ for the job's GPUs on that node (physical indices from ``SLURM_STEP_GPUS``,
 ``sys/node<k>/host_mem_used_mib`` (through ``lab.engine.procs``: the job's
 own processes are another step's, out of this one's sight). It ends on
 SIGUSR1, which the job script sends through srun when the training ends, or SIGTERM.
+The GPUs, the event and the loop are the one device sampler's
+(``lab.engine.devices.sampler``), which the supervisor's extends too.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Mapping
 
 from lab import tags
 from lab.engine import procs
-from lab.engine.devices import nvml as devices
-from lab.engine.scalars import ScalarWriter
+from lab.engine.devices.nvml import GpuRecord
+from lab.engine.devices.sampler import DeviceSampler
 from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)
@@ -58,38 +59,23 @@ def job_gpus(env: Mapping[str, str]) -> tuple[int, ...]:
     return ()
 
 
-class NodeSampler:
+class NodeSampler(DeviceSampler):
     """Samples one node's GPUs (those given), CPU and memory into ``RUN_DIR/sys/node<k>``."""
 
+    with_processes = False  # the job's processes are another step's
+
     def __init__(self, run_dir: Path, node: int, gpus: tuple[int, ...]) -> None:
-        self.node, self.gpus, self.step = node, tuple(gpus), 0
-        self._writer = ScalarWriter(Path(run_dir) / SYS_DIR / f"node{node}")
-
-    def sample(self) -> dict[str, float]:
-        """Read everything once, write one event, return the values written."""
-        now, pre = time.time(), f"{tags.SYS_NODE}{self.node}/"
-        values: dict[str, float] = {}
-        for g in devices.read_gpus(self.gpus, with_processes=False) if self.gpus else ():
-            for key, v in (
-                ("util_pct", g.util_pct),
-                ("mem_used_mib", g.mem_used_mib),
-                ("power_w", g.power_w),
-                ("temp_c", g.temp_c),
-            ):
-                if v is not None:
-                    values[f"{pre}gpu{g.index}/{key}"] = v
-        cpu = procs.cpu_record()
-        values[f"{pre}host_cpu_pct"], values[f"{pre}host_mem_used_mib"] = (
-            cpu.util_pct,
-            cpu.mem_used_mib,
+        self.node, self.pre = node, f"{tags.SYS_NODE}{node}/"
+        super().__init__(
+            Path(run_dir) / SYS_DIR / f"node{node}", gpus, lambda i, key: f"{self.pre}gpu{i}/{key}"
         )
-        self._writer.add(values, self.step, now)
-        self._writer.flush()
-        self.step += 1
-        return values
 
-    def close(self) -> None:
-        self._writer.close()
+    def extra(self, gpus: tuple[GpuRecord, ...], *args) -> dict[str, float]:
+        cpu = procs.cpu_record()
+        return {
+            f"{self.pre}host_cpu_pct": cpu.util_pct,
+            f"{self.pre}host_mem_used_mib": cpu.mem_used_mib,
+        }
 
 
 class _Flags:
@@ -126,18 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         node_index(os.environ),
         job_gpus(os.environ) if args.gpus == "auto" else (),
     )
-    try:
-        while not _Flags.stop:
-            try:
-                sampler.sample()
-            # a sampling hiccup must never end the sampler, let alone the job
-            except Exception as e:
-                log.warning("sampling failed: %s", e)
-            deadline = time.monotonic() + args.interval
-            while not _Flags.stop and time.monotonic() < deadline:
-                time.sleep(0.1)
-    finally:
-        sampler.close()
+    sampler.every(args.interval, lambda: _Flags.stop)
     return 0
 
 

@@ -12,35 +12,33 @@ driver does not give is the record's ``link_note``), and each value is written a
 under ``RUN_DIR/sys``; on a full disk the events stop (one warning in the log), the run goes on.
 The events are written by ``lab.engine.scalars.ScalarWriter`` (tensorboard's own writer, never
 torch).
-Step = sample number, wall time = sample time.
+The GPUs, the event and its step (sample number) are the one device sampler's
+(``lab.engine.devices.sampler``), which a Slurm node's sampler extends too.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 from lab import tags
 from lab.engine import procs
 from lab.engine.devices import links
-from lab.engine.devices import nvml as devices
 from lab.engine.devices.interference import InterferenceMeter
+from lab.engine.devices.nvml import GpuRecord
+from lab.engine.devices.sampler import DeviceSampler
 from lab.engine.devices.sm_activity import SmActivity
-from lab.engine.scalars import ScalarWriter
 from lab.engine.supervise.diskfull import is_full
 from lab.runfolder import SYS_DIR
 
 log = logging.getLogger(__name__)
 
 
-class SysSampler:
+class SysSampler(DeviceSampler):
     """Samples the run's GPUs and process tree into ``RUN_DIR/sys``."""
 
     def __init__(self, run_dir: Path, gpus: tuple[int, ...]) -> None:
-        self.gpus = tuple(gpus)
-        self.step = 0
-        self._writer: ScalarWriter | None = ScalarWriter(Path(run_dir) / SYS_DIR)
+        super().__init__(Path(run_dir) / SYS_DIR, gpus, tags.sys_gpu)
         self._meter = procs.TreeMeter()
         self._others = InterferenceMeter()
         self._links = links.LinkMeter()
@@ -48,40 +46,26 @@ class SysSampler:
 
     def sample(self, tree: list[procs.Process]) -> dict[str, float]:
         """Read everything once, write one event, return the values written."""
-        now = time.time()
+        return super().sample(tree)
+
+    def extra(self, gpus: tuple[GpuRecord, ...], *args) -> dict[str, float]:
+        """SM activity (GPM: from the second sample on), the tree's CPU and memory, what else used
+        the machine (``gpus`` with their processes: whose are they?) and the GPU links."""
+        (tree,) = args
         values: dict[str, float] = {}
-        # with their processes: whose are they?
-        gpus = devices.read_gpus(self.gpus) if self.gpus else ()
         for g in gpus:
-            for key, v in (
-                ("util_pct", g.util_pct),
-                ("mem_used_mib", g.mem_used_mib),
-                ("power_w", g.power_w),
-                ("temp_c", g.temp_c),
-            ):
-                if v is not None:
-                    values[tags.sys_gpu(g.index, key)] = v
-            if (sm := self._sm.read(g.index)) is not None:  # GPM: from the second sample on
+            if (sm := self._sm.read(g.index)) is not None:
                 values[tags.sys_gpu(g.index, tags.SM_ACTIVE)] = sm
         values[tags.SYS_CPU_PCT], values[tags.SYS_RSS_MIB] = self._meter.read(tree)
         values.update(self._others.sample(tree, gpus))
         values.update(self._links.sample(tuple(g.index for g in gpus)))
-        self._write(values, now)
-        self.step += 1
         return values
 
-    def _write(self, values: dict[str, float], now: float) -> None:
-        """One event; on a full disk the sampling goes on without writing (logged once)."""
-        if self._writer is None:
-            return
-        try:
-            self._writer.add(values, self.step, now)
-            self._writer.flush()
-        except OSError as e:
-            if not is_full(e):
-                raise
+    def write_failed(self, e: OSError) -> bool:
+        """On a full disk the sampling goes on without writing (logged once)."""
+        if is_full(e):
             log.warning("disk full: no more sys/ events for this run (%s)", e)
-            self._writer = None
+        return is_full(e)
 
     def interference(self) -> dict:
         """status.json's ``interference`` record of the samples so far, with ``link_note``: the
@@ -97,7 +81,6 @@ class SysSampler:
     def close(self) -> None:
         self._sm.close()
         try:
-            if self._writer is not None:
-                self._writer.close()
+            super().close()
         except Exception as e:  # closing must not turn a finished run into a crash
             log.warning("closing sys events failed: %s", e)
