@@ -93,3 +93,13 @@ def test_the_recompile_limit_covers_every_sharded_module_of_convnext():
         assert torch._dynamo.config.cache_size_limit == limit  # the old name, one setting
         assert compiling.raise_recompile_limit(2) == limit  # never lowered
     assert torch._dynamo.config.recompile_limit == 8
+
+
+def test_the_limit_is_said_once_when_the_loop_starts(monkeypatch, tmp_path, caplog):
+    """compile_model runs before the trainer's logging is set up: Watch says its note."""
+    monkeypatch.setattr(compiling, "_graphs", lambda: 0)
+    monkeypatch.setattr(compiling, "_notes", ["dynamo's recompile limit 38"])
+    with caplog.at_level("INFO", logger="training.compiling"):
+        compiling.Watch(SimpleNamespace(compile="on"), Recorder(tmp_path, False), True, 0.0, 0)
+        compiling.Watch(SimpleNamespace(compile="on"), Recorder(tmp_path, False), True, 0.0, 0)
+    assert [r.getMessage() for r in caplog.records] == ["dynamo's recompile limit 38"]

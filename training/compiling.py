@@ -47,6 +47,9 @@ from training.options import COMPILE_WITH_DP
 
 log = logging.getLogger(__name__)
 TAG = "perf/compile_s"
+# compile_model's words on dynamo's recompile limit under fsdp: the model is compiled before the
+# trainer's logging is set up, so ``Watch`` (the loop's start) says them
+_notes: list[str] = []
 
 
 def enabled(args: Any) -> bool:
@@ -98,11 +101,9 @@ def compile_model(model: nn.Module, args: Any, mode: str) -> nn.Module:
     # compiled on its own, the root's too, and the hooks run eagerly between them
     sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
     limit = raise_recompile_limit(len(sharded))
-    log.info(
-        "--compile on under fsdp: %d sharded modules compiled one by one; dynamo's recompile "
-        "limit %d (blocks of one class share their code)",
-        len(sharded),
-        limit,
+    _notes.append(
+        f"--compile on under fsdp: {len(sharded)} sharded modules compiled one by one; dynamo's "
+        f"recompile limit {limit} (the blocks of one class share their code)"
     )
     for m in sharded:
         m.forward = torch.compile(m.forward, dynamic=False)
@@ -161,6 +162,10 @@ class Watch:
         self._span = Span(paused_s)
         if self.active:  # every logging window that compiles stays out of the throughput
             recorder.watch_graphs(_graphs)
+        while _notes:
+            note = _notes.pop(0)
+            if is_main:
+                log.info("%s", note)
 
     def step_done(self, paused_s: float, out: Any) -> None:
         """After a step, the device synchronised: if it compiled, its time joins ``seconds`` and
