@@ -28,7 +28,7 @@ In this order, within about 8 minutes on one or a few GPUs:
 5. print one line per run: samples/s, peak memory per GPU, effective mode,
    AMP's skipped steps.
 
-With ``--matrix`` it runs instead the option matrix's GPU tier (``python -m training.matrix
+With ``--matrix`` it runs instead the option matrix's GPU tier (``python scripts/option_matrix.py
 --tier gpu``: every pair of mode, model family, precision with fp16, channels-last, accumulation,
 compile, FSDP's resharding and CPU offload, DDP's static graph and sync BatchNorm, an uneven
 validation and another mode's checkpoint, on two GPUs with NCCL) and writes its table to
@@ -229,6 +229,7 @@ def matrix_check(gpus: list[int], name: str, driver: str) -> int:
     (``training.matrix``); the table is written beside the recorded runs."""
     import torch
 
+    from scripts import option_matrix
     from training import matrix
 
     if len(gpus) < matrix.RANKS:
@@ -240,7 +241,7 @@ def matrix_check(gpus: list[int], name: str, driver: str) -> int:
     print(f"== option matrix, GPU tier: {len(plan.trains)} rows to train, {len(plan.refused)} "
           "to refuse", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        outcomes = matrix.run(plan, Path(tmp), timeout_s=3000)
+        outcomes = option_matrix.run(plan, Path(tmp), timeout_s=3000)
     text = matrix.table(plan, outcomes)
     (out / "option-matrix.md").write_text(
         f"# The option matrix on {len(gpus)}x {name}, driver {driver}, torch {torch.__version__}"
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--matrix",
         action="store_true",
-        help="run only the option matrix's GPU tier (python -m training.matrix --tier gpu): "
+        help="run only the option matrix's GPU tier (python scripts/option_matrix.py --tier gpu): "
         "fp16, CPU offload, sync BatchNorm, NCCL and torchvision's models; its table goes to "
         "sample_data/runs-gpu/<label>/option-matrix.md",
     )

@@ -14,8 +14,8 @@
    files are
    parsed (TensorBoard's protos, ``crc32c``) only under ``lab/events/``, the
    lab's own scalar writer (``lab/engine/scalars.py``) writing them aside.
-3. No module over 400 lines and no function over 80 (as ruff formats them) in ``lab/``,
-   ``training/``, ``pages/`` and ``app.py``.
+3. No module over 600 lines (an alarm to look again, not a cap to cut to) and no function over
+   80 (as ruff formats them) in ``lab/``, ``training/``, ``pages/`` and ``app.py``.
 4. The import graph of ``lab`` (every import, those inside functions included) has no cycle, and
    its arrows run views -> engine -> events: ``lab.events`` imports neither the engine nor the
    views, the engine does not import the views; each may use ``lab.runfolder``, which imports
@@ -114,25 +114,31 @@ def test_training_never_imports_lab():
     assert importers("lab", py_files("training")) == set()
 
 
-# The two allowances: the pre-flight's memory estimate measures the trainer's own
-# model (training.models), imported inside the function that measures it; and the knobs read
-# the trainer's option words and limits (training.options: plain values, no torch), so the form
-# and the trainer cannot drift apart.
+# The allowances: the pre-flight's memory estimate measures the trainer's own
+# model (training.models), imported inside the function that measures it; the knobs read
+# the trainer's option words and limits (training.options: plain values, no torch), and the
+# launcher's models the names and image sizes the trainer takes (training.model_names: no torch
+# until a torchvision model is asked about), so the form and the trainer cannot drift apart.
 LAB_IMPORTS_TRAINING = {"lab/engine/preflight/estimate.py"}
-LAB_READS_TRAINER_OPTIONS = {"lab/engine/launch/knobs.py"}
+LAB_READS_TRAINER_OPTIONS = {
+    "lab/engine/launch/knobs.py": "training.options",
+    "lab/engine/launch/models.py": "training.model_names",
+}
 
 
 def test_lab_imports_training_only_for_the_memory_estimate_and_the_option_words():
     files = py_files("lab")
-    assert importers("training", files) == LAB_IMPORTS_TRAINING | LAB_READS_TRAINER_OPTIONS
-    for f in LAB_READS_TRAINER_OPTIONS:  # the option words, nothing else of the trainer
+    assert importers("training", files) == LAB_IMPORTS_TRAINING | set(LAB_READS_TRAINER_OPTIONS)
+    for f, allowed in LAB_READS_TRAINER_OPTIONS.items():  # those words, nothing else of it
         read = {m for m in imports(REPO_ROOT / f) if m.split(".")[0] == "training"}
-        assert all(m == "training" or m.startswith("training.options") for m in read), read
+        assert all(m == "training" or m.startswith(allowed) for m in read), read
     # plain values and a check of them: the supervisor imports it (through the knobs) and never
     # imports torch
     plain = {"__future__", "__future__.annotations", "typing", "typing.Any", "argparse"}
     plain |= {"dataclasses", "dataclasses.dataclass"}
     assert imports(REPO_ROOT / "training/options.py") <= plain
+    names = plain | {"functools", "functools.lru_cache", "torchvision.models"}  # torchvision lazily
+    assert imports(REPO_ROOT / "training/model_names.py") <= names
     tree = ast.parse((REPO_ROOT / "lab/engine/preflight/estimate.py").read_text())
     top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
@@ -200,17 +206,17 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert process_starters(f)
 
 
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 80
-# tables of declarations, one entry per item and no logic between: they grow with what they
-# declare, and cutting one in two would split one concept (STYLE: by meaning, not line count)
-TABLES = {"lab/engine/launch/form.py": 520}  # every run option: widget, flag, words, range
+# an alarm, not a cap: a module is cut by what it owns (STYLE: by meaning, not line count), and
+# code moved only to stay under a cap is worse than the long module; past this, look again
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 80
 
 
 @pytest.mark.parametrize("path", py_files(*CODE), ids=rel)
 def test_modules_and_functions_stay_small(path):
     lines = path.read_text().count("\n")
-    most = TABLES.get(rel(path), MAX_MODULE_LINES)
-    assert lines <= most, f"{rel(path)} has {lines} lines: split it by what it owns"
+    assert lines <= MAX_MODULE_LINES, (
+        f"{rel(path)} has {lines} lines: does it own more than one thing? Cut it by meaning"
+    )
     long = [
         f"{n.name} ({n.end_lineno - n.lineno + 1} lines)"
         for n in ast.walk(ast.parse(path.read_text()))

@@ -1,6 +1,6 @@
 """The option matrix: every pair of values a user can pick either trains or is refused.
 
-Owns the plan and the verdict of ``python -m training.matrix``. The factors are the mode, the
+Owns the plan of ``python scripts/option_matrix.py`` and its verdict. The factors are the mode, the
 model family (``FAMILIES``: a plain CNN, BatchNorm, LayerNorm, depthwise + squeeze-excitation,
 stochastic depth), a global batch whose validation splits evenly over the ranks or not (digits'
 355 validation images over 2 ranks at micro-batches of 59: 4 forwards on one rank, 3 on the
@@ -14,28 +14,24 @@ that row must be refused in one line before anything starts. Every other row mus
 steps, validate and finish. A resuming row first needs a checkpoint of another mode (``donor``:
 an fsdp run's sharded ``last.dcp`` for the other modes, a single run's ``last.pt`` for fsdp).
 
-``run`` trains the rows for real (``training.matrix_worker``): the single and dp rows one after
-another in one process, the ddp and fsdp rows in one torchrun job of two ranks, so that the
-matrix pays for importing torch twice rather than once per row; ``table`` writes the outcome
-of each as Markdown, and ``combinations`` the table of what combines with what (docs/matrix.md
-is generated from it). The CPU tier (``Tier("cpu")``) is what this machine can run, in the
-suite; ``scripts/gpu_check.py --matrix`` runs the GPU tier (fp16, CPU offload, sync BatchNorm,
-NCCL, the torchvision models at their sizes) on a machine with two GPUs or more.
+``scripts/option_matrix.py`` runs the rows for real (``training.matrix_worker`` in each
+process); ``problems`` holds each row's ``Outcome`` to the plan, ``table`` writes the rows as
+Markdown (with their outcomes once run), and ``combinations`` the table of what combines with what
+(docs/option-matrix.md is generated from it, ``write_docs``). The CPU tier (``Tier("cpu")``)
+is what this machine can run, in the suite; ``scripts/gpu_check.py --matrix`` runs the GPU tier
+(fp16, CPU offload, sync BatchNorm, NCCL, the torchvision models at their sizes) on a machine with
+two GPUs or more.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from training.options import KNOBS
 
@@ -57,6 +53,18 @@ RESUME = ("fresh", "other mode")
 STEPS = 3  # optimizer steps a row trains (a resuming row: DONOR_STEPS more after its donor's)
 DONOR_STEPS = 2
 LR = "0.01"
+# values a row takes only where the pair it was started for has them: compiling costs a minute or
+# more of a CPU per process (inductor and gcc), so each compile row covers as many pairs as it can
+COSTLY = (("compile", "on"),)
+# rows every plan starts from, the rest filled in as any row's: issue 53's findings, each of which
+# crashed or hung before (BatchNorm under FSDP's bf16 policy; an uneven validation under fsdp;
+# a single run's checkpoint into fsdp's shards, and fsdp's sharded one into a single run)
+SEEDS = (
+    {"mode": "fsdp", "family": "BatchNorm", "precision": "bf16"},
+    {"mode": "fsdp", "family": "plain CNN", "validation": "uneven"},
+    {"mode": "fsdp", "resume": "other mode"},
+    {"mode": "single", "resume": "other mode"},
+)
 
 
 @dataclass(frozen=True)
@@ -231,14 +239,21 @@ def plan(tier: Tier = Tier()) -> Plan:
                     if all(row != r for r, _ in out.refused):
                         out.refused.append((row, refused(row) or ""))
                     break
+    seeds = [{k: v for k, v in seed.items() if k in base} for seed in SEEDS]
     while wanted:
-        (fa, va), (fb, vb) = min(wanted, key=lambda p: _order(p, axes))
-        row = {**base, fa: va, fb: vb}
+        if seeds:
+            fixed = seeds.pop(0)
+        else:
+            (fa, va), (fb, vb) = min(wanted, key=lambda p: _order(p, axes))
+            fixed = {fa: va, fb: vb}
+        row = {**base, **fixed}
         for f in axes:
-            if f.name in (fa, fb):
+            if f.name in fixed:
                 continue
             best, gain = row[f.name], -1
             for v in f.values:
+                if (f.name, v) in COSTLY:
+                    continue
                 trial = {**row, f.name: v}
                 if refused(trial) is not None:
                     continue
@@ -274,9 +289,6 @@ def checkpoint_of(donor_row: Row, donor_dir: Path) -> Path:
     return donor_dir / "checkpoints" / name
 
 
-# -- running it -------------------------------------------------------------------------------
-
-
 @dataclass
 class Outcome:
     """What one row did: ``trained``, ``refused`` (one ``error:`` line, nothing written) or
@@ -287,128 +299,11 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _work(rows: list[tuple[str, Row]], tier: Tier, root: Path, donors: dict) -> list[dict]:
-    """The worker's list: each row's name, trainer argv and folder."""
-    out = []
-    for name, row in rows:
-        folder = root / name
-        steps = STEPS
-        extra: list[str] = []
-        if row.get("resume") == "other mode":
-            d = donor(row)
-            extra = [
-                "--resume",
-                str(checkpoint_of(d, root / donors[json.dumps(d, sort_keys=True)])),
-            ]
-            steps = DONOR_STEPS + STEPS
-        out.append({"name": name, "argv": argv(row, tier, folder / "run", steps) + extra,
-                    "folder": str(folder)})  # fmt: skip
-    return out
-
-
-def _launch(work: list[dict], torchrun: bool, root: Path, tag: str, tier: Tier) -> subprocess.Popen:
-    """Start the worker for ``work``: a process, or a torchrun job of ``RANKS`` ranks."""
-    spec = root / f"{tag}.json"
-    spec.write_text(json.dumps(work))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # the CPU tier on the CPU even where GPUs are; the GPU tier on two of them (DP included)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(RANKS))) if tier.gpu else ""
-    cmd = [sys.executable, "-m", "training.matrix_worker", str(spec)]
-    if torchrun:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(RANKS),
-               "--master-port", str(port), "--log-dir", str(root / f"{tag}.torchrun"),
-               "-m", "training.matrix_worker", str(spec)]  # fmt: skip
-    log = open(root / f"{tag}.log", "wb")
-    repo = Path(__file__).resolve().parent.parent
-    return subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
-
-
-def _wait(procs: Iterable[subprocess.Popen], deadline: float) -> None:
-    import signal
-
-    for p in procs:
-        try:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    p.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-
-
-def run(p: Plan, root: Path, timeout_s: float = 1800) -> dict[str, Outcome]:
-    """Run every row of ``p`` under ``root`` (two rounds: the donors and every row that resumes
-    nothing, then the resuming rows); each row's ``Outcome`` by its name (``names``)."""
-    named = names(p)
-    donors: dict[str, str] = {}
-    first: list[tuple[str, Row]] = []
-    later: list[tuple[str, Row]] = []
-    for name, row in named.items():
-        if row.get("resume") == "other mode":
-            key = json.dumps(donor(row), sort_keys=True)
-            if key not in donors:
-                donors[key] = f"donor{len(donors) + 1}"
-                first.append((donors[key], {**defaults(p.axes), **donor(row)}))
-            later.append((name, row))
-        else:
-            first.append((name, row))
-    deadline = time.monotonic() + timeout_s
-    for round_no, rows in enumerate((first, later)):
-        procs = []
-        for torchrun in (False, True):
-            mine = [(n, r) for n, r in rows if (r["mode"] in TORCHRUN_MODES) == torchrun]
-            if mine:
-                work = _work(mine, p.tier, root, donors)
-                tag = f"round{round_no}-{'torchrun' if torchrun else 'single'}"
-                procs.append(_launch(work, torchrun, root, tag, p.tier))
-        _wait(procs, deadline)
-    return {name: outcome(root / name) for name in [*named, *donors.values()]}
-
-
 def names(p: Plan) -> dict[str, Row]:
     """Each row by its name: ``t<i>`` for those that train, ``r<i>`` for the refused."""
     out = {f"t{i + 1}": row for i, row in enumerate(p.trains)}
     out.update({f"r{i + 1}": row for i, (row, _why) in enumerate(p.refused)})
     return out
-
-
-def outcome(folder: Path) -> Outcome:
-    """What the worker recorded for a row (every rank's exit code, its stderr)."""
-    codes = [json.loads(f.read_text()) for f in sorted(folder.glob("exit_rank*.json"))]
-    if not codes:
-        return Outcome("failed", "never ran (the worker died or ran out of time before it)")
-    logs = "\n".join(f.read_text(errors="replace") for f in sorted(folder.glob("rank*.log")))
-    seconds = max(c["seconds"] for c in codes)
-    errors = sorted({line for line in logs.splitlines() if line.startswith("error: ")})
-    run_dir = folder / "run"
-    if all(c["code"] == 2 for c in codes) and len(errors) == 1 and "Traceback" not in logs:
-        written = [q.name for q in run_dir.iterdir()] if run_dir.exists() else []
-        if not written:
-            return Outcome("refused", errors[0][len("error: ") :], seconds)
-        return Outcome("failed", f"refused but wrote {written}", seconds)
-    summary = run_dir / "summary.json"
-    if all(c["code"] == 0 for c in codes) and summary.is_file():
-        s = json.loads(summary.read_text())
-        val = (s.get("final") or {}).get("val_loss")
-        if s.get("completed") and isinstance(val, (int, float)) and math.isfinite(val):
-            return Outcome("trained", f"{s['steps']} steps, val loss {val:.3g}", seconds)
-        return Outcome(
-            "failed", f"summary: completed {s.get('completed')}, val loss {val}", seconds
-        )
-    tail = [line for line in logs.splitlines() if line.strip()][-6:]
-    return Outcome("failed", f"exit {[c['code'] for c in codes]}: " + " | ".join(tail), seconds)
 
 
 def problems(p: Plan, outcomes: dict[str, Outcome]) -> list[str]:
@@ -488,7 +383,8 @@ def _count(p: Plan) -> int:
     return len(set().union(*(_pairs(r, p.axes) for r in p.trains))) if p.trains else 0
 
 
-BEGIN, END = "<!-- generated by python -m training.matrix", "<!-- end of the generated part -->"
+BEGIN = "<!-- generated by python scripts/option_matrix.py"
+END = "<!-- end of the generated part -->"
 
 
 def write_docs(path: Path, p: Plan) -> None:
@@ -498,50 +394,3 @@ def write_docs(path: Path, p: Plan) -> None:
     _, _, tail = rest.partition(END)
     marker = f"{BEGIN} --plan --write-docs {path.name} -->"
     path.write_text(f"{head}{marker}\n\n{document(p)}\n{END}{tail}")
-
-
-def main(args: Sequence[str] | None = None) -> int:
-    """``python -m training.matrix [--tier cpu|gpu] [--plan] [--out DIR]``: print the plan, or run
-    it and print the table; exit 1 when a row did other than planned."""
-    import argparse
-    import tempfile
-
-    ap = argparse.ArgumentParser(
-        prog="python -m training.matrix", description=__doc__.split("\n")[0]
-    )
-    ap.add_argument("--tier", choices=("cpu", "gpu"), default="cpu")
-    ap.add_argument(
-        "--plan", action="store_true", help="print the rows and the refusals; run nothing"
-    )
-    ap.add_argument("--out", default=None, help="keep the rows' run folders and table.md here")
-    ap.add_argument(
-        "--write-docs",
-        metavar="FILE",
-        default=None,
-        help="with --plan: write the tier's tables"
-        " into FILE between its two marker lines (docs/option-matrix.md)",
-    )
-    ap.add_argument("--timeout", type=float, default=3600, help="seconds for the whole matrix")
-    a = ap.parse_args(args)
-    p = plan(Tier(a.tier))
-    if a.plan:
-        if a.write_docs:
-            write_docs(Path(a.write_docs), p)
-        print(table(p) + "\n" + combinations(p))
-        return 0
-    root = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="matrix-"))
-    root.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    outcomes = run(p, root, a.timeout)
-    text = table(p, outcomes)
-    (root / "table.md").write_text(text)
-    print(text)
-    wrong = problems(p, outcomes)
-    print(f"{len(outcomes)} rows in {time.monotonic() - t0:.0f} s; table: {root / 'table.md'}")
-    for line in wrong:
-        print("WRONG", line)
-    return 1 if wrong else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
