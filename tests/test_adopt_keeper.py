@@ -41,8 +41,13 @@ def _orphan(root: Path) -> Path:
 def _recording(monkeypatch) -> list[list[str]]:
     started: list[list[str]] = []
 
+    class Ended:  # a watcher that has already ended
+        def poll(self) -> int:
+            return 0
+
     def start(argv, log_path, **kw):
         started.append(list(argv))  # and nothing started
+        return Ended()
 
     monkeypatch.setattr(spawn, "start", start)
     return started

@@ -76,9 +76,15 @@ def waiting_orphan(run_dir: Path, st: dict) -> bool:
     )
 
 
+# watchers this process started: polled, so that in a long-lived one (the dashboard's) an ended
+# watcher does not linger as a zombie
+_started: list[spawn.Popen] = []
+
+
 def _detached(argv: list[str], log_path: Path) -> None:
+    _started[:] = [p for p in _started if p.poll() is None]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    spawn.start([sys.executable, "-m", *argv], log_path, cwd=REPO_ROOT, env=env)
+    _started.append(spawn.start([sys.executable, "-m", *argv], log_path, cwd=REPO_ROOT, env=env))
 
 
 def _run_dirs(root: Path) -> list[Path]:
