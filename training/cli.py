@@ -1,8 +1,9 @@
 """The trainer's command line: options, and the checks that need no torch state.
 
-Owns the argparse definition of ``python -m training.train`` (docs/contracts.md
-section 1) and turns every bad input into one ``BadInput`` exception whose
-message is a single line naming the fix; ``training.train.main`` prints it as
+Owns the argparse parser of ``python -m training.train`` (docs/contracts.md
+section 1), whose flags, and the range each is held to, are the entries of
+``training.options.OPTIONS``, and turns every bad input into one ``BadInput``
+exception whose message is a single line naming the fix; ``training.train.main`` prints it as
 ``error: ...`` and exits 2. Argparse's own errors (unknown choice, missing
 ``--log-dir``) are caught the same way so that no usage block or traceback
 reaches the user. Checks that need torch or the data (devices, free memory,
@@ -13,7 +14,6 @@ too.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 import sys
@@ -22,14 +22,16 @@ from typing import Sequence
 from training.options import (
     DDP_ONLY,
     FSDP_ONLY,
-    KNOBS,
-    MAX_BUCKET_MB,
+    OPTIONS,
     accumulation_problem,
     pairing_problem,
+    range_problem,
 )
 
-MODES = ("single", "dp", "ddp", "fsdp")
 DISTRIBUTED = ("ddp", "fsdp")  # a process per device under torchrun, one process group
+# the options of every mode; a mode's own ones are held to their ranges once given in their mode
+_EVERY_MODES = tuple(o for o in OPTIONS if not o.only_in)
+_MODES_OWN = tuple(o for o in OPTIONS if o.only_in)
 
 
 class BadInput(Exception):
@@ -49,72 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train an image classifier on one device or data-parallel: DataParallel, DDP "
         "or FSDP.",
     )
-    p.add_argument("--mode", choices=MODES, default="single")
-    p.add_argument(
-        "--model",
-        default="tinycnn",
-        help="tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)",
-    )
-    p.add_argument("--dataset", default="digits", help="digits | synthetic | imagefolder:PATH")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument(
-        "--max-steps", type=int, default=0, help="stop after N optimizer steps (0 = no limit)"
-    )
-    p.add_argument("--batch-size", type=int, default=64, help="the global batch")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument(
-        "--amp",
-        action="store_true",
-        help="CUDA: fp16 autocast + GradScaler (= --precision fp16); CPU: bf16 autocast",
-    )
-    _add_knobs(p)
-    p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-dir", required=True, help="the run folder; events under LOG_DIR/tb/")
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--val-every", type=int, default=0, help="0 = at each epoch end")
-    p.add_argument("--resume", default=None, help="a checkpoint file, or 'auto'")
-    p.add_argument("--grad-norm-warn", type=float, default=0.0)
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--checkpoint", choices=("last", "none"), default="last")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument(
-        "--dist-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="ddp: how long a collective waits for the other ranks before it fails (default: "
-        "PyTorch's)",
-    )
-    p.add_argument(
-        "--profile-steps",
-        default=None,
-        metavar="A:B",
-        help="torch.profiler over optimizer steps A to B-1 on every rank; traces and "
-        "breakdown.json under LOG_DIR/profile/",
-    )
-    p.add_argument(
-        "--stop-on-nan",
-        action="store_true",
-        help="end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training "
-        "on",
-    )
-    p.add_argument(
-        "--data-delay-ms",
-        type=float,
-        default=0.0,
-        metavar="MS",
-        help="wait MS per training batch fetched: a slow input pipeline, simulated (workers "
-        "overlap it)",
-    )
-    return p
-
-
-def _add_knobs(p: argparse.ArgumentParser) -> None:
-    """The performance options (precision, accumulation, memory format, compiling, DDP's and
-    FSDP's own, the memory snapshot): one entry each in ``training.options.KNOBS``."""
-    for option in KNOBS:
+    for option in OPTIONS:  # one entry each in training.options, in --help's order
         option.add_to(p)
+    return p
 
 
 def torchrun_hint(argv: Sequence[str]) -> str:
@@ -148,40 +87,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse and check ``argv``; raise ``BadInput`` with one line on any refusal."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    if args.batch_size <= 0:
-        raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
-    if not args.lr > 0:
-        raise BadInput(f"--lr must be positive, got {args.lr}")
+    problem = range_problem(args, _EVERY_MODES)  # each option's range, as its entry declares it
+    if problem:
+        raise BadInput(problem)
     if args.epochs < 1 and args.max_steps <= 0:
         raise BadInput(
             f"--epochs is {args.epochs} and there is no --max-steps: use --epochs 1 or more"
         )
-    if args.max_steps < 0:
-        raise BadInput(f"--max-steps must be 0 (no limit) or positive, got {args.max_steps}")
-    if args.log_every < 1:
-        raise BadInput(f"--log-every must be 1 or more, got {args.log_every}")
-    if args.val_every < 0:
-        raise BadInput(f"--val-every must be 0 (each epoch end) or positive, got {args.val_every}")
-    if args.workers < 0:
-        raise BadInput(f"--workers must be 0 or more, got {args.workers}")
-    if args.image_size < 4:
-        raise BadInput(f"--image-size must be at least 4, got {args.image_size}")
-    if args.grad_norm_warn < 0:
-        raise BadInput(f"--grad-norm-warn must be 0 (off) or positive, got {args.grad_norm_warn}")
     if not args.log_dir.strip():
         raise BadInput("--log-dir is empty: name the run folder")
     parse_window(args.profile_steps)
-    if args.dist_timeout is not None and not 0 < args.dist_timeout < math.inf:
-        raise BadInput(
-            f"--dist-timeout must be a positive number of seconds, got {args.dist_timeout}: e.g. "
-            "600"
-        )
-    if not 0 <= args.data_delay_ms <= 60_000:
-        raise BadInput(f"--data-delay-ms must be 0 (off) to 60000, got {args.data_delay_ms}")
-    if args.memory_snapshot < 0:
-        raise BadInput(
-            f"--memory-snapshot must be 0 (off) or a number of steps, got {args.memory_snapshot}"
-        )
     check_knobs(args)
     if args.mode in DISTRIBUTED and not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):
         hint = torchrun_hint(argv).replace("--mode ddp", f"--mode {args.mode}")
@@ -191,7 +106,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def check_knobs(args: argparse.Namespace) -> None:
     """The performance options that need no device: DDP's and FSDP's own, accumulation,
-    precision."""
+    precision; DDP's and FSDP's options are held to their ranges here, once given in their mode
+    (the other options' ranges are ``parse_args``')."""
     for names, mode, what in (
         (DDP_ONLY, "ddp", "DistributedDataParallel"),
         (FSDP_ONLY, "fsdp", "FSDP (fully_shard)"),
@@ -203,11 +119,7 @@ def check_knobs(args: argparse.Namespace) -> None:
                     f"{flag} is an option of {what} and --mode {args.mode} has none: "
                     f"use --mode {mode} or leave it out"
                 )
-    if args.bucket_cap_mb is not None and not 0 < args.bucket_cap_mb <= MAX_BUCKET_MB:
-        raise BadInput(
-            f"--bucket-cap-mb must be above 0 and at most {MAX_BUCKET_MB}, got {args.bucket_cap_mb}"
-        )
-    problem = accumulation_problem(args) or pairing_problem(args)
+    problem = range_problem(args, _MODES_OWN) or accumulation_problem(args) or pairing_problem(args)
     if problem:
         raise BadInput(problem)
     if args.amp and args.precision is not None:

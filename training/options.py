@@ -1,13 +1,16 @@
-"""The trainer's performance options, declared once for the trainer and the lab: ``KNOBS``.
+"""Every option of the trainer, declared once for the trainer and the lab: ``OPTIONS``, and
+among them the performance options, ``KNOBS``.
 
-Each ``Option`` is one entry: its flag, kind, choices, default, range and the words that explain it
-(the command line's, the Launch form's label and help, Compare's words when two runs differ in
-it, ``--vary``'s example). ``python -m training.train`` adds its flags from these
-(``training.cli``); the lab's Launch form, ``lab launch``'s flags and ``--help``, its checks and
-``--vary`` build their fields from the same entries (``lab.engine.launch.knobs``), so a new
-option is one entry here plus the code that uses it, and a limit cannot drift between the form
-and the trainer. Plain values and the trainer's one check of them that needs no device
-(``accumulation_problem``), no torch: the lab's supervisor imports nothing heavy through it.
+Each ``Option`` is one entry: its flag, kind, choices, default, the trainer's range of it
+(``Range``, with its refusal) and the words that explain it (the command line's, the Launch
+form's label and help, Compare's words when two runs differ in it, ``--vary``'s example).
+``python -m training.train`` adds every flag from ``OPTIONS`` and refuses a value outside its
+range from it (``training.cli``); the lab's Launch form, ``lab launch``'s flags and ``--help``, its
+checks and ``--vary`` build their fields from the same entries (``lab.engine.launch.knobs``), so a
+new option is one entry here plus the code that uses it, and a limit cannot drift between the form
+and the trainer. Plain values and the trainer's checks of them that need no device
+(``range_problem``, ``accumulation_problem``, ``pairing_problem``), no torch: the lab's supervisor
+imports nothing heavy through it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+MODES = ("single", "dp", "ddp", "fsdp")  # --mode
+CHECKPOINTS = ("last", "none")  # --checkpoint: keep the last epoch's, or write none
+DEVICES = ("auto", "cpu", "cuda")  # --device
 PRECISIONS = ("fp32", "fp16", "bf16")
 ON_OFF = ("on", "off")  # --reshard-after-forward: on = ZeRO-3 (the default), off = ZeRO-2-like
 # --compile on|off (torch.compile, every mode): why DataParallel on two GPUs or more refuses it
@@ -23,6 +29,7 @@ COMPILE_WITH_DP = "its replicas of a compiled module do not run their own parame
 MAX_ACCUM = 1024  # --accum-steps: 1 (none) to this many micro-batches per optimizer step
 MAX_BUCKET_MB = 10_000  # --bucket-cap-mb: above 0 (the lab's 0: DDP's 25) up to this
 MAX_SNAPSHOT_STEPS = 10_000  # the form's range of --memory-snapshot; the trainer takes any N
+MAX_DATA_DELAY_MS = 60_000  # --data-delay-ms: 0 (off) to a minute per batch
 # DDP(static_graph=True) with no_sync() fails at the first backward (expect_autograd_hooks_
 # INTERNAL ASSERT, reducer.cpp; pytorch/pytorch#143580, huggingface/accelerate#3679)
 STATIC_GRAPH_WITH_ACCUM = "no_sync() fails its first backward"  # why both refuse the pair
@@ -37,23 +44,46 @@ _DDP_OPTIONS = "DDP options differ"  # the count of Compare's notes: DDP's switc
 
 
 @dataclass(frozen=True)
-class Option:
-    """One performance option: the trainer's flag ``--<name with dashes>`` (argparse's dest and
-    the lab's field are ``name``), and its words.
+class Range:
+    """The trainer's range of a number option: from ``lo`` to ``hi`` (``None``: no bound; an
+    ``open`` end refuses the bound itself, as "above 0" does), and its refusal, said after the
+    flag with ``{}`` the value given."""
 
-    ``kind``: "select" (one of ``choices``), "int", "float" or "check" (a switch). ``default`` is
-    the trainer's when the flag is not given (the lab passes the flag only when its value differs
-    from the run's default). ``only_in``: the one mode whose option it is (refused elsewhere).
-    ``limits``: the form's range, in ``unit``. ``differs``/``cause``: Compare's words and count of
-    notes when two runs differ in it (empty: it does not change a step's speed).
+    refusal: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        # each comparison is written as "within", so that NaN (never within) is refused
+        above = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
+        below = self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+        return above and below
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the trainer: its flag ``--<name with dashes>`` (argparse's dest and the
+    lab's field are ``name``), and its words.
+
+    ``kind``: "select" (one of ``choices``), "int", "float", "text" or "check" (a switch).
+    ``default`` is the trainer's when the flag is not given (the lab passes a performance option's
+    flag only when its value differs from the run's default). ``check``: the trainer's range, and
+    its refusal (a value of ``None``, the option not given, is not checked). ``only_in``: the one
+    mode whose option it is (refused elsewhere). ``limits``: the form's range, in ``unit``.
+    ``differs``/``cause``: Compare's words and count of notes when two runs differ in it (empty:
+    it does not change a step's speed).
     """
 
     name: str
     kind: str
-    help: str  # the command line's words: the trainer's --help and lab launch --help
-    label: str  # the Launch form's
-    form_help: str  # the Launch form's, where a sentence more fits
+    help: str | None = None  # the command line's words: the trainer's --help and lab launch --help
+    label: str = ""  # the Launch form's
+    form_help: str = ""  # the Launch form's, where a sentence more fits
     default: Any = None
+    required: bool = False
+    check: Range | None = None
     choices: tuple[str, ...] = ()
     choice_labels: tuple[str, ...] = ()  # the form's words for each choice
     metavar: str | None = None
@@ -81,11 +111,19 @@ class Option:
         kw: dict[str, Any] = {"default": self.default, "help": self.help}
         if self.kind == "select":
             kw["choices"] = self.choices
-        else:
+        elif self.kind in ("int", "float"):
             kw["type"] = int if self.kind == "int" else float
         if self.metavar:
             kw["metavar"] = self.metavar
+        if self.required:
+            kw["required"] = True
         parser.add_argument(self.flag, **kw)
+
+    def problem(self, value: Any) -> str | None:
+        """The trainer's one line refusing ``value``, or None: outside ``check``'s range."""
+        if self.check is None or value is None or self.check.admits(value):
+            return None
+        return f"{self.flag} {self.check.refusal.format(value)}"
 
 
 KNOBS: tuple[Option, ...] = (
@@ -118,6 +156,7 @@ KNOBS: tuple[Option, ...] = (
         "/ (N × world size) per process; DDP all-reduces once, after the last (the others run "
         "inside no_sync()). The global batch stays the optimizer step's batch.",
         default=1,
+        check=Range(f"must be 1 (none) to {MAX_ACCUM}, got {{}}", 1, MAX_ACCUM),
         metavar="N",
         differs="accumulation steps",
         cause="accumulation differs",
@@ -141,6 +180,9 @@ KNOBS: tuple[Option, ...] = (
         "launch's 0 means the same)",
         "DDP bucket size (MB, 0 = DDP's 25)",
         "DDP's bucket_cap_mb: gradients are all-reduced in buckets of about this size.",
+        check=Range(
+            f"must be above 0 and at most {MAX_BUCKET_MB}, got {{}}", 0, MAX_BUCKET_MB, lo_open=True
+        ),
         metavar="MB",
         only_in="ddp",
         step=5.0,
@@ -253,23 +295,123 @@ KNOBS: tuple[Option, ...] = (
         "profile/memory_snapshot_rank<i>.pickle (download it on Live, open it at "
         "https://pytorch.org/memory_viz). CUDA only.",
         default=0,
+        check=Range("must be 0 (off) or a number of steps, got {}", 0),
         metavar="N",
         limits=(0, MAX_SNAPSHOT_STEPS),
         unit="steps",
     ),
 )
-BY_NAME = {o.name: o for o in KNOBS}
+# what is trained, on what and for how long: the trainer's flags before the performance options
+_TRAINING: tuple[Option, ...] = (
+    Option("mode", "select", default="single", choices=MODES),
+    Option(
+        "model",
+        "text",
+        "tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)",
+        default="tinycnn",
+    ),
+    Option("dataset", "text", "digits | synthetic | imagefolder:PATH", default="digits"),
+    Option("epochs", "int", default=1),
+    Option(
+        "max_steps",
+        "int",
+        "stop after N optimizer steps (0 = no limit)",
+        default=0,
+        check=Range("must be 0 (no limit) or positive, got {}", 0),
+    ),
+    Option(
+        "batch_size",
+        "int",
+        "the global batch",
+        default=64,
+        check=Range("must be positive, got {}", 0, lo_open=True),
+    ),
+    Option("lr", "float", default=0.05, check=Range("must be positive, got {}", 0, lo_open=True)),
+    Option(
+        "amp", "check", "CUDA: fp16 autocast + GradScaler (= --precision fp16); CPU: bf16 autocast"
+    ),
+)
+# data loading, logging, validation, checkpoints, the device and what helps find a problem: the
+# trainer's flags after the performance options
+_HOUSEKEEPING: tuple[Option, ...] = (
+    Option("workers", "int", default=0, check=Range("must be 0 or more, got {}", 0)),
+    Option("seed", "int", default=0),
+    Option("log_dir", "text", "the run folder; events under LOG_DIR/tb/", required=True),
+    Option("log_every", "int", default=10, check=Range("must be 1 or more, got {}", 1)),
+    Option(
+        "val_every",
+        "int",
+        "0 = at each epoch end",
+        default=0,
+        check=Range("must be 0 (each epoch end) or positive, got {}", 0),
+    ),
+    Option("resume", "text", "a checkpoint file, or 'auto'"),
+    Option(
+        "grad_norm_warn",
+        "float",
+        default=0.0,
+        check=Range("must be 0 (off) or positive, got {}", 0),
+    ),
+    Option("image_size", "int", default=32, check=Range("must be at least 4, got {}", 4)),
+    Option("checkpoint", "select", default="last", choices=CHECKPOINTS),
+    Option("device", "select", default="auto", choices=DEVICES),
+    Option(
+        "dist_timeout",
+        "float",
+        "ddp: how long a collective waits for the other ranks before it fails (default: PyTorch's)",
+        metavar="SECONDS",
+        check=Range(
+            "must be a positive number of seconds, got {}: e.g. 600",
+            0,
+            float("inf"),
+            lo_open=True,
+            hi_open=True,
+        ),
+    ),
+    Option(
+        "profile_steps",
+        "text",
+        "torch.profiler over optimizer steps A to B-1 on every rank; traces and "
+        "breakdown.json under LOG_DIR/profile/",
+        metavar="A:B",
+    ),
+    Option(
+        "stop_on_nan",
+        "check",
+        "end the run (exit 3) as soon as train/loss is NaN or infinite, instead of training on",
+    ),
+    Option(
+        "data_delay_ms",
+        "float",
+        "wait MS per training batch fetched: a slow input pipeline, simulated (workers overlap it)",
+        default=0.0,
+        check=Range(f"must be 0 (off) to {MAX_DATA_DELAY_MS}, got {{}}", 0, MAX_DATA_DELAY_MS),
+        metavar="MS",
+    ),
+)
+# every flag of ``python -m training.train``, in its --help's order
+OPTIONS: tuple[Option, ...] = (*_TRAINING, *KNOBS, *_HOUSEKEEPING)
+BY_NAME = {o.name: o for o in OPTIONS}
 # a mode's own options: refused in the other modes
 DDP_ONLY = tuple(o.name for o in KNOBS if o.only_in == "ddp")
 FSDP_ONLY = tuple(o.name for o in KNOBS if o.only_in == "fsdp")
 
 
+def range_problem(args: Any, options: tuple[Option, ...] = OPTIONS) -> str | None:
+    """The first of ``options`` whose value in ``args`` (the trainer's parsed arguments) is outside
+    its range: the trainer's refusal (``training.cli``, which holds a mode's own options to their
+    ranges after it refused them outside their mode)."""
+    for option in options:
+        problem = option.problem(getattr(args, option.name))
+        if problem:
+            return problem
+    return None
+
+
 def accumulation_problem(args: Any) -> str | None:
-    """``--accum-steps`` outside its range, or beside ``--static-graph``: the trainer's refusal
-    (``training.cli.check_knobs``; the lab's form says it in its words, ``lab.engine.launch.knobs``,
-    from the same limits)."""
-    if not 1 <= args.accum_steps <= MAX_ACCUM:
-        return f"--accum-steps must be 1 (none) to {MAX_ACCUM}, got {args.accum_steps}"
+    """``--accum-steps`` beside ``--static-graph``: the trainer's refusal
+    (``training.cli.check_knobs``, after ``range_problem`` held the steps to 1 to ``MAX_ACCUM``;
+    the lab's form says it in its words, ``lab.engine.launch.knobs``, from the same limits)."""
     if args.static_graph and args.accum_steps > 1:
         return (
             f"--static-graph does not work with --accum-steps {args.accum_steps} "

@@ -1,0 +1,95 @@
+"""``training.options.OPTIONS`` is the one declaration of the trainer's flags: its parser holds
+every entry and nothing else (dest, default, choices, type, metavar, help), and its range checks
+are the entries' own, with the refusals the trainer has always printed. In-process: the parser
+and its checks import no torch."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from training.cli import BadInput, build_parser, parse_args
+from training.options import BY_NAME, KNOBS, OPTIONS
+
+TYPES = {"int": int, "float": float}
+
+
+def _actions() -> dict[str, argparse.Action]:
+    return {a.dest: a for a in build_parser()._actions if a.dest != "help"}
+
+
+def test_the_trainers_parser_is_the_table():
+    actions = _actions()
+    assert list(actions) == [o.name for o in OPTIONS]  # every flag, in --help's order
+    assert set(KNOBS) <= set(OPTIONS) and len(BY_NAME) == len(OPTIONS)  # one entry per name
+    for o in OPTIONS:
+        a = actions[o.name]
+        assert a.option_strings == [o.flag], o.name
+        assert (a.help, a.metavar, a.required) == (o.help, o.metavar, o.required), o.name
+        if o.kind == "check":
+            assert isinstance(a, argparse._StoreTrueAction) and a.default is False, o.name
+            continue
+        assert a.default == o.default, o.name
+        assert tuple(a.choices or ()) == o.choices, o.name
+        assert a.type is TYPES.get(o.kind), o.name
+
+
+# the trainer's refusals as it has always worded them (tests and users read these lines)
+REFUSALS = {
+    "--batch-size": ("0", "--batch-size must be positive, got 0"),
+    "--lr": ("0", "--lr must be positive, got 0.0"),
+    "--max-steps": ("-1", "--max-steps must be 0 (no limit) or positive, got -1"),
+    "--log-every": ("0", "--log-every must be 1 or more, got 0"),
+    "--val-every": ("-1", "--val-every must be 0 (each epoch end) or positive, got -1"),
+    "--workers": ("-1", "--workers must be 0 or more, got -1"),
+    "--image-size": ("3", "--image-size must be at least 4, got 3"),
+    "--grad-norm-warn": ("-1", "--grad-norm-warn must be 0 (off) or positive, got -1.0"),
+    "--dist-timeout": (
+        "inf",
+        "--dist-timeout must be a positive number of seconds, got inf: e.g. 600",
+    ),
+    "--data-delay-ms": ("60001", "--data-delay-ms must be 0 (off) to 60000, got 60001.0"),
+    "--memory-snapshot": ("-1", "--memory-snapshot must be 0 (off) or a number of steps, got -1"),
+    "--accum-steps": ("0", "--accum-steps must be 1 (none) to 1024, got 0"),
+    "--bucket-cap-mb": ("0", "--bucket-cap-mb must be above 0 and at most 10000, got 0.0"),
+}
+CHECKED = [o for o in OPTIONS if o.check is not None]
+
+
+def _refusal(argv: list[str]) -> str | None:
+    try:
+        parse_args(["--log-dir", "run", *argv])
+    except BadInput as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture
+def torchrun_env(monkeypatch):
+    """A rank's environment, so that --mode ddp parses as under torchrun."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def test_every_range_is_an_entrys_and_refused_in_its_words(torchrun_env):
+    assert {o.flag for o in CHECKED} == set(REFUSALS)
+    for o in CHECKED:
+        mode = ["--mode", o.only_in] if o.only_in else []
+        value, line = REFUSALS[o.flag]
+        assert _refusal([*mode, o.flag, value]) == line
+        r = o.check
+        # each bound is where the entry says: the last value in is taken, the first one out is not
+        for bound, is_open, step in ((r.lo, r.lo_open, 1), (r.hi, r.hi_open, -1)):
+            if bound is None or bound == float("inf"):
+                continue
+            inside = bound + step if is_open else bound
+            outside = bound if is_open else bound - step
+            fmt = (lambda v: str(int(v))) if o.kind == "int" else str
+            assert _refusal([*mode, o.flag, fmt(inside)]) is None, (o.flag, inside)
+            assert _refusal([*mode, o.flag, fmt(outside)]) == o.problem(TYPES[o.kind](outside))
+            assert o.problem(TYPES[o.kind](outside)).startswith(f"{o.flag} must be ")
+
+
+def test_a_modes_own_option_out_of_range_elsewhere_is_refused_as_out_of_place():
+    assert "is an option of DistributedDataParallel" in _refusal(["--bucket-cap-mb", "-1"])
