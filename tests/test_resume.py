@@ -103,7 +103,13 @@ def test_the_new_options_are_checked_and_name_the_fix(tmp_path):
     assert "use mode ddp" in fields(max_restarts=1)["max_restarts"]
     assert fields(mode="ddp", nproc=2, max_restarts=1) == {}
     assert "0 to 100" in fields(mode="ddp", nproc=2, max_restarts=-1)["max_restarts"]
-    assert "no checkpoint file" in fields(resume=str(tmp_path / "x.pt"))["resume"]
+    assert "no checkpoint at" in fields(resume=str(tmp_path / "x.pt"))["resume"]
+    sharded = tmp_path / "last.dcp"  # an fsdp run's: taken whole, refused while a save is cut
+    sharded.mkdir()
+    (sharded / ".metadata").write_bytes(b"x")
+    assert "last.dcp folder" in fields(resume=str(sharded))["resume"]
+    (sharded / "trainer.json").write_text("{}")
+    assert "resume" not in fields(resume=str(sharded))
     assert "automatic" in fields(stall_after=-1)["stall_after"]
     assert "60000" in fields(data_delay_ms=-5)["data_delay_ms"]
     ckpt = tmp_path / "last.pt"

@@ -200,7 +200,7 @@ def _set_up(argv: Sequence[str] | None):
     from training.loop import Loop
     from training.metrics import Recorder
 
-    init_distributed_mode(placement, args.dist_timeout)
+    init_distributed_mode(placement, args.dist_timeout, cpu_collectives=args.fsdp_cpu_offload)
     # the estimate's meta forward first, then the baseline: neither is in the measured peak
     est = memory.device_estimates(
         placement,
