@@ -93,3 +93,50 @@ def test_every_range_is_an_entrys_and_refused_in_its_words(torchrun_env):
 
 def test_a_modes_own_option_out_of_range_elsewhere_is_refused_as_out_of_place():
     assert "is an option of DistributedDataParallel" in _refusal(["--bucket-cap-mb", "-1"])
+
+
+def test_each_trainer_option_the_lab_gives_is_a_form_field_with_the_tables_flag_and_range():
+    """The Launch form (and ``lab launch``, built from it) declares no trainer flag, kind or range
+    of its own: each field that hands the trainer a flag takes them from the option's entry."""
+    from pathlib import Path
+
+    from lab.engine.launch import commands, form
+    from lab.engine.spec.run import RunConfig
+
+    given = {f.trainer_flag: f for f in form.FIELDS if f.trainer_flag}
+    for flag, f in given.items():
+        o = BY_NAME[f.name]
+        assert (o.flag, f.limits, f.unit) == (flag, o.limits, o.unit), f.name
+        if o.choices:
+            assert f.options == o.choices, f.name
+    # every flag of a trainer command the lab builds, with every option set away from its default
+    c = RunConfig(
+        mode="ddp",
+        nproc=2,
+        gpus=(0, 1),
+        amp=True,
+        profile_steps="2:4",
+        stop_on_nan=True,
+        data_delay_ms=5,
+        resume="/x/last.pt",
+        precision="bf16",
+        accum_steps=2,
+        channels_last=True,
+        bucket_cap_mb=4,
+        grad_as_bucket_view=True,
+        static_graph=True,
+        find_unused_parameters=True,
+        sync_bn=True,
+        memory_snapshot=3,
+        compile="on",
+    )
+    argv = commands.trainer_args(c, Path("run"))
+    flags = [a for a in argv[2:] if a.startswith("--")]
+    lab_own = {"--log-dir", "--device"}  # the run folder and whether it has GPUs
+    assert set(flags) - lab_own <= set(given)
+    assert all(f in {o.flag for o in OPTIONS} for f in flags)
+    assert len(flags) == len(set(flags))  # none given twice (always and when set)
+    # all of the trainer's but FSDP's own (this run is ddp) and the collective timeout (the lab
+    # leaves it at PyTorch's)
+    unused = {"--reshard-after-forward", "--fsdp-cpu-offload", "--dist-timeout"}
+    assert set(flags) == {o.flag for o in OPTIONS} - unused

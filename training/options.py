@@ -387,6 +387,8 @@ _HOUSEKEEPING: tuple[Option, ...] = (
         default=0.0,
         check=Range(f"must be 0 (off) to {MAX_DATA_DELAY_MS}, got {{}}", 0, MAX_DATA_DELAY_MS),
         metavar="MS",
+        limits=(0, MAX_DATA_DELAY_MS),
+        unit="ms per batch",
     ),
 )
 # every flag of ``python -m training.train``, in its --help's order

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from lab.engine.launch import environment
-from lab.engine.launch.form import trainer_flags
+from lab.engine.launch.form import always_given, trainer_flags
 from lab.engine.ports import PORT_FLAG
 from lab.engine.spec import backends, modes
 from lab.engine.spec.run import RunConfig
@@ -26,42 +26,8 @@ from lab.runfolder import LOGS_DIR, SCRIPT
 
 def trainer_args(c: RunConfig, run_dir: Path) -> list[str]:
     """``-m training.train`` and its options for ``c``, writing into ``run_dir``."""
-    args = [
-        "-m",
-        "training.train",
-        "--mode",
-        c.mode,
-        "--model",
-        c.model,
-        "--dataset",
-        c.dataset,
-        "--epochs",
-        str(c.epochs),
-        "--max-steps",
-        str(c.max_steps),
-        "--batch-size",
-        str(c.batch_size),
-        "--lr",
-        str(float(c.lr)),
-        "--workers",
-        str(c.workers),
-        "--seed",
-        str(c.seed),
-        "--log-dir",
-        str(run_dir),
-        "--log-every",
-        str(c.log_every),
-        "--val-every",
-        str(c.val_every),
-        "--image-size",
-        str(c.image_size),
-        "--checkpoint",
-        c.checkpoint,
-        "--grad-norm-warn",
-        str(float(c.grad_norm_warn)),
-        "--device",
-        "cuda" if c.gpus or c.gpus_per_node else "cpu",
-    ]
+    device = "cuda" if c.gpus or c.gpus_per_node else "cpu"
+    args = ["-m", "training.train", *always_given(c, {"log_dir": str(run_dir), "device": device})]
     args += trainer_flags(c)  # the options given only when set, as the form declares them
     if c.resume or c.max_restarts:  # a restarted attempt continues from its own last checkpoint
         args += ["--resume", c.resume or "auto"]

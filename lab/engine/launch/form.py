@@ -3,9 +3,11 @@
 A field holds its label, widget kind, options, step, help and session key (the Launch page draws
 ``FIELDS`` in ``LAYOUT``, a test checks it covers every field), its command-line flag and words
 (``lab.cli.run_options`` builds ``launch``'s and ``sweep``'s parser from them), the trainer's flag
-of an option passed only when set (``trainer_flags``, used by ``lab.engine.launch.commands``) and
-its allowed range (``limit_problems``, one of ``lab.engine.launch.config``'s checks); the default
-is ``RunConfig``'s. The performance knobs' fields are ``lab.engine.launch.knobs``'; the class is
+of a trainer option, passed always (``always_given``) or only when set (``trainer_flags``; both
+used by ``lab.engine.launch.commands``) and its allowed range (``limit_problems``, one of
+``lab.engine.launch.config``'s checks); the default is ``RunConfig``'s. A trainer option's field
+(``knobs.trainer_field``) takes its trainer flag, kind, choices and range from the option's entry
+in ``training.options``; the form's and ``lab launch``'s words stay the lab's own. The performance knobs' fields are ``lab.engine.launch.knobs``'; the class is
 ``lab.engine.launch.field``'s. ``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read
 from the form become a ``RunConfig`` in ``lab.engine.launch.request``.
 """
@@ -17,9 +19,9 @@ from typing import Any
 
 from lab.engine.launch import knobs, models
 from lab.engine.launch.field import FormField
-from lab.engine.launch.trainer_options import CHECKPOINTS, DATASETS, IMAGEFOLDER
+from lab.engine.launch.trainer_options import DATASETS, IMAGEFOLDER
 from lab.engine.spec.backends import BACKENDS, LOCAL, SLURM
-from lab.engine.spec.modes import MODES, TORCHRUN
+from lab.engine.spec.modes import TORCHRUN
 from lab.engine.spec.run import RunConfig
 
 # the form's PATH of imagefolder:PATH (not a RunConfig field of its own)
@@ -91,12 +93,11 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="slurm: one more #SBATCH option, written --sbatch-arg=--qos=high (repeatable)",
         flag="sbatch_arg",
     ),
-    FormField(
+    knobs.trainer_field(
         "mode",
         "Mode",
-        "radio",
         "launch_mode",
-        options=MODES,
+        kind="radio",
         cli_help="single: one device; dp: nn.DataParallel over the GPUs in one process; ddp: "
         "DistributedDataParallel under torchrun, a process per GPU (gloo on the CPU); fsdp: FSDP2 "
         "under torchrun, the model, gradients and optimizer state sharded over the ranks",
@@ -125,22 +126,22 @@ FIELDS: tuple[FormField, ...] = (
         help="DDP and FSDP run one process per GPU; on the CPU each process is one gloo rank.",
         cli_help="ddp, fsdp: processes per node (default: one per GPU, 2 on the CPU)",
     ),
-    FormField(
+    knobs.trainer_field(
         "model",
         "Model",
-        "select",
         "launch_model",
+        kind="select",
         options_of=models.names,
         help=f"tinycnn (a small CNN), or any torchvision classification model ({models.SOURCE}), "
         "built with weights=None: type to search. ViT and MaxViT take 224×224 images only.",
         cli_help="tinycnn, or any torchvision classification model: a name of "
         "torchvision.models.list_models(module=torchvision.models), e.g. resnet50, vit_b_16",
     ),
-    FormField(
+    knobs.trainer_field(
         "dataset",
         "Dataset",
-        "select",
         "launch_dataset_kind",
+        kind="select",
         options=DATASETS + (IMAGEFOLDER,),
         help="digits: the 8×8 sample set shipped in sample_data/; synthetic: random tensors; "
         "imagefolder: PATH/train/<class>/*, PATH/val/<class>/* or PATH/<class>/*",
@@ -149,55 +150,48 @@ FIELDS: tuple[FormField, ...] = (
     FormField(
         FOLDER, "Image folder path", "text", "launch_folder", only_if=("dataset", IMAGEFOLDER)
     ),
-    FormField(
+    knobs.trainer_field(
         "batch_size",
         "Global batch",
-        "int",
         "launch_batch",
         help="The same in every mode: DP splits it over GPUs, DDP runs batch / world size per "
         "rank.",
         cli_help="the global batch",
     ),
-    FormField(
+    knobs.trainer_field(
         "epochs",
         "Epochs",
-        "int",
         "launch_epochs",
         cli_help="passes over the training data (a run ends at --epochs or --max-steps, "
         "whichever comes first)",
     ),
-    FormField(
+    knobs.trainer_field(
         "max_steps",
         "Max steps (0 = no limit)",
-        "int",
         "launch_max_steps",
         step=10,
         cli_help="stop after this many optimizer steps (0: no limit, --epochs decides)",
     ),
-    FormField(
+    knobs.trainer_field(
         "lr",
         "Learning rate",
-        "float",
         "launch_lr",
         step=0.01,
         fmt="%.4f",
         cli_help="the SGD learning rate (the same in every mode: the global batch is the same)",
     ),
-    FormField(
+    knobs.trainer_field(
         "seed",
         "Seed",
-        "int",
         "launch_seed",
         cli_help="seeds the model's initial weights and the data order: the same seed in two "
         "modes gives comparable loss curves",
     ),
-    FormField(
+    knobs.trainer_field(
         "amp",
         "Mixed precision (AMP)",
-        "check",
         "launch_amp",
         help="CUDA: fp16 autocast + GradScaler; CPU: bf16 autocast",
-        trainer_flag="--amp",
     ),
     FormField(
         "name",
@@ -215,60 +209,52 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="a tag (repeatable)",
         flag="tag",
     ),
-    FormField(
+    knobs.trainer_field(
         "workers",
         "DataLoader workers",
-        "int",
         "launch_workers",
         cli_help="DataLoader worker processes per training process (0: load in the training "
         "process)",
     ),
-    FormField(
+    knobs.trainer_field(
         "log_every",
         "Log every (steps)",
-        "int",
         "launch_log_every",
         cli_help="write loss, throughput and memory every N optimizer steps (one logging "
         "window; Compare's intervals count windows)",
     ),
-    FormField(
+    knobs.trainer_field(
         "val_every",
         "Validate every (steps, 0 = each epoch)",
-        "int",
         "launch_val_every",
         step=10,
         cli_help="validate every N optimizer steps (0: at the end of each epoch)",
     ),
-    FormField(
+    knobs.trainer_field(
         "image_size",
         "Image size",
-        "int",
         "launch_image_size",
         step=8,
         cli_help="the side of the square images the model gets (digits are upscaled to it)",
     ),
-    FormField(
+    knobs.trainer_field(
         "checkpoint",
         "Checkpoint",
-        "select",
         "launch_checkpoint",
-        options=CHECKPOINTS,
         cli_help="last: keep the last epoch's checkpoint (what `lab resume` continues from); "
         "none: write none",
     ),
-    FormField(
+    knobs.trainer_field(
         "grad_norm_warn",
         "Warn above grad norm (0 = off)",
-        "float",
         "launch_grad_warn",
         step=1.0,
         cli_help="log a warning (and the grad_spike finding) when the gradient norm exceeds "
         "this (0: off)",
     ),
-    FormField(
+    knobs.trainer_field(
         "profile_steps",
         "Profile steps (A:B, empty = off)",
-        "text",
         "launch_profile",
         help="torch.profiler over optimizer steps A to B-1 on every rank, e.g. 20:25 (steps "
         "20-24): the "
@@ -278,16 +264,13 @@ FIELDS: tuple[FormField, ...] = (
         "throughput.",
         cli_help="A:B: torch.profiler over optimizer steps A to B-1 on every rank (e.g. "
         "20:25); off by default",
-        trainer_flag="--profile-steps",
     ),
-    FormField(
+    knobs.trainer_field(
         "stop_on_nan",
         "Stop on a NaN loss",
-        "check",
         "launch_stop_nan",
         help="End the run (failed, diagnosed nan_loss) as soon as train/loss is NaN or infinite.",
         cli_help="end the run (failed, nan_loss) as soon as train/loss is NaN or infinite",
-        trainer_flag="--stop-on-nan",
     ),
     FormField(
         "stall_after",
@@ -314,24 +297,19 @@ FIELDS: tuple[FormField, ...] = (
         cli_help="ddp, fsdp: torchrun restarts the workers up to N times; the trainer resumes "
         "from its last checkpoint",
     ),
-    FormField(
+    knobs.trainer_field(
         "data_delay_ms",
         "Data delay per batch (ms)",
-        "float",
         "launch_data_delay",
         step=5.0,
         fmt="%.0f",
         help="Simulate a slow input pipeline: each training batch waits this long (DataLoader "
         "workers "
         "overlap it). 0 = off.",
-        trainer_flag="--data-delay-ms",
-        limits=(0, 60_000),
-        unit="ms per batch",
     ),
-    FormField(
+    knobs.trainer_field(
         "resume",
         "Resume from checkpoint (path, empty = fresh)",
-        "text",
         "launch_resume",
         help="A checkpoints/last.pt of an earlier run; the Live page's Resume button fills this "
         "in for you.",
@@ -374,6 +352,31 @@ FIELDS: tuple[FormField, ...] = (
 )
 BY_NAME = {f.name: f for f in FIELDS}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+# the trainer's options every trainer run's command carries, in its order; the run folder and the
+# device are the lab's to say (``lab.engine.launch.commands.trainer_args``), and ``resume`` is
+# given there too, where a restarted attempt needs it
+ALWAYS_GIVEN = (
+    "mode", "model", "dataset", "epochs", "max_steps", "batch_size", "lr", "workers", "seed",
+    "log_dir", "log_every", "val_every", "image_size", "checkpoint", "grad_norm_warn", "device",
+)  # fmt: skip
+_NOT_WHEN_SET = set(ALWAYS_GIVEN) | {"resume"}
+
+
+def _text(f: FormField, value: Any) -> str:
+    return str(float(value)) if f.kind == "float" else str(value)
+
+
+def always_given(c: Any, lab_own: dict[str, str]) -> list[str]:
+    """The flags and values of ``ALWAYS_GIVEN``: each field's value in ``c`` (a float field's as a
+    float), or the lab's own ``lab_own[name]`` for the run folder and the device."""
+    out: list[str] = []
+    for name in ALWAYS_GIVEN:
+        f = BY_NAME.get(name)
+        if f is None:
+            out += ["--" + name.replace("_", "-"), lab_own[name]]
+        else:
+            out += [f.trainer_flag, _text(f, getattr(c, name))]
+    return out
 
 
 def trainer_flags(c: Any) -> list[str]:
@@ -382,14 +385,11 @@ def trainer_flags(c: Any) -> list[str]:
     field's as a float)."""
     out: list[str] = []
     for f in FIELDS:
-        value = getattr(c, f.name, None) if f.trainer_flag else None
+        given = f.trainer_flag and f.name not in _NOT_WHEN_SET
+        value = getattr(c, f.name, None) if given else None
         if not value or value == _DEFAULTS.get(f.name):  # not set: the trainer's default
             continue
-        out += (
-            [f.trainer_flag]
-            if value is True
-            else [f.trainer_flag, str(float(value)) if f.kind == "float" else str(value)]
-        )
+        out += [f.trainer_flag] if value is True else [f.trainer_flag, _text(f, value)]
     return out
 
 

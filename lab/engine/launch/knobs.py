@@ -41,22 +41,32 @@ SYNC_BN_CPU = (
 )
 
 
-def _field(o: trainer.Option) -> FormField:
-    """The form field of one of the trainer's options: its widget, words, flag and range."""
-    return FormField(
-        o.name,
-        o.label,
-        o.kind,
-        f"launch_{o.name}",
-        help=o.form_help,
+def trainer_field(name: str, label: str, key: str, **lab: Any) -> FormField:
+    """The form field of the trainer's option ``name``: its flag, kind, choices and range from its
+    entry in ``training.options``, so that they cannot drift from the trainer's; ``lab``: the
+    form's and ``lab launch``'s own words and widget (e.g. ``kind="radio"``, ``cli_help``)."""
+    o = trainer.BY_NAME[name]
+    declared: dict[str, Any] = dict(
+        kind=o.kind,
         options=o.choices,
-        option_labels=o.choice_labels,
         step=o.step,
         only_if=("mode", o.only_in) if o.only_in else None,
-        cli_help=o.help,
         trainer_flag=o.flag,
         limits=o.limits,
         unit=o.unit,
+    )
+    return FormField(name=name, label=label, key=key, **(declared | lab))
+
+
+def _field(o: trainer.Option) -> FormField:
+    """The form field of one of the performance options: its entry's words too."""
+    return trainer_field(
+        o.name,
+        o.label,
+        f"launch_{o.name}",
+        help=o.form_help,
+        option_labels=o.choice_labels,
+        cli_help=o.help,
         differs=o.differs,
         cause=o.cause,
         vary_example=o.vary_example,
