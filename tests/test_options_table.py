@@ -140,3 +140,20 @@ def test_each_trainer_option_the_lab_gives_is_a_form_field_with_the_tables_flag_
     # leaves it at PyTorch's)
     unused = {"--reshard-after-forward", "--fsdp-cpu-offload", "--dist-timeout"}
     assert set(flags) == {o.flag for o in OPTIONS} - unused
+
+
+def test_lab_launch_has_each_trainer_flag_the_form_gives_with_the_tables_choices():
+    from lab.cli.run_options import add_run_options
+    from lab.engine.launch import form
+
+    lab = argparse.ArgumentParser()
+    add_run_options(lab)
+    flags = {s: a for a in lab._actions for s in a.option_strings}
+    for f in form.FIELDS:
+        if not f.trainer_flag:
+            continue
+        a, o = flags[f.trainer_flag], BY_NAME[f.name]
+        assert a.dest == o.name, f.name
+        if a.choices is not None:  # restricted on the command line: to the trainer's choices
+            assert tuple(a.choices) == o.choices, f.name
+    assert tuple(flags["--mode"].choices) == BY_NAME["mode"].choices

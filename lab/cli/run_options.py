@@ -14,14 +14,11 @@ from typing import Any
 
 from lab.cli.parser import lower
 from lab.engine.launch.form import BY_NAME, LAYOUT
-from lab.engine.launch.trainer_options import CHECKPOINTS
-from lab.engine.spec.backends import BACKENDS
-from lab.engine.spec.modes import MODES
 from lab.engine.spec.run import RunConfig, trainer_fields
 
-# the options the command line restricts to a list (the form's dataset options are kinds, not
-# values: imagefolder:PATH)
-CHOICES = {"mode": MODES, "checkpoint": CHECKPOINTS, "backend": BACKENDS}
+# the options the command line restricts to a list, the form's (the trainer's, for its options;
+# the form's dataset options are kinds, not values: imagefolder:PATH)
+CHOICES = {name: BY_NAME[name].options for name in ("mode", "checkpoint", "backend")}
 
 
 def flag_name(field: str) -> str:
