@@ -22,8 +22,8 @@ TimeoutExpired = subprocess.TimeoutExpired
 
 
 class Process(Protocol):
-    """A process as the supervisor follows it (``RunSupervisor.watch``): a ``Popen`` started
-    here, or the training root of a run found orphaned (``lab.engine.supervise.adopt``)."""
+    """A process as the supervisor follows it (``lab.engine.supervise.watch.Here``): a ``Popen``
+    started here, or the training root of a run found orphaned (``lab.engine.supervise.adopt``)."""
 
     pid: int
 
