@@ -35,24 +35,30 @@ def test_the_trainers_parser_is_the_table():
         assert a.type is TYPES.get(o.kind), o.name
 
 
-# the trainer's refusals as it has always worded them (tests and users read these lines)
+# the trainer's refusals as it has always worded them (tests and users read these lines): a value
+# refused, the line it gets, and the nearest value taken
 REFUSALS = {
-    "--batch-size": ("0", "--batch-size must be positive, got 0"),
-    "--lr": ("0", "--lr must be positive, got 0.0"),
-    "--max-steps": ("-1", "--max-steps must be 0 (no limit) or positive, got -1"),
-    "--log-every": ("0", "--log-every must be 1 or more, got 0"),
-    "--val-every": ("-1", "--val-every must be 0 (each epoch end) or positive, got -1"),
-    "--workers": ("-1", "--workers must be 0 or more, got -1"),
-    "--image-size": ("3", "--image-size must be at least 4, got 3"),
-    "--grad-norm-warn": ("-1", "--grad-norm-warn must be 0 (off) or positive, got -1.0"),
+    "--batch-size": ("0", "--batch-size must be positive, got 0", "1"),
+    "--lr": ("0", "--lr must be positive, got 0.0", "1e-09"),
+    "--max-steps": ("-1", "--max-steps must be 0 (no limit) or positive, got -1", "0"),
+    "--log-every": ("0", "--log-every must be 1 or more, got 0", "1"),
+    "--val-every": ("-1", "--val-every must be 0 (each epoch end) or positive, got -1", "0"),
+    "--workers": ("-1", "--workers must be 0 or more, got -1", "0"),
+    "--image-size": ("3", "--image-size must be at least 4, got 3", "4"),
+    "--grad-norm-warn": ("-0.5", "--grad-norm-warn must be 0 (off) or positive, got -0.5", "0"),
     "--dist-timeout": (
-        "inf",
-        "--dist-timeout must be a positive number of seconds, got inf: e.g. 600",
+        "0",
+        "--dist-timeout must be a positive number of seconds, got 0.0: e.g. 600",
+        "0.5",
     ),
-    "--data-delay-ms": ("60001", "--data-delay-ms must be 0 (off) to 60000, got 60001.0"),
-    "--memory-snapshot": ("-1", "--memory-snapshot must be 0 (off) or a number of steps, got -1"),
-    "--accum-steps": ("0", "--accum-steps must be 1 (none) to 1024, got 0"),
-    "--bucket-cap-mb": ("0", "--bucket-cap-mb must be above 0 and at most 10000, got 0.0"),
+    "--data-delay-ms": ("60001", "--data-delay-ms must be 0 (off) to 60000, got 60001.0", "60000"),
+    "--memory-snapshot": (
+        "-1",
+        "--memory-snapshot must be 0 (off) or a number of steps, got -1",
+        "0",
+    ),
+    "--accum-steps": ("0", "--accum-steps must be 1 (none) to 1024, got 0", "1"),
+    "--bucket-cap-mb": ("0", "--bucket-cap-mb must be above 0 and at most 10000, got 0.0", "0.5"),
 }
 CHECKED = [o for o in OPTIONS if o.check is not None]
 
@@ -76,8 +82,9 @@ def test_every_range_is_an_entrys_and_refused_in_its_words(torchrun_env):
     assert {o.flag for o in CHECKED} == set(REFUSALS)
     for o in CHECKED:
         mode = ["--mode", o.only_in] if o.only_in else []
-        value, line = REFUSALS[o.flag]
+        value, line, taken = REFUSALS[o.flag]
         assert _refusal([*mode, o.flag, value]) == line
+        assert _refusal([*mode, o.flag, taken]) is None, o.flag
         r = o.check
         # each bound is where the entry says: the last value in is taken, the first one out is not
         for bound, is_open, step in ((r.lo, r.lo_open, 1), (r.hi, r.hi_open, -1)):
