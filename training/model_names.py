@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-OWN = {"tinycnn": 4, "tinyvit": 4, "tinyconvnext": 8}  # name: its smallest image side
+# name: its smallest image side
+OWN = {"tinycnn": 4, "tinyresnet": 4, "tinyvit": 4, "tinymobilenet": 4, "tinyconvnext": 8}
 EXACT_SIZE_PREFIXES = ("vit_", "maxvit_")
 
 

@@ -1,11 +1,12 @@
-"""The trainer's models: ``tinycnn``, ``tinyvit``, ``tinyconvnext`` and every torchvision
-classification model.
+"""The trainer's models: its own small ones (``tinycnn``, ``tinyresnet``, ``tinyvit``,
+``tinymobilenet``, ``tinyconvnext``) and every torchvision classification model.
 
 Owns which names ``--model`` takes, the image size each needs, and building a
-model for a number of input channels and classes. ``tinyvit`` and ``tinyconvnext`` are a ViT
-and a ConvNeXt of torchvision's own blocks at a size a CPU trains in seconds (the option
-matrix's LayerNorm and stochastic-depth families, ``training.matrix``). ``tinycnn`` is
-deliberately free of BatchNorm and dropout: its forward pass is a pure
+model for a number of input channels and classes. ``tinyresnet``, ``tinyvit``,
+``tinymobilenet`` and ``tinyconvnext`` are a ResNet, a ViT, a MobileNetV3 and a ConvNeXt of
+torchvision's own blocks at a size a CPU trains (and compiles) in seconds: the option matrix's
+BatchNorm, LayerNorm, depthwise + SE and stochastic-depth families (``training.matrix``).
+``tinycnn`` is deliberately free of BatchNorm and dropout: its forward pass is a pure
 function of the weights and the batch, so a single-device run and a DDP run
 over the same global batch produce the same losses (the trainer's exactness
 test relies on it). The others are ``torchvision.models.list_models(module=
@@ -78,6 +79,44 @@ class TinyViT(nn.Module):
         return self.head(self.norm(self.blocks(x)).mean(1))
 
 
+class TinyResNet(nn.Module):
+    """A ResNet small enough for a CPU: a 3x3 stem of 16 channels with BatchNorm, then two of
+    torchvision's own ``BasicBlock`` (16 channels, then 32 at stride 2 with its 1x1 shortcut):
+    BatchNorm's running statistics are buffers, the trap of FSDP's half-precision policy. The
+    BatchNorm family of the option matrix's CPU tier; any image size of 4 or more."""
+
+    def __init__(self, channels: int, num_classes: int) -> None:
+        super().__init__()
+        from torchvision.models.resnet import BasicBlock
+
+        self.stem = nn.Sequential(
+            nn.Conv2d(channels, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU()
+        )
+        shortcut = nn.Sequential(nn.Conv2d(16, 32, 1, stride=2, bias=False), nn.BatchNorm2d(32))
+        self.blocks = nn.Sequential(BasicBlock(16, 16), BasicBlock(16, 32, 2, shortcut))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.pool(self.blocks(self.stem(x))), 1))
+
+
+def tiny_mobilenet(channels: int, num_classes: int) -> nn.Module:
+    """torchvision's ``MobileNetV3`` at two inverted residuals of its own kind (depthwise 3x3, the
+    second with squeeze-excitation and hardswish) and a 64-wide head: the depthwise + SE family of
+    the option matrix's CPU tier; any image size of 4 or more."""
+    from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
+
+    setting = [
+        InvertedResidualConfig(16, 3, 16, 16, False, "RE", 2, 1, 1.0),
+        InvertedResidualConfig(16, 3, 48, 24, True, "HS", 2, 1, 1.0),
+    ]
+    model = MobileNetV3(setting, last_channel=64, num_classes=num_classes)
+    if channels != 3:
+        _first_conv_for(model, channels)
+    return model
+
+
 def tiny_convnext(channels: int, num_classes: int) -> nn.Module:
     """torchvision's ``ConvNeXt`` at two stages of 16 and 32 channels, one ``CNBlock`` each, with
     stochastic depth (0.1): each block's ``StochasticDepth`` holds its own probability, the float
@@ -147,6 +186,10 @@ def build(name: str, channels: int, num_classes: int) -> nn.Module:
         return TinyViT(channels, num_classes)
     if name == "tinyconvnext":
         return tiny_convnext(channels, num_classes)
+    if name == "tinyresnet":
+        return TinyResNet(channels, num_classes)
+    if name == "tinymobilenet":
+        return tiny_mobilenet(channels, num_classes)
     if name not in names():
         raise ValueError(f"unknown model {name!r}")
     import torchvision.models as tvm
