@@ -7,7 +7,8 @@ of a trainer option, passed always (``always_given``) or only when set (``traine
 used by ``lab.engine.launch.commands``) and its allowed range (``limit_problems``, one of
 ``lab.engine.launch.config``'s checks); the default is ``RunConfig``'s. A trainer option's field
 (``knobs.trainer_field``) takes its trainer flag, kind, choices and range from the option's entry
-in ``training.options``; the form's and ``lab launch``'s words stay the lab's own. The performance knobs' fields are ``lab.engine.launch.knobs``'; the class is
+in ``training.options``; the form's and ``lab launch``'s words stay the lab's own. The
+performance knobs' fields are ``lab.engine.launch.knobs``'; the class is
 ``lab.engine.launch.field``'s. ``FOLDER`` is the form's PATH of ``imagefolder:PATH``. Values read
 from the form become a ``RunConfig`` in ``lab.engine.launch.request``.
 """

@@ -2,12 +2,14 @@
 ``lab.engine.launch.form.FIELDS`` takes in, in its "Performance knobs" section) and their checks
 (``knob_problems``, one of ``lab.engine.launch.config``'s checks).
 
-Each of the trainer's options is one entry in ``training.options.KNOBS`` (its flag, choices,
-range and words); ``FIELDS`` builds the form's field of each from it, so the form, ``lab
+Each of the trainer's performance options is one entry in ``training.options.KNOBS`` (its flag,
+choices, range and words); ``FIELDS`` builds the form's field of each from it, so the form, ``lab
 launch``'s flags and ``--help``, Compare's words and ``--vary`` need nothing more of a new option
 than that entry and its field in ``RunConfig`` (the run's value, with the lab's default). The
-trainer is given a flag only when its value differs from that default. The NCCL preset is the
-lab's own (``lab.engine.spec.nccl``: its variables go into the run's environment).
+trainer is given a flag only when its value differs from that default. ``trainer_field`` makes
+the field of any of the trainer's options (``training.options.OPTIONS``) from its entry: the
+form's fields of the trainer's other options are built with it too, in the lab's words. The NCCL
+preset is the lab's own (``lab.engine.spec.nccl``: its variables go into the run's environment).
 
 Refused with one line where they make no sense: DDP's options outside ddp and FSDP's outside fsdp
 (``ONLY_IN``), fp16 without a GPU, FSDP's CPU offload without a GPU, ``amp`` together with a
