@@ -10,7 +10,9 @@ the trainer's ``main``) and holds every row to its plan: among them the findings
 failed before (fsdp + resnet18 + bf16; fsdp on 2 ranks with a validation split 4 and 3 batches,
 which hung; a single run's checkpoint resumed as fsdp, and fsdp's sharded one as single, dp and
 ddp; channels-last under fsdp, refused in one line instead of a crash on rank 1). Its table is
-printed (``-s`` shows it). CPU cost: about 4 minutes of wall time on one worker here."""
+printed (``-s`` shows it). Cost here (2 cores, other work beside it): 226 s of wall time and 232 s
+of CPU for 42 rows (27 that train, 8 refusals, 7 donors), most of it the compile rows' inductor
+and gcc (89-156 s each with a cold cache)."""
 
 from __future__ import annotations
 
