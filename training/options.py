@@ -307,7 +307,8 @@ _TRAINING: tuple[Option, ...] = (
     Option(
         "model",
         "text",
-        "tinycnn, or any name of torchvision.models.list_models(module=torchvision.models)",
+        "tinycnn, tinyresnet, tinyvit, tinymobilenet, tinyconvnext (small, for a CPU), or any "
+        "name of torchvision.models.list_models(module=torchvision.models)",
         default="tinycnn",
     ),
     Option("dataset", "text", "digits | synthetic | imagefolder:PATH", default="digits"),
