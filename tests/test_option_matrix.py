@@ -105,6 +105,30 @@ def test_the_gpu_tier_adds_the_gpu_only_values_and_the_torchvision_models():
     )
 
 
+def test_the_gpu_tier_plans_every_pair_with_fp16_offload_and_sync_bn(monkeypatch):
+    """What ``scripts/gpu_check.py --matrix`` plans on two GPUs of compute capability 9.0. No GPU
+    here: torch's answers about the devices are faked (capability and name only: the plan asks
+    nothing else of CUDA), and so is the C++ compiler's check (a process)."""
+    import torch
+
+    from training import compiling
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: "a Hopper GPU")
+    monkeypatch.setattr(compiling, "_cxx_problem", lambda: None)
+    gpu = matrix.plan(Tier("gpu"))
+    trains = gpu.trains
+    assert any(
+        r["mode"] == "fsdp" and r["fsdp_cpu_offload"] and r["precision"] == "fp16" for r in trains
+    )
+    assert any(r["mode"] == "ddp" and r["sync_bn"] and r["family"] == "BatchNorm" for r in trains)
+    assert any(r["mode"] == "fsdp" and r["family"] == "LayerNorm" for r in trains)
+    why = [w for _r, w in gpu.refused]
+    assert any("DataParallel" in w and "--compile on" in w for w in why)  # dp on 2 GPUs
+    assert any(w.startswith("--sync-bn is an option of") for w in why)
+    assert matrix.table(gpu).count("refused: ") == len(gpu.refused)
+
+
 def test_the_docs_table_is_the_plans_own(cpu_plan):
     """docs/option-matrix.md holds the table the plan writes (``python scripts/option_matrix.py
     --plan --write-docs docs/option-matrix.md``), not a typed copy."""
