@@ -68,9 +68,9 @@ def _launch(
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(matrix.RANKS),
                "--master-port", str(port), "--log-dir", str(root / f"{tag}.torchrun"),
                "-m", "training.matrix_worker", str(spec)]  # fmt: skip
-    log = open(root / f"{tag}.log", "wb")
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    with open(root / f"{tag}.log", "wb") as log:  # the child keeps its own copy of the file
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
 
 
 def _wait(procs: Iterable[subprocess.Popen], deadline: float) -> None:
