@@ -19,7 +19,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Iterable, Sequence
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from lab.engine.ports import free_port  # noqa: E402
 from training import matrix  # noqa: E402
 
 
@@ -62,9 +62,7 @@ def _launch(
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(matrix.RANKS))) if tier.gpu else ""
     cmd = [sys.executable, "-m", "training.matrix_worker", str(spec)]
     if torchrun:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(matrix.RANKS),
                "--master-port", str(port), "--log-dir", str(root / f"{tag}.torchrun"),
                "-m", "training.matrix_worker", str(spec)]  # fmt: skip

@@ -43,6 +43,16 @@ def autocast(name: str, device: torch.device, mode: str = "single") -> ContextMa
     return torch.autocast(device.type, dtype=DTYPES[name])
 
 
+def precision_policy(name: str, mode: str) -> str | None:
+    """summary.json's ``precision_policy``: how half precision ``name`` was applied, "autocast"
+    (norms, softmax and loss kept in fp32) or, under fsdp, "fsdp" (FSDP's MixedPrecisionPolicy
+    casts the parameters and everything runs in half; ``autocast`` gives none there); None for
+    fp32."""
+    if name not in DTYPES:
+        return None
+    return "fsdp" if mode == "fsdp" else "autocast"
+
+
 class AutocastForward(nn.Module):
     """``module``'s forward under ``torch.autocast(device_type, dtype)``, entered in the thread
     that runs it. The autocast state, its dtype included, is per thread: DataParallel's replica

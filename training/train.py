@@ -167,12 +167,7 @@ def _summary(
         "amp": loop.precision != "fp32",
         "amp_dtype": {"fp16": "float16", "bf16": "bfloat16"}.get(loop.precision),
         "precision": loop.precision,
-        # fp32: none; fsdp: FSDP's MixedPrecisionPolicy (no autocast); other modes: autocast
-        "precision_policy": None
-        if loop.precision == "fp32"
-        else "fsdp"
-        if placement.effective_mode == "fsdp"
-        else "autocast",
+        "precision_policy": knobs.precision_policy(loop.precision, placement.effective_mode),
         **knobs.accumulation_record(args, placement.per_device_batch),
         "batchnorm": knobs.has_batchnorm(loop.model_without_ddp),
         "sync_bn": any(isinstance(m, torch.nn.SyncBatchNorm) for m in loop.model.modules()),
